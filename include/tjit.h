@@ -1,0 +1,303 @@
+/* tjit.h: JAX's programming model for C programs. The one public header.
+ *
+ * A host program describes array code once, by calling the tracing API from a trace function;
+ * tjit records the calls into an SSA IR, optimizes it, and runs each (shape, dtype, static-arg)
+ * signature. Results of a compiled signature are cached: a warm call traces nothing.
+ *
+ *   static void layer(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+ *     r[0] = jit_relu(t, jit_add(t, jit_matmul(t, a[0], a[1]), a[2]));   // relu(x @ w + b)
+ *   }
+ *   ...
+ *   jit_ctx *ctx;   jit_ctx_create(NULL, &ctx);
+ *   jit_fn *f;      jit_fn_opts o = {.name = "layer", .n_args = 3, .n_results = 1};
+ *   jit_compile(ctx, layer, NULL, &o, &f);
+ *   jit_array *args[3] = {x, w, b}, *y;              // made by jit_array_from_host
+ *   if (jit_call(f, args, &y) != JIT_OK) fprintf(stderr, "%s\n", jit_last_error());
+ *   jit_fn_dump(f, NULL, JIT_DUMP_TRACED | JIT_DUMP_OPTIMIZED, stdout);
+ *   jit_array_to_host(y, out, sizeof out);
+ *   jit_array_free(y); jit_fn_free(f); jit_ctx_destroy(ctx);
+ *
+ * Conventions: every fallible call returns a jit_status (JIT_OK = 0) and leaves a message for
+ * jit_last_error(); whoever creates a handle frees it; the library never aborts or prints on its
+ * own. Errors inside a trace are sticky: the first failing op records its error on the trace,
+ * later ops return an invalid value (id 0), and jit_call returns the error.
+ */
+#ifndef TJIT_H
+#define TJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes: _(name, message) ------------------------------------------------------- */
+#define JIT_STATUS_DEF(_)                                          \
+  _(JIT_OK, "ok")                                                  \
+  _(JIT_EINVAL, "invalid argument")                                \
+  _(JIT_ESHAPE, "shape mismatch")                                  \
+  _(JIT_EDTYPE, "dtype mismatch")                                  \
+  _(JIT_ESHARDING, "sharding mismatch")                            \
+  _(JIT_ECOMPILE, "compilation failed")                            \
+  _(JIT_ENOMEM, "out of memory")                                   \
+  _(JIT_EIO, "i/o error")                                          \
+  _(JIT_EUNSUPPORTED, "unsupported")                               \
+  _(JIT_EINTERNAL, "internal error")
+
+typedef enum jit_status {
+#define JIT_STATUS_ENUM(name, msg) name,
+  JIT_STATUS_DEF(JIT_STATUS_ENUM)
+#undef JIT_STATUS_ENUM
+} jit_status;
+
+/* ---- dtypes: _(name, text, bytes) ------------------------------------------------------------
+   bf16 and f16 are stored as 16-bit values and computed in f32. */
+#define JIT_DTYPE_DEF(_) \
+  _(JIT_BOOL, "bool", 1) \
+  _(JIT_I8, "i8", 1)     \
+  _(JIT_U8, "u8", 1)     \
+  _(JIT_I32, "i32", 4)   \
+  _(JIT_I64, "i64", 8)   \
+  _(JIT_F16, "f16", 2)   \
+  _(JIT_BF16, "bf16", 2) \
+  _(JIT_F32, "f32", 4)   \
+  _(JIT_F64, "f64", 8)
+
+typedef enum jit_dtype {
+#define JIT_DTYPE_ENUM(name, text, bytes) name,
+  JIT_DTYPE_DEF(JIT_DTYPE_ENUM)
+#undef JIT_DTYPE_ENUM
+} jit_dtype;
+
+#define JIT_MAX_RANK 8 /* arrays and traced values have at most this many dimensions */
+
+typedef struct jit_ctx jit_ctx;           /* devices, worker threads, compile cache */
+typedef struct jit_array jit_array;       /* an array on one device or sharded over a mesh */
+typedef struct jit_mesh jit_mesh;         /* devices arranged in a named n-d grid */
+typedef struct jit_sharding jit_sharding; /* a mesh + one partition entry per array dim */
+typedef struct jit_fn jit_fn;             /* a jitted function and its per-signature cache */
+typedef struct jit_trace jit_trace;       /* the recorder handed to a trace function */
+typedef struct jit_val { uint32_t id; } jit_val; /* an SSA value while tracing; id 0 = invalid */
+
+/* Every traced function, and every function handed to a transformation, has this type.
+   The numbers of args and results are fixed when the function is registered. */
+typedef void (*jit_trace_fn)(jit_trace *t, const jit_val *args, jit_val *results, void *user);
+
+/* ---- context, devices, errors ----------------------------------------------------------------- */
+typedef struct jit_ctx_opts {
+  int n_devices;          /* virtual CPU devices; 0: $TJIT_DEVICES, else 1 */
+  int n_threads;          /* worker threads; 0: number of cores */
+  const char *cache_dir;  /* persistent compiled-code cache; NULL: $TJIT_CACHE_DIR, else none */
+  int opt_level;          /* 0..3; start from jit_ctx_opts_default(), which sets 3 */
+} jit_ctx_opts;
+jit_ctx_opts jit_ctx_opts_default(void);
+jit_status   jit_ctx_create(const jit_ctx_opts *opts /* NULL: defaults */, jit_ctx **out);
+void         jit_ctx_destroy(jit_ctx *ctx);
+int          jit_device_count(const jit_ctx *ctx);        /* all devices, all processes */
+const char  *jit_status_str(jit_status s);
+const char  *jit_last_error(void);                        /* this thread's last failure */
+size_t       jit_dtype_size(jit_dtype d);                 /* 0 for an unknown dtype */
+const char  *jit_dtype_name(jit_dtype d);                 /* "f32"; "?" for an unknown dtype */
+
+/* ---- arrays ------------------------------------------------------------------------------------ */
+jit_status jit_array_from_host(jit_ctx *ctx, jit_dtype dt, int rank, const int64_t *shape,
+                               const void *data, jit_array **out);   /* copies data */
+jit_status jit_array_to_host(const jit_array *a, void *dst, size_t dst_bytes); /* gathers shards */
+int            jit_array_rank(const jit_array *a);
+const int64_t *jit_array_shape(const jit_array *a);
+jit_dtype      jit_array_dtype(const jit_array *a);
+size_t         jit_array_nbytes(const jit_array *a);   /* bytes of the whole array on the host */
+void           jit_array_free(jit_array *a);
+
+/* ---- mesh, sharding, placement -----------------------------------------------------------------
+   A partition spec has one entry per array dimension, separated by commas: `_` = not sharded,
+   a mesh axis name = sharded over that axis, `x+y` = sharded over axes x and y together. */
+jit_status jit_mesh_create(jit_ctx *ctx, int n_axes, const int64_t *axis_sizes,
+                           const char *const *axis_names, const int *device_ids /* NULL: 0.. */,
+                           jit_mesh **out);
+void       jit_mesh_free(jit_mesh *m);
+jit_status jit_sharding_create(const jit_mesh *m, const char *spec, jit_sharding **out);
+void       jit_sharding_free(jit_sharding *s);
+jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array **out); /* committed */
+jit_status jit_array_visualize(const jit_array *a, FILE *out);
+
+/* ---- jitted functions -------------------------------------------------------------------------- */
+typedef struct jit_fn_opts {
+  const char *name;         /* used in dumps and errors */
+  int n_args, n_results;
+  uint64_t donate_mask;     /* bit i: args[i]'s buffer may be reused for a result */
+} jit_fn_opts;
+jit_status jit_compile(jit_ctx *ctx, jit_trace_fn fn, void *user, const jit_fn_opts *opts,
+                       jit_fn **out);   /* registers; compiles lazily per signature */
+jit_status jit_call(jit_fn *f, jit_array *const *args, jit_array **results);
+/* static args: bytes that are part of the cache key and visible to the trace function */
+jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len,
+                           jit_array *const *args, jit_array **results);
+const void *jit_trace_static_args(jit_trace *t, size_t *len);
+void        jit_fn_free(jit_fn *f);
+
+/* ---- inspection and timing --------------------------------------------------------------------- */
+enum { JIT_DUMP_TRACED = 1, JIT_DUMP_OPTIMIZED = 2, JIT_DUMP_PARTITIONED = 4,
+       JIT_DUMP_FUSED = 8, JIT_DUMP_C = 16, JIT_DUMP_LLVM = 32 };
+/* dumps the last compiled signature of f (or the one args select, if args != NULL) */
+jit_status jit_fn_dump(jit_fn *f, jit_array *const *args, unsigned what, FILE *out);
+
+typedef struct jit_fn_stats {
+  uint64_t calls, cache_hits, cache_misses, disk_cache_hits;
+  int      n_signatures, n_kernels;
+  double   trace_ms, passes_ms, codegen_ms, llvm_ms;  /* summed over compiled signatures */
+  double   last_call_us;                              /* wall time of the last jit_call */
+} jit_fn_stats;
+jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
+
+/* ---- ops (while tracing) -----------------------------------------------------------------------
+   Binary elementwise ops follow NumPy broadcasting. Operand dtypes must match, except that a
+   scalar made by jit_scalar takes the other operand's dtype (a weak type; a weak result that
+   reaches a function result becomes f32). Each op is a macro that records the caller's
+   file:line (through jit_trace_at) and calls the function of the same name; (jit_add)(t, a, b)
+   calls the function directly, with no location. */
+typedef enum { JIT_EQ, JIT_NE, JIT_LT, JIT_LE, JIT_GT, JIT_GE } jit_cmp_op;
+
+/* Sets the source location the next op records, and returns t. */
+jit_trace *jit_trace_at(jit_trace *t, const char *file, int line);
+
+jit_val jit_scalar(jit_trace *t, double v);
+jit_val jit_full(jit_trace *t, jit_dtype dt, int rank, const int64_t *shape, double v);
+jit_val jit_iota(jit_trace *t, jit_dtype dt, int rank, const int64_t *shape, int dim);
+
+jit_val jit_neg(jit_trace *t, jit_val x);
+jit_val jit_abs(jit_trace *t, jit_val x);
+jit_val jit_exp(jit_trace *t, jit_val x);
+jit_val jit_log(jit_trace *t, jit_val x);
+jit_val jit_sqrt(jit_trace *t, jit_val x);
+jit_val jit_rsqrt(jit_trace *t, jit_val x);
+jit_val jit_tanh(jit_trace *t, jit_val x);
+jit_val jit_logistic(jit_trace *t, jit_val x);
+jit_val jit_sin(jit_trace *t, jit_val x);
+jit_val jit_cos(jit_trace *t, jit_val x);
+jit_val jit_erf(jit_trace *t, jit_val x);
+jit_val jit_floor(jit_trace *t, jit_val x);
+jit_val jit_relu(jit_trace *t, jit_val x);
+
+jit_val jit_add(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_sub(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_mul(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_div(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_max(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_min(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_pow(jit_trace *t, jit_val a, jit_val b);
+
+jit_val jit_cmp(jit_trace *t, jit_cmp_op op, jit_val a, jit_val b);   /* -> bool */
+jit_val jit_select(jit_trace *t, jit_val pred, jit_val a, jit_val b);
+jit_val jit_convert(jit_trace *t, jit_val x, jit_dtype dt);
+jit_val jit_reshape(jit_trace *t, jit_val x, int rank, const int64_t *shape);
+jit_val jit_transpose(jit_trace *t, jit_val x, const int *perm);
+jit_val jit_broadcast_to(jit_trace *t, jit_val x, int rank, const int64_t *shape);
+jit_val jit_slice(jit_trace *t, jit_val x, const int64_t *start, const int64_t *limit,
+                  const int64_t *stride /* NULL: 1 */);
+jit_val jit_concat(jit_trace *t, int n, const jit_val *xs, int axis);
+jit_val jit_reduce_sum(jit_trace *t, jit_val x, int n_axes, const int *axes);
+jit_val jit_reduce_max(jit_trace *t, jit_val x, int n_axes, const int *axes);
+jit_val jit_reduce_min(jit_trace *t, jit_val x, int n_axes, const int *axes);
+jit_val jit_matmul(jit_trace *t, jit_val a, jit_val b);   /* NumPy matmul semantics */
+jit_val jit_dot_general(jit_trace *t, jit_val a, jit_val b,
+                        int n_batch, const int *a_batch, const int *b_batch,
+                        int n_contract, const int *a_contract, const int *b_contract);
+int            jit_val_rank(jit_trace *t, jit_val x);       /* -1 for an invalid value */
+const int64_t *jit_val_shape(jit_trace *t, jit_val x);      /* NULL for an invalid value */
+jit_dtype      jit_val_dtype(jit_trace *t, jit_val x);
+void           jit_trace_fail(jit_trace *t, const char *message);
+
+/* ---- transformations (while tracing) ----------------------------------------------------------- */
+/* vmap: fn traced on one slice; in_axes[i] = -1: args[i] is not batched */
+void jit_vmap(jit_trace *t, jit_trace_fn fn, void *user,
+              int n_args, const jit_val *args, const int *in_axes,
+              int n_results, jit_val *results, const int *out_axes);
+/* value_and_grad: fn's result 0 is a scalar loss, results 1..n_aux are aux outputs.
+   results = [loss, aux..., one gradient per set bit of wrt_mask, in arg order] */
+void jit_value_and_grad(jit_trace *t, jit_trace_fn fn, void *user,
+                        int n_args, const jit_val *args, uint64_t wrt_mask,
+                        int n_aux, jit_val *results);
+/* scan: body(carry..., x_t...) -> (new carry..., y_t...); xs are sliced along axis 0 */
+typedef void (*jit_scan_fn)(jit_trace *t, const jit_val *carry, const jit_val *x,
+                            jit_val *new_carry, jit_val *y, void *user);
+void jit_scan(jit_trace *t, jit_scan_fn body, void *user,
+              int n_carry, const jit_val *init, int n_xs, const jit_val *xs, int64_t length,
+              int reverse, jit_val *final_carry, int n_ys, jit_val *ys);
+/* checkpoint (remat): fn's intermediates are recomputed in the backward pass, not stored */
+void jit_checkpoint(jit_trace *t, jit_trace_fn fn, void *user,
+                    int n_args, const jit_val *args, int n_results, jit_val *results);
+/* sharding inside a traced function */
+jit_val jit_with_sharding_constraint(jit_trace *t, jit_val x, const jit_sharding *s);
+/* shard_map: fn sees per-shard blocks; collectives name mesh axes */
+void jit_shard_map(jit_trace *t, jit_trace_fn fn, void *user, const jit_mesh *m,
+                   int n_args, const jit_val *args, const char *const *in_specs,
+                   int n_results, jit_val *results, const char *const *out_specs);
+jit_val jit_psum(jit_trace *t, jit_val x, const char *axis);
+jit_val jit_pmean(jit_trace *t, jit_val x, const char *axis);
+jit_val jit_all_gather(jit_trace *t, jit_val x, const char *axis, int dim);
+jit_val jit_axis_index(jit_trace *t, const char *axis);
+
+/* ---- location-capturing macros -------------------------------------------------------------- */
+#ifndef TJIT_NO_LOC_MACROS
+#define JIT__AT(t) jit_trace_at((t), __FILE__, __LINE__)
+#define jit_scalar(t, v) jit_scalar(JIT__AT(t), v)
+#define jit_full(t, dt, rank, shape, v) jit_full(JIT__AT(t), dt, rank, shape, v)
+#define jit_iota(t, dt, rank, shape, dim) jit_iota(JIT__AT(t), dt, rank, shape, dim)
+#define jit_neg(t, x) jit_neg(JIT__AT(t), x)
+#define jit_abs(t, x) jit_abs(JIT__AT(t), x)
+#define jit_exp(t, x) jit_exp(JIT__AT(t), x)
+#define jit_log(t, x) jit_log(JIT__AT(t), x)
+#define jit_sqrt(t, x) jit_sqrt(JIT__AT(t), x)
+#define jit_rsqrt(t, x) jit_rsqrt(JIT__AT(t), x)
+#define jit_tanh(t, x) jit_tanh(JIT__AT(t), x)
+#define jit_logistic(t, x) jit_logistic(JIT__AT(t), x)
+#define jit_sin(t, x) jit_sin(JIT__AT(t), x)
+#define jit_cos(t, x) jit_cos(JIT__AT(t), x)
+#define jit_erf(t, x) jit_erf(JIT__AT(t), x)
+#define jit_floor(t, x) jit_floor(JIT__AT(t), x)
+#define jit_relu(t, x) jit_relu(JIT__AT(t), x)
+#define jit_add(t, a, b) jit_add(JIT__AT(t), a, b)
+#define jit_sub(t, a, b) jit_sub(JIT__AT(t), a, b)
+#define jit_mul(t, a, b) jit_mul(JIT__AT(t), a, b)
+#define jit_div(t, a, b) jit_div(JIT__AT(t), a, b)
+#define jit_max(t, a, b) jit_max(JIT__AT(t), a, b)
+#define jit_min(t, a, b) jit_min(JIT__AT(t), a, b)
+#define jit_pow(t, a, b) jit_pow(JIT__AT(t), a, b)
+#define jit_cmp(t, op, a, b) jit_cmp(JIT__AT(t), op, a, b)
+#define jit_select(t, p, a, b) jit_select(JIT__AT(t), p, a, b)
+#define jit_convert(t, x, dt) jit_convert(JIT__AT(t), x, dt)
+#define jit_reshape(t, x, rank, shape) jit_reshape(JIT__AT(t), x, rank, shape)
+#define jit_transpose(t, x, perm) jit_transpose(JIT__AT(t), x, perm)
+#define jit_broadcast_to(t, x, rank, shape) jit_broadcast_to(JIT__AT(t), x, rank, shape)
+#define jit_slice(t, x, start, limit, stride) jit_slice(JIT__AT(t), x, start, limit, stride)
+#define jit_concat(t, n, xs, axis) jit_concat(JIT__AT(t), n, xs, axis)
+#define jit_reduce_sum(t, x, n, axes) jit_reduce_sum(JIT__AT(t), x, n, axes)
+#define jit_reduce_max(t, x, n, axes) jit_reduce_max(JIT__AT(t), x, n, axes)
+#define jit_reduce_min(t, x, n, axes) jit_reduce_min(JIT__AT(t), x, n, axes)
+#define jit_matmul(t, a, b) jit_matmul(JIT__AT(t), a, b)
+#define jit_dot_general(t, a, b, nb, ab, bb, nc, ac, bc) \
+  jit_dot_general(JIT__AT(t), a, b, nb, ab, bb, nc, ac, bc)
+#define jit_vmap(t, fn, user, na, args, in_axes, nr, res, out_axes) \
+  jit_vmap(JIT__AT(t), fn, user, na, args, in_axes, nr, res, out_axes)
+#define jit_value_and_grad(t, fn, user, na, args, mask, n_aux, res) \
+  jit_value_and_grad(JIT__AT(t), fn, user, na, args, mask, n_aux, res)
+#define jit_scan(t, body, user, nc, init, nx, xs, len, rev, fc, ny, ys) \
+  jit_scan(JIT__AT(t), body, user, nc, init, nx, xs, len, rev, fc, ny, ys)
+#define jit_checkpoint(t, fn, user, na, args, nr, res) \
+  jit_checkpoint(JIT__AT(t), fn, user, na, args, nr, res)
+#define jit_with_sharding_constraint(t, x, s) jit_with_sharding_constraint(JIT__AT(t), x, s)
+#define jit_shard_map(t, fn, user, m, na, args, in_specs, nr, res, out_specs) \
+  jit_shard_map(JIT__AT(t), fn, user, m, na, args, in_specs, nr, res, out_specs)
+#define jit_psum(t, x, axis) jit_psum(JIT__AT(t), x, axis)
+#define jit_pmean(t, x, axis) jit_pmean(JIT__AT(t), x, axis)
+#define jit_all_gather(t, x, axis, dim) jit_all_gather(JIT__AT(t), x, axis, dim)
+#define jit_axis_index(t, axis) jit_axis_index(JIT__AT(t), axis)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TJIT_H */

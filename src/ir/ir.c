@@ -1,0 +1,188 @@
+/* ir.c: the op table's expansions, IR functions, type interning and the instruction builder. */
+#include "ir/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ir_op_name[IR_N_OPS] = {
+#define OP_NAME(name, arity, flags, text) text,
+    IR_OPDEF(OP_NAME)
+#undef OP_NAME
+};
+const int ir_op_arity[IR_N_OPS] = {
+#define OP_ARITY(name, arity, flags, text) arity,
+    IR_OPDEF(OP_ARITY)
+#undef OP_ARITY
+};
+const unsigned ir_op_flags[IR_N_OPS] = {
+#define OP_FLAGS(name, arity, flags, text) flags,
+    IR_OPDEF(OP_FLAGS)
+#undef OP_FLAGS
+};
+
+ir_func *ir_func_new(const char *name) {
+  ir_func *f = calloc(1, sizeof *f);
+  if (!f) return NULL;
+  f->name = ir_arena_strdup(&f->arena, name ? name : "main");
+  if (!f->name) {
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+static void release(ir_func *f) {
+  ir_arena_free(&f->arena);
+  free(f->types);
+  free(f->ins);
+  free(f->results);
+}
+
+void ir_func_free(ir_func *f) {
+  if (!f) return;
+  release(f);
+  free(f);
+}
+
+void ir_func_replace(ir_func *dst, ir_func *src) {
+  release(dst);
+  *dst = *src;
+  free(src);
+}
+
+/* Grows *p (an array of *cap elements of size) to hold at least need; false on OOM. */
+static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
+  if (need <= *cap) return true;
+  uint64_t n = *cap ? (uint64_t)*cap * 2 : 16;
+  while (n < need) n *= 2;
+  if (n > UINT32_MAX - 1 || n > SIZE_MAX / size) return false;
+  void *q = realloc(*p, (size_t)n * size);
+  if (!q) return false;
+  *p = q;
+  *cap = (uint32_t)n;
+  return true;
+}
+
+int64_t ir_type_numel(const ir_type *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+  return n;
+}
+
+bool ir_type_equal(const ir_type *a, const ir_type *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+ir_ty ir_type_intern(ir_func *f, const ir_type *t) {
+  /* Functions hold tens of distinct types at most; newest first finds repeats fast. */
+  for (uint32_t i = f->n_types; i-- > 0;)
+    if (ir_type_equal(&f->types[i], t)) return i;
+  if (!grow((void **)&f->types, &f->cap_types, f->n_types + 1, sizeof *f->types)) {
+    f->oom = true;
+    return UINT32_MAX;
+  }
+  ir_type *n = &f->types[f->n_types];
+  memset(n, 0, sizeof *n);
+  n->dtype = t->dtype;
+  n->rank = t->rank;
+  for (int i = 0; i < t->rank; i++) n->dims[i] = t->dims[i];
+  return f->n_types++;
+}
+
+ir_ty ir_type_make(ir_func *f, jit_dtype dt, int rank, const int64_t *dims) {
+  ir_type t = {.dtype = dt, .rank = rank};
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  return ir_type_intern(f, &t);
+}
+
+static const char *intern_file(ir_func *f, const char *file) {
+  if (!file) return NULL;
+  if (file == f->last_file_in || file == f->last_file_out) return f->last_file_out;
+  if (f->last_file_out && strcmp(file, f->last_file_out) == 0) {
+    f->last_file_in = file;
+    return f->last_file_out;
+  }
+  char *copy = ir_arena_strdup(&f->arena, file);
+  if (!copy) return NULL;
+  f->last_file_in = file;
+  f->last_file_out = copy;
+  return copy;
+}
+
+ir_ref ir_emit(ir_func *f, ir_op op, ir_ty ty, uint32_t n_args, const ir_ref *args,
+               const ir_attr *attr, ir_loc loc) {
+  if (f->oom || ty == UINT32_MAX) goto oom;
+  if (!grow((void **)&f->ins, &f->cap_ins, f->n_ins + 1, sizeof *f->ins)) goto oom;
+  ir_ref *copy = NULL;
+  if (n_args) {
+    copy = ir_arena_array(&f->arena, n_args, sizeof *copy);
+    if (!copy) goto oom;
+    memcpy(copy, args, n_args * sizeof *copy);
+  }
+  const char *file = intern_file(f, loc.file);
+  if (loc.file && !file) goto oom;
+  ir_ins *in = &f->ins[f->n_ins];
+  memset(in, 0, sizeof *in);
+  in->op = op;
+  in->ty = ty;
+  in->n_args = n_args;
+  in->args = copy;
+  if (attr) memcpy(&in->attr, attr, sizeof in->attr);
+  in->loc.file = file;
+  in->loc.line = loc.line;
+  return f->n_ins++;
+oom:
+  f->oom = true;
+  return IR_NOREF;
+}
+
+ir_ref ir_emit_param(ir_func *f, ir_ty ty) {
+  ir_attr a = {0};
+  a.axis = f->n_params;
+  ir_ref r = ir_emit(f, IR_PARAM, ty, 0, NULL, &a, (ir_loc){0});
+  if (r != IR_NOREF) f->n_params++;
+  return r;
+}
+
+ir_ref ir_emit_const(ir_func *f, ir_ty ty, double value, ir_loc loc) {
+  ir_attr a = {0};
+  a.value = value;
+  return ir_emit(f, IR_CONST, ty, 0, NULL, &a, loc);
+}
+
+jit_status ir_set_results(ir_func *f, uint32_t n, const ir_ref *refs) {
+  ir_ref *r = NULL;
+  if (n) {
+    r = malloc(n * sizeof *r);
+    if (!r) {
+      f->oom = true;
+      return JIT_ENOMEM;
+    }
+    memcpy(r, refs, n * sizeof *r);
+  }
+  free(f->results);
+  f->results = r;
+  f->n_results = n;
+  return JIT_OK;
+}
+
+ir_func *ir_func_clone(const ir_func *f) {
+  ir_func *c = ir_func_new(f->name);
+  if (!c) return NULL;
+  for (uint32_t i = 0; i < f->n_types; i++)
+    if (ir_type_intern(c, &f->types[i]) != i) goto fail;
+  for (uint32_t i = 0; i < f->n_ins; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (ir_emit(c, in->op, in->ty, in->n_args, in->args, &in->attr, in->loc) == IR_NOREF)
+      goto fail;
+  }
+  c->n_params = f->n_params;
+  if (ir_set_results(c, f->n_results, f->results) != JIT_OK) goto fail;
+  return c;
+fail:
+  ir_func_free(c);
+  return NULL;
+}

@@ -1,0 +1,228 @@
+/* ir.h: tjit's SSA IR: the op table, types, instructions, functions, and the prototypes of
+ * every file in src/ir/ (grouped under the file that defines them).
+ *
+ * Glossary: fn = ir_func, ins = instruction, ref = index of an instruction in its function
+ * (its SSA value), ty = index of an interned ir_type, op = ir_op, loc = user file:line.
+ * Invariants: operands refer to earlier instructions; the first n_params instructions are the
+ * PARAMs in order; elementwise ops take operands of the result's exact shape (broadcasting is
+ * explicit, through BROADCAST); ins pointers are invalidated by any emit, refs never are.
+ */
+#ifndef TJIT_IR_H
+#define TJIT_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tjit.h"
+
+#define IR_MAX_RANK JIT_MAX_RANK
+#define IR_NOREF UINT32_MAX
+
+/* ---- op table ----------------------------------------------------------------------------------
+   _(NAME, n_operands (-1: variadic, >= 1), flags, "text name")
+   Attributes each op uses (ir_attr member):
+     CONST value (a splat of any shape); IOTA axis (the counting dim); CMP cmp; TRANSPOSE dims
+     (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
+     dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
+     drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free). */
+#define IR_EW 1u        /* elementwise: operands and result have the same shape */
+#define IR_COMM 2u      /* commutative binary op */
+#define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
+#define IR_REDUCE 8u    /* reduction over attr.dims */
+
+#define IR_OPDEF(_)                                \
+  _(PARAM, 0, 0, "param")                          \
+  _(CONST, 0, 0, "const")                          \
+  _(IOTA, 0, 0, "iota")                            \
+  _(NEG, 1, IR_EW, "neg")                          \
+  _(ABS, 1, IR_EW, "abs")                          \
+  _(EXP, 1, IR_EW | IR_UNARY_F, "exp")             \
+  _(LOG, 1, IR_EW | IR_UNARY_F, "log")             \
+  _(SQRT, 1, IR_EW | IR_UNARY_F, "sqrt")           \
+  _(RSQRT, 1, IR_EW | IR_UNARY_F, "rsqrt")         \
+  _(TANH, 1, IR_EW | IR_UNARY_F, "tanh")           \
+  _(LOGISTIC, 1, IR_EW | IR_UNARY_F, "logistic")   \
+  _(SIN, 1, IR_EW | IR_UNARY_F, "sin")             \
+  _(COS, 1, IR_EW | IR_UNARY_F, "cos")             \
+  _(ERF, 1, IR_EW | IR_UNARY_F, "erf")             \
+  _(FLOOR, 1, IR_EW | IR_UNARY_F, "floor")         \
+  _(CONVERT, 1, IR_EW, "convert")                  \
+  _(ADD, 2, IR_EW | IR_COMM, "add")                \
+  _(SUB, 2, IR_EW, "sub")                          \
+  _(MUL, 2, IR_EW | IR_COMM, "mul")                \
+  _(DIV, 2, IR_EW, "div")                          \
+  _(MAX, 2, IR_EW | IR_COMM, "max")                \
+  _(MIN, 2, IR_EW | IR_COMM, "min")                \
+  _(POW, 2, IR_EW, "pow")                          \
+  _(CMP, 2, IR_EW, "cmp")                          \
+  _(SELECT, 3, IR_EW, "select")                    \
+  _(RESHAPE, 1, 0, "reshape")                      \
+  _(TRANSPOSE, 1, 0, "transpose")                  \
+  _(BROADCAST, 1, 0, "broadcast")                  \
+  _(SLICE, 1, 0, "slice")                          \
+  _(CONCAT, -1, 0, "concat")                       \
+  _(REDUCE_SUM, 1, IR_REDUCE, "reduce_sum")        \
+  _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
+  _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
+  _(DOT, 2, 0, "dot")
+
+typedef enum ir_op {
+#define IR_OP_ENUM(name, arity, flags, text) IR_##name,
+  IR_OPDEF(IR_OP_ENUM)
+#undef IR_OP_ENUM
+  IR_N_OPS
+} ir_op;
+
+extern const char *const ir_op_name[IR_N_OPS];  /* "add" */
+extern const int ir_op_arity[IR_N_OPS];         /* -1: variadic */
+extern const unsigned ir_op_flags[IR_N_OPS];    /* IR_EW | ... */
+
+/* ---- types ------------------------------------------------------------------------------------- */
+typedef uint32_t ir_ref; /* an instruction's index in its function = its SSA value */
+typedef uint32_t ir_ty;  /* an interned type's index in its function: equal types, equal ty */
+
+typedef struct ir_type {
+  jit_dtype dtype;
+  int rank;                    /* 0..IR_MAX_RANK */
+  int64_t dims[IR_MAX_RANK];   /* each >= 0; entries past rank are 0 */
+} ir_type;
+
+typedef struct ir_loc {
+  const char *file;            /* NULL: unknown; else a string owned by the function's arena */
+  int line;
+} ir_loc;
+
+typedef struct ir_dot_dims {
+  uint8_t n_batch, n_contract;
+  uint8_t lhs_batch[IR_MAX_RANK], rhs_batch[IR_MAX_RANK];
+  uint8_t lhs_contract[IR_MAX_RANK], rhs_contract[IR_MAX_RANK];
+} ir_dot_dims;
+
+typedef struct ir_slice {
+  int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK], stride[IR_MAX_RANK]; /* 0 <= start <= limit <= dim, stride >= 1 */
+} ir_slice;
+
+typedef struct ir_dims {
+  uint8_t n;
+  uint8_t d[IR_MAX_RANK];
+} ir_dims;
+
+/* Per-op attributes; which member an op uses is said in the op table's comment. Always build
+   one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
+typedef struct ir_attr {
+  double value;        /* CONST */
+  int64_t axis;        /* IOTA, CONCAT, PARAM (its index) */
+  jit_cmp_op cmp;      /* CMP */
+  ir_dims dims;        /* TRANSPOSE, BROADCAST, REDUCE_* */
+  ir_dot_dims dot;     /* DOT */
+  ir_slice slice;      /* SLICE */
+} ir_attr;
+
+typedef struct ir_ins {
+  ir_op op;
+  ir_ty ty;            /* result type */
+  uint32_t n_args;
+  ir_ref *args;        /* n_args operand refs, owned by the function's arena */
+  ir_attr attr;
+  ir_loc loc;
+} ir_ins;
+
+/* ---- arena (arena.c) --------------------------------------------------------------------------
+   Bump allocation in chunks; memory lives until ir_arena_free. Returns NULL on overflow or OOM. */
+typedef struct ir_arena_chunk ir_arena_chunk;
+typedef struct ir_arena {
+  ir_arena_chunk *head;  /* newest chunk first */
+  size_t used, cap;      /* of the head chunk */
+} ir_arena;
+void *ir_arena_alloc(ir_arena *a, size_t n);           /* 16-byte aligned, zeroed */
+void *ir_arena_array(ir_arena *a, size_t n, size_t size); /* checks n * size for overflow */
+char *ir_arena_strdup(ir_arena *a, const char *s);
+void  ir_arena_free(ir_arena *a);
+
+/* ---- functions and the builder (ir.c) ---------------------------------------------------------- */
+typedef struct ir_func {
+  ir_arena arena;      /* owns names, file strings, operand lists */
+  char *name;          /* without the '@' */
+  ir_type *types;      /* interned types (malloc'd, grows) */
+  uint32_t n_types, cap_types;
+  ir_ins *ins;         /* instructions in definition order (malloc'd, grows) */
+  uint32_t n_ins, cap_ins;
+  uint32_t n_params;   /* the first n_params instructions are PARAMs */
+  ir_ref *results;     /* n_results refs (malloc'd) */
+  uint32_t n_results;
+  const char *last_file_in, *last_file_out; /* interning cache for loc file strings */
+  bool oom;            /* an allocation failed: the function is unusable */
+} ir_func;
+
+ir_func *ir_func_new(const char *name);                      /* NULL on OOM */
+void     ir_func_free(ir_func *f);
+/* Moves src's contents into dst (freeing dst's old contents) and frees src's shell: how a pass
+   that rebuilt a function into a new one replaces the old. */
+void     ir_func_replace(ir_func *dst, ir_func *src);
+ir_ty    ir_type_intern(ir_func *f, const ir_type *t);       /* UINT32_MAX on OOM */
+ir_ty    ir_type_make(ir_func *f, jit_dtype dt, int rank, const int64_t *dims);
+static inline const ir_type *ir_type_of(const ir_func *f, ir_ref r) { return &f->types[f->ins[r].ty]; }
+int64_t  ir_type_numel(const ir_type *t);                     /* product of dims; 1 for rank 0 */
+bool     ir_type_equal(const ir_type *a, const ir_type *b);
+/* Appends an instruction; copies args into the arena and loc.file into the arena (interned).
+   attr may be NULL (all zero). Returns IR_NOREF on OOM (f->oom is then set). Does no checking:
+   the tracer and the parser check, the verifier checks after passes. */
+ir_ref   ir_emit(ir_func *f, ir_op op, ir_ty ty, uint32_t n_args, const ir_ref *args,
+                 const ir_attr *attr, ir_loc loc);
+ir_ref   ir_emit_param(ir_func *f, ir_ty ty);                 /* must precede other emits */
+ir_ref   ir_emit_const(ir_func *f, ir_ty ty, double value, ir_loc loc);
+jit_status ir_set_results(ir_func *f, uint32_t n, const ir_ref *refs);
+/* Copies f (same refs, same types): for keeping the traced IR while passes change a copy. */
+ir_func *ir_func_clone(const ir_func *f);
+
+/* ---- dtypes (dtype.c) ---------------------------------------------------------------------- */
+bool   ir_dtype_is_float(jit_dtype d);     /* f16 bf16 f32 f64 */
+bool   ir_dtype_is_int(jit_dtype d);       /* i8 u8 i32 i64 (not bool) */
+bool   ir_dtype_valid(jit_dtype d);
+bool   ir_dtype_parse(const char *s, size_t n, jit_dtype *out); /* "f32" -> JIT_F32 */
+float    ir_f16_to_f32(uint16_t h);
+uint16_t ir_f32_to_f16(float f);           /* round to nearest even; overflow -> inf */
+float    ir_bf16_to_f32(uint16_t h);
+uint16_t ir_f32_to_bf16(float f);          /* round to nearest even; NaN stays NaN */
+/* Element i of a buffer of dtype d, as a double (ints exactly up to 2^53). */
+double ir_load_f64(jit_dtype d, const void *buf, int64_t i);
+int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i);  /* floats truncate toward 0 */
+/* Stores v rounded to d: floats round (f16/bf16 through f32), ints truncate toward zero and
+   saturate (NaN -> 0), bool = (v != 0). */
+void   ir_store_f64(jit_dtype d, void *buf, int64_t i, double v);
+void   ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v); /* ints wrap to width */
+
+/* ---- printer (print.c) ---------------------------------------------------------------------------
+   The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */
+jit_status ir_print(const ir_func *f, FILE *out);
+void       ir_print_type(const ir_type *t, FILE *out);      /* f32[512,1024] */
+int        ir_format_type(const ir_type *t, char *buf, size_t n); /* snprintf-like */
+
+/* ---- parser (parse.c) -------------------------------------------------------------------------
+   Parses one or more functions. On malformed input returns JIT_EINVAL and writes
+   "line:col: message" into the thread's last error; never crashes. */
+jit_status ir_parse(const char *text, size_t len, ir_func ***out_funcs, uint32_t *out_n);
+
+/* ---- verifier (verify.c) ---------------------------------------------------------------------
+   Checks every invariant above and each op's type rule; JIT_EINTERNAL with the pass name, the
+   op, the ref and its location in the last error when one is broken. pass may be NULL. */
+jit_status ir_verify(const ir_func *f, const char *pass);
+
+/* ---- shape rules (shape.c) --------------------------------------------------------------------
+   Infer each op's result type from operand types and attributes; shared by the tracer, the
+   parser and the verifier. On failure return JIT_ESHAPE/JIT_EDTYPE/JIT_EINVAL and write a short
+   reason (no location) into why[0..why_n). */
+jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args,
+                         const ir_attr *attr, const ir_type *declared /* RESHAPE, CONVERT, CONST,
+                         IOTA, BROADCAST: the result type given */, ir_type *out,
+                         char *why, size_t why_n);
+
+/* ---- interpreter (interp.c) -----------------------------------------------------------------
+   Evaluates f directly: float math in double (rounded to each value's dtype after every op),
+   integer math in int64 (wrapped to the dtype). args[i] / results[i] point to dense row-major
+   host buffers of the params' / results' types (16-bit floats as their bits). */
+jit_status ir_interp(const ir_func *f, const void *const *args, void *const *results);
+
+#endif /* TJIT_IR_H */

@@ -1,0 +1,23 @@
+/* trace.h: what the runtime asks of the tracer: run a user's trace function on params of
+ * given types and hand back the traced IR function (src/trace/). */
+#ifndef TJIT_TRACE_H
+#define TJIT_TRACE_H
+
+#include "ir/ir.h"
+
+typedef struct trace_request {
+  const char *name;            /* the jit_fn's name: first word of every error message */
+  jit_trace_fn fn;
+  void *user;
+  int n_args, n_results;
+  const ir_type *arg_types;    /* n_args param types */
+  const void *static_args;     /* visible to fn through jit_trace_static_args */
+  size_t static_len;
+} trace_request;
+
+/* Runs req->fn once. On success *out is the traced function (params in arg order, results in
+   result order; weakly typed results become f32). On failure returns the trace's sticky error
+   (message "name: op at file:line: reason" in jit_last_error) and *out is NULL. */
+jit_status trace_function(const trace_request *req, ir_func **out);
+
+#endif /* TJIT_TRACE_H */
