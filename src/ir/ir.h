@@ -224,5 +224,10 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args,
    integer math in int64 (wrapped to the dtype). args[i] / results[i] point to dense row-major
    host buffers of the params' / results' types (16-bit floats as their bits). */
 jit_status ir_interp(const ir_func *f, const void *const *args, void *const *results);
+/* One element of an elementwise op (IR_EW flag) with the interpreter's exact semantics, for
+   constant folding: operands are values of dtype in_dt (as doubles), the result is rounded to
+   out_dt. CONVERT, CMP (attr->cmp) and SELECT (operand 0 is the predicate) included. */
+double ir_eval_elementwise(ir_op op, const ir_attr *attr, jit_dtype in_dt, jit_dtype out_dt,
+                           const double *operands);
 
 #endif /* TJIT_IR_H */
