@@ -32,6 +32,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default) /* the library hides everything this header does not name */
+#endif
 
 /* ---- status codes: _(name, message) ------------------------------------------------------- */
 #define JIT_STATUS_DEF(_)                                          \
@@ -243,60 +246,58 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 /* ---- location-capturing macros -------------------------------------------------------------- */
 #ifndef TJIT_NO_LOC_MACROS
 #define JIT__AT(t) jit_trace_at((t), __FILE__, __LINE__)
-#define jit_scalar(t, v) jit_scalar(JIT__AT(t), v)
-#define jit_full(t, dt, rank, shape, v) jit_full(JIT__AT(t), dt, rank, shape, v)
-#define jit_iota(t, dt, rank, shape, dim) jit_iota(JIT__AT(t), dt, rank, shape, dim)
-#define jit_neg(t, x) jit_neg(JIT__AT(t), x)
-#define jit_abs(t, x) jit_abs(JIT__AT(t), x)
-#define jit_exp(t, x) jit_exp(JIT__AT(t), x)
-#define jit_log(t, x) jit_log(JIT__AT(t), x)
-#define jit_sqrt(t, x) jit_sqrt(JIT__AT(t), x)
-#define jit_rsqrt(t, x) jit_rsqrt(JIT__AT(t), x)
-#define jit_tanh(t, x) jit_tanh(JIT__AT(t), x)
-#define jit_logistic(t, x) jit_logistic(JIT__AT(t), x)
-#define jit_sin(t, x) jit_sin(JIT__AT(t), x)
-#define jit_cos(t, x) jit_cos(JIT__AT(t), x)
-#define jit_erf(t, x) jit_erf(JIT__AT(t), x)
-#define jit_floor(t, x) jit_floor(JIT__AT(t), x)
-#define jit_relu(t, x) jit_relu(JIT__AT(t), x)
-#define jit_add(t, a, b) jit_add(JIT__AT(t), a, b)
-#define jit_sub(t, a, b) jit_sub(JIT__AT(t), a, b)
-#define jit_mul(t, a, b) jit_mul(JIT__AT(t), a, b)
-#define jit_div(t, a, b) jit_div(JIT__AT(t), a, b)
-#define jit_max(t, a, b) jit_max(JIT__AT(t), a, b)
-#define jit_min(t, a, b) jit_min(JIT__AT(t), a, b)
-#define jit_pow(t, a, b) jit_pow(JIT__AT(t), a, b)
-#define jit_cmp(t, op, a, b) jit_cmp(JIT__AT(t), op, a, b)
-#define jit_select(t, p, a, b) jit_select(JIT__AT(t), p, a, b)
-#define jit_convert(t, x, dt) jit_convert(JIT__AT(t), x, dt)
-#define jit_reshape(t, x, rank, shape) jit_reshape(JIT__AT(t), x, rank, shape)
-#define jit_transpose(t, x, perm) jit_transpose(JIT__AT(t), x, perm)
-#define jit_broadcast_to(t, x, rank, shape) jit_broadcast_to(JIT__AT(t), x, rank, shape)
-#define jit_slice(t, x, start, limit, stride) jit_slice(JIT__AT(t), x, start, limit, stride)
-#define jit_concat(t, n, xs, axis) jit_concat(JIT__AT(t), n, xs, axis)
-#define jit_reduce_sum(t, x, n, axes) jit_reduce_sum(JIT__AT(t), x, n, axes)
-#define jit_reduce_max(t, x, n, axes) jit_reduce_max(JIT__AT(t), x, n, axes)
-#define jit_reduce_min(t, x, n, axes) jit_reduce_min(JIT__AT(t), x, n, axes)
-#define jit_matmul(t, a, b) jit_matmul(JIT__AT(t), a, b)
-#define jit_dot_general(t, a, b, nb, ab, bb, nc, ac, bc) \
-  jit_dot_general(JIT__AT(t), a, b, nb, ab, bb, nc, ac, bc)
-#define jit_vmap(t, fn, user, na, args, in_axes, nr, res, out_axes) \
-  jit_vmap(JIT__AT(t), fn, user, na, args, in_axes, nr, res, out_axes)
-#define jit_value_and_grad(t, fn, user, na, args, mask, n_aux, res) \
-  jit_value_and_grad(JIT__AT(t), fn, user, na, args, mask, n_aux, res)
-#define jit_scan(t, body, user, nc, init, nx, xs, len, rev, fc, ny, ys) \
-  jit_scan(JIT__AT(t), body, user, nc, init, nx, xs, len, rev, fc, ny, ys)
-#define jit_checkpoint(t, fn, user, na, args, nr, res) \
-  jit_checkpoint(JIT__AT(t), fn, user, na, args, nr, res)
-#define jit_with_sharding_constraint(t, x, s) jit_with_sharding_constraint(JIT__AT(t), x, s)
-#define jit_shard_map(t, fn, user, m, na, args, in_specs, nr, res, out_specs) \
-  jit_shard_map(JIT__AT(t), fn, user, m, na, args, in_specs, nr, res, out_specs)
-#define jit_psum(t, x, axis) jit_psum(JIT__AT(t), x, axis)
-#define jit_pmean(t, x, axis) jit_pmean(JIT__AT(t), x, axis)
-#define jit_all_gather(t, x, axis, dim) jit_all_gather(JIT__AT(t), x, axis, dim)
-#define jit_axis_index(t, axis) jit_axis_index(JIT__AT(t), axis)
+/* Variadic, so that arguments holding commas (compound literals) pass through whole. */
+#define jit_scalar(t, ...) jit_scalar(JIT__AT(t), __VA_ARGS__)
+#define jit_full(t, ...) jit_full(JIT__AT(t), __VA_ARGS__)
+#define jit_iota(t, ...) jit_iota(JIT__AT(t), __VA_ARGS__)
+#define jit_neg(t, ...) jit_neg(JIT__AT(t), __VA_ARGS__)
+#define jit_abs(t, ...) jit_abs(JIT__AT(t), __VA_ARGS__)
+#define jit_exp(t, ...) jit_exp(JIT__AT(t), __VA_ARGS__)
+#define jit_log(t, ...) jit_log(JIT__AT(t), __VA_ARGS__)
+#define jit_sqrt(t, ...) jit_sqrt(JIT__AT(t), __VA_ARGS__)
+#define jit_rsqrt(t, ...) jit_rsqrt(JIT__AT(t), __VA_ARGS__)
+#define jit_tanh(t, ...) jit_tanh(JIT__AT(t), __VA_ARGS__)
+#define jit_logistic(t, ...) jit_logistic(JIT__AT(t), __VA_ARGS__)
+#define jit_sin(t, ...) jit_sin(JIT__AT(t), __VA_ARGS__)
+#define jit_cos(t, ...) jit_cos(JIT__AT(t), __VA_ARGS__)
+#define jit_erf(t, ...) jit_erf(JIT__AT(t), __VA_ARGS__)
+#define jit_floor(t, ...) jit_floor(JIT__AT(t), __VA_ARGS__)
+#define jit_relu(t, ...) jit_relu(JIT__AT(t), __VA_ARGS__)
+#define jit_add(t, ...) jit_add(JIT__AT(t), __VA_ARGS__)
+#define jit_sub(t, ...) jit_sub(JIT__AT(t), __VA_ARGS__)
+#define jit_mul(t, ...) jit_mul(JIT__AT(t), __VA_ARGS__)
+#define jit_div(t, ...) jit_div(JIT__AT(t), __VA_ARGS__)
+#define jit_max(t, ...) jit_max(JIT__AT(t), __VA_ARGS__)
+#define jit_min(t, ...) jit_min(JIT__AT(t), __VA_ARGS__)
+#define jit_pow(t, ...) jit_pow(JIT__AT(t), __VA_ARGS__)
+#define jit_cmp(t, ...) jit_cmp(JIT__AT(t), __VA_ARGS__)
+#define jit_select(t, ...) jit_select(JIT__AT(t), __VA_ARGS__)
+#define jit_convert(t, ...) jit_convert(JIT__AT(t), __VA_ARGS__)
+#define jit_reshape(t, ...) jit_reshape(JIT__AT(t), __VA_ARGS__)
+#define jit_transpose(t, ...) jit_transpose(JIT__AT(t), __VA_ARGS__)
+#define jit_broadcast_to(t, ...) jit_broadcast_to(JIT__AT(t), __VA_ARGS__)
+#define jit_slice(t, ...) jit_slice(JIT__AT(t), __VA_ARGS__)
+#define jit_concat(t, ...) jit_concat(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_sum(t, ...) jit_reduce_sum(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_max(t, ...) jit_reduce_max(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_min(t, ...) jit_reduce_min(JIT__AT(t), __VA_ARGS__)
+#define jit_matmul(t, ...) jit_matmul(JIT__AT(t), __VA_ARGS__)
+#define jit_dot_general(t, ...) jit_dot_general(JIT__AT(t), __VA_ARGS__)
+#define jit_vmap(t, ...) jit_vmap(JIT__AT(t), __VA_ARGS__)
+#define jit_value_and_grad(t, ...) jit_value_and_grad(JIT__AT(t), __VA_ARGS__)
+#define jit_scan(t, ...) jit_scan(JIT__AT(t), __VA_ARGS__)
+#define jit_checkpoint(t, ...) jit_checkpoint(JIT__AT(t), __VA_ARGS__)
+#define jit_with_sharding_constraint(t, ...) jit_with_sharding_constraint(JIT__AT(t), __VA_ARGS__)
+#define jit_shard_map(t, ...) jit_shard_map(JIT__AT(t), __VA_ARGS__)
+#define jit_psum(t, ...) jit_psum(JIT__AT(t), __VA_ARGS__)
+#define jit_pmean(t, ...) jit_pmean(JIT__AT(t), __VA_ARGS__)
+#define jit_all_gather(t, ...) jit_all_gather(JIT__AT(t), __VA_ARGS__)
+#define jit_axis_index(t, ...) jit_axis_index(JIT__AT(t), __VA_ARGS__)
 #endif
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

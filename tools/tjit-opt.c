@@ -1,1 +1,143 @@
-int main(void) { return 0; }
+/* tjit-opt: reads IR text, runs the named passes, prints the result; the driver of the golden
+ * tests in tests/ir and a way to try a pass on a hand-written function. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "ir/passes/passes.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: tjit-opt [--passes=a,b,c] [--no-verify] [FILE|-]\n"
+          "Reads IR text from FILE (or stdin), runs the passes in order, prints the result.\n"
+          "  --passes=LIST  comma-separated pass names:");
+  for (int i = 0; i < PASS_COUNT; i++) fprintf(out, " %s", pass_names[i]);
+  fprintf(out,
+          "\n  --no-verify    do not run the verifier after each pass\n");
+}
+
+static bool known_pass(const char *s, size_t n) {
+  for (int i = 0; i < PASS_COUNT; i++)
+    if (strlen(pass_names[i]) == n && memcmp(pass_names[i], s, n) == 0) return true;
+  return false;
+}
+
+/* The whole of in, NUL-terminated (the parser takes a length, the NUL is for safety). */
+static char *read_all(FILE *in, size_t *len) {
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) return NULL;
+  for (;;) {
+    if (cap - n < 2) {
+      if (cap > SIZE_MAX / 2) break;
+      char *q = realloc(buf, cap * 2);
+      if (!q) break;
+      buf = q;
+      cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, in);
+    n += got;
+    if (got == 0) {
+      if (ferror(in)) break;
+      buf[n] = '\0';
+      *len = n;
+      return buf;
+    }
+  }
+  free(buf);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *passes = "", *path = NULL;
+  bool verify = true;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--passes=", 9) == 0) {
+      passes = a + 9;
+    } else if (strcmp(a, "--passes") == 0 && i + 1 < argc) {
+      passes = argv[++i];
+    } else if (strcmp(a, "--no-verify") == 0) {
+      verify = false;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "tjit-opt: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    } else if (path) {
+      fprintf(stderr, "tjit-opt: more than one input file ('%s' and '%s')\n", path, a);
+      usage(stderr);
+      return 2;
+    } else {
+      path = a;
+    }
+  }
+
+  /* Check every pass name before doing any work, so that a typo fails fast and clearly. */
+  for (const char *s = passes; *s;) {
+    size_t n = strcspn(s, ",");
+    if (!known_pass(s, n)) {
+      fprintf(stderr, "tjit-opt: unknown pass '%.*s'; known passes:", (int)n, s);
+      for (int i = 0; i < PASS_COUNT; i++) fprintf(stderr, "%s %s", i ? "," : "", pass_names[i]);
+      fprintf(stderr, "\n");
+      return 2;
+    }
+    s += n;
+    if (*s == ',') s++;
+  }
+
+  const char *name = !path || strcmp(path, "-") == 0 ? "<stdin>" : path;
+  FILE *in = !path || strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!in) {
+    fprintf(stderr, "tjit-opt: cannot open '%s': %s\n", path, strerror(errno));
+    return 1;
+  }
+  size_t len = 0;
+  char *text = read_all(in, &len);
+  if (in != stdin) fclose(in);
+  if (!text) {
+    fprintf(stderr, "%s: cannot read the input\n", name);
+    return 1;
+  }
+
+  ir_func **funcs = NULL;
+  uint32_t n_funcs = 0;
+  int rc = 0;
+  if (ir_parse(text, len, &funcs, &n_funcs) != JIT_OK) {
+    fprintf(stderr, "%s:%s\n", name, jit_last_error());
+    rc = 1;
+    goto done;
+  }
+  for (uint32_t i = 0; i < n_funcs; i++) {
+    for (const char *s = passes; *s;) {
+      size_t n = strcspn(s, ",");
+      char pass[64];
+      snprintf(pass, sizeof pass, "%.*s", (int)n, s);
+      if (ir_run_pass(funcs[i], pass, verify) != JIT_OK) {
+        fprintf(stderr, "%s: @%s: %s: %s\n", name, funcs[i]->name, pass, jit_last_error());
+        rc = 1;
+        goto done;
+      }
+      s += n;
+      if (*s == ',') s++;
+    }
+  }
+  for (uint32_t i = 0; i < n_funcs; i++) {
+    if (i) fputc('\n', stdout);
+    if (ir_print(funcs[i], stdout) != JIT_OK) break;
+  }
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "tjit-opt: writing the output failed\n");
+    rc = 1;
+  }
+done:
+  for (uint32_t i = 0; i < n_funcs; i++) ir_func_free(funcs[i]);
+  free(funcs);
+  free(text);
+  return rc;
+}

@@ -209,6 +209,10 @@ jit_status ir_parse(const char *text, size_t len, ir_func ***out_funcs, uint32_t
    Checks every invariant above and each op's type rule; JIT_EINTERNAL with the pass name, the
    op, the ref and its location in the last error when one is broken. pass may be NULL. */
 jit_status ir_verify(const ir_func *f, const char *pass);
+/* Checks instruction r alone, assuming refs before r passed (the parser checks each instruction
+   as it reads it). JIT_OK, or JIT_EINTERNAL (JIT_ENOMEM) with the reason in why[0..why_n);
+   does not touch the last error. */
+jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n);
 
 /* ---- shape rules (shape.c) --------------------------------------------------------------------
    Infer each op's result type from operand types and attributes; shared by the tracer, the
@@ -218,6 +222,13 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args,
                          const ir_attr *attr, const ir_type *declared /* RESHAPE, CONVERT, CONST,
                          IOTA, BROADCAST: the result type given */, ir_type *out,
                          char *why, size_t why_n);
+/* The dtype rule alone of an elementwise op (IR_EW), on operands whose shapes may still differ:
+   the tracer reports dtype errors on the user's types before it broadcasts them. */
+jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type *const *args,
+                                       char *why, size_t why_n);
+/* v is exactly a value of dtype d: ints and bool need an integral value in range (bool: 0 or
+   1); floats take any double (rounded when stored). */
+bool ir_value_fits(jit_dtype d, double v);
 
 /* ---- interpreter (interp.c) -----------------------------------------------------------------
    Evaluates f directly: float math in double (rounded to each value's dtype after every op),

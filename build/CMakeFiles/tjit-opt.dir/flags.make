@@ -6,5 +6,5 @@ C_DEFINES =
 
 C_INCLUDES = -I/work/main/src -I/work/main/include
 
-C_FLAGS = -g -Wall -Wextra -Werror -Wno-unused-parameter -std=c11
+C_FLAGS = -g -fmacro-prefix-map=/work/main/= -Wall -Wextra -Werror -Wno-unused-parameter -std=c11
 

@@ -75,12 +75,54 @@ tjit_OBJECTS =
 # External object files for target tjit
 tjit_EXTERNAL_OBJECTS = \
 "/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/arena.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/interp.c.o" \
 "/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/ir.c.o" \
-"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/error.c.o"
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/parse.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/print.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/shape.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/verify.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/array.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/error.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/trace.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/transform.c.o"
 
 libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/arena.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/interp.c.o
 libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/ir.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/parse.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/print.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/shape.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/ir/verify.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/array.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o
 libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/error.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/trace/trace.c.o
+libtjit.so.0.1.0: CMakeFiles/tjit_objects.dir/src/trace/transform.c.o
 libtjit.so.0.1.0: CMakeFiles/tjit.dir/build.make
 libtjit.so.0.1.0: /usr/lib/llvm-19/lib/libLLVM.so.1
 libtjit.so.0.1.0: /usr/lib/x86_64-linux-gnu/libffi.so

@@ -6,5 +6,5 @@ C_DEFINES = -Dtjit_EXPORTS
 
 C_INCLUDES = -I/work/main/include
 
-C_FLAGS = -g -fPIC -std=c11
+C_FLAGS = -g -fPIC -fmacro-prefix-map=/work/main/= -std=c11
 

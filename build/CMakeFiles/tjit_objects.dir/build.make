@@ -83,10 +83,38 @@ CMakeFiles/tjit_objects.dir/src/ir/arena.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/arena.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/arena.c -o CMakeFiles/tjit_objects.dir/src/ir/arena.c.s
 
+CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o: /work/main/src/ir/dtype.c
+CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_2) "Building C object CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o -c /work/main/src/ir/dtype.c
+
+CMakeFiles/tjit_objects.dir/src/ir/dtype.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/dtype.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/dtype.c > CMakeFiles/tjit_objects.dir/src/ir/dtype.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/dtype.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/dtype.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/dtype.c -o CMakeFiles/tjit_objects.dir/src/ir/dtype.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/interp.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/interp.c.o: /work/main/src/ir/interp.c
+CMakeFiles/tjit_objects.dir/src/ir/interp.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_3) "Building C object CMakeFiles/tjit_objects.dir/src/ir/interp.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/interp.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/interp.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/interp.c.o -c /work/main/src/ir/interp.c
+
+CMakeFiles/tjit_objects.dir/src/ir/interp.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/interp.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/interp.c > CMakeFiles/tjit_objects.dir/src/ir/interp.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/interp.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/interp.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/interp.c -o CMakeFiles/tjit_objects.dir/src/ir/interp.c.s
+
 CMakeFiles/tjit_objects.dir/src/ir/ir.c.o: CMakeFiles/tjit_objects.dir/flags.make
 CMakeFiles/tjit_objects.dir/src/ir/ir.c.o: /work/main/src/ir/ir.c
 CMakeFiles/tjit_objects.dir/src/ir/ir.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_2) "Building C object CMakeFiles/tjit_objects.dir/src/ir/ir.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_4) "Building C object CMakeFiles/tjit_objects.dir/src/ir/ir.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/ir.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/ir.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/ir.c.o -c /work/main/src/ir/ir.c
 
 CMakeFiles/tjit_objects.dir/src/ir/ir.c.i: cmake_force
@@ -97,10 +125,178 @@ CMakeFiles/tjit_objects.dir/src/ir/ir.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/ir.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/ir.c -o CMakeFiles/tjit_objects.dir/src/ir/ir.c.s
 
+CMakeFiles/tjit_objects.dir/src/ir/parse.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/parse.c.o: /work/main/src/ir/parse.c
+CMakeFiles/tjit_objects.dir/src/ir/parse.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_5) "Building C object CMakeFiles/tjit_objects.dir/src/ir/parse.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/parse.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/parse.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/parse.c.o -c /work/main/src/ir/parse.c
+
+CMakeFiles/tjit_objects.dir/src/ir/parse.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/parse.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/parse.c > CMakeFiles/tjit_objects.dir/src/ir/parse.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/parse.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/parse.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/parse.c -o CMakeFiles/tjit_objects.dir/src/ir/parse.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o: /work/main/src/ir/passes/canonicalize.c
+CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_6) "Building C object CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o -c /work/main/src/ir/passes/canonicalize.c
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/passes/canonicalize.c > CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/passes/canonicalize.c -o CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o: /work/main/src/ir/passes/cse.c
+CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_7) "Building C object CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o -c /work/main/src/ir/passes/cse.c
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/passes/cse.c > CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/passes/cse.c -o CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o: /work/main/src/ir/passes/dce.c
+CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_8) "Building C object CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o -c /work/main/src/ir/passes/dce.c
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/passes/dce.c > CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/passes/dce.c -o CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o: /work/main/src/ir/passes/pipeline.c
+CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_9) "Building C object CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o -c /work/main/src/ir/passes/pipeline.c
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/passes/pipeline.c > CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/passes/pipeline.c -o CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/print.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/print.c.o: /work/main/src/ir/print.c
+CMakeFiles/tjit_objects.dir/src/ir/print.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_10) "Building C object CMakeFiles/tjit_objects.dir/src/ir/print.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/print.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/print.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/print.c.o -c /work/main/src/ir/print.c
+
+CMakeFiles/tjit_objects.dir/src/ir/print.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/print.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/print.c > CMakeFiles/tjit_objects.dir/src/ir/print.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/print.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/print.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/print.c -o CMakeFiles/tjit_objects.dir/src/ir/print.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/shape.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/shape.c.o: /work/main/src/ir/shape.c
+CMakeFiles/tjit_objects.dir/src/ir/shape.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_11) "Building C object CMakeFiles/tjit_objects.dir/src/ir/shape.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/shape.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/shape.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/shape.c.o -c /work/main/src/ir/shape.c
+
+CMakeFiles/tjit_objects.dir/src/ir/shape.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/shape.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/shape.c > CMakeFiles/tjit_objects.dir/src/ir/shape.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/shape.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/shape.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/shape.c -o CMakeFiles/tjit_objects.dir/src/ir/shape.c.s
+
+CMakeFiles/tjit_objects.dir/src/ir/verify.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/ir/verify.c.o: /work/main/src/ir/verify.c
+CMakeFiles/tjit_objects.dir/src/ir/verify.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_12) "Building C object CMakeFiles/tjit_objects.dir/src/ir/verify.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/ir/verify.c.o -MF CMakeFiles/tjit_objects.dir/src/ir/verify.c.o.d -o CMakeFiles/tjit_objects.dir/src/ir/verify.c.o -c /work/main/src/ir/verify.c
+
+CMakeFiles/tjit_objects.dir/src/ir/verify.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/ir/verify.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/ir/verify.c > CMakeFiles/tjit_objects.dir/src/ir/verify.c.i
+
+CMakeFiles/tjit_objects.dir/src/ir/verify.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/ir/verify.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/ir/verify.c -o CMakeFiles/tjit_objects.dir/src/ir/verify.c.s
+
+CMakeFiles/tjit_objects.dir/src/runtime/array.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/runtime/array.c.o: /work/main/src/runtime/array.c
+CMakeFiles/tjit_objects.dir/src/runtime/array.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_13) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/array.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/array.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/array.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/array.c.o -c /work/main/src/runtime/array.c
+
+CMakeFiles/tjit_objects.dir/src/runtime/array.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/runtime/array.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/runtime/array.c > CMakeFiles/tjit_objects.dir/src/runtime/array.c.i
+
+CMakeFiles/tjit_objects.dir/src/runtime/array.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/array.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/array.c -o CMakeFiles/tjit_objects.dir/src/runtime/array.c.s
+
+CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o: /work/main/src/runtime/cache.c
+CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_14) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o -c /work/main/src/runtime/cache.c
+
+CMakeFiles/tjit_objects.dir/src/runtime/cache.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/runtime/cache.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/runtime/cache.c > CMakeFiles/tjit_objects.dir/src/runtime/cache.c.i
+
+CMakeFiles/tjit_objects.dir/src/runtime/cache.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/cache.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/cache.c -o CMakeFiles/tjit_objects.dir/src/runtime/cache.c.s
+
+CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o: /work/main/src/runtime/ctx.c
+CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_15) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o -c /work/main/src/runtime/ctx.c
+
+CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/runtime/ctx.c > CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.i
+
+CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/ctx.c -o CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.s
+
+CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o: /work/main/src/runtime/dump.c
+CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_16) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o -c /work/main/src/runtime/dump.c
+
+CMakeFiles/tjit_objects.dir/src/runtime/dump.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/runtime/dump.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/runtime/dump.c > CMakeFiles/tjit_objects.dir/src/runtime/dump.c.i
+
+CMakeFiles/tjit_objects.dir/src/runtime/dump.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/dump.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/dump.c -o CMakeFiles/tjit_objects.dir/src/runtime/dump.c.s
+
 CMakeFiles/tjit_objects.dir/src/runtime/error.c.o: CMakeFiles/tjit_objects.dir/flags.make
 CMakeFiles/tjit_objects.dir/src/runtime/error.c.o: /work/main/src/runtime/error.c
 CMakeFiles/tjit_objects.dir/src/runtime/error.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_3) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/error.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_17) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/error.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/error.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/error.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/error.c.o -c /work/main/src/runtime/error.c
 
 CMakeFiles/tjit_objects.dir/src/runtime/error.c.i: cmake_force
@@ -111,9 +307,128 @@ CMakeFiles/tjit_objects.dir/src/runtime/error.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/error.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/error.c -o CMakeFiles/tjit_objects.dir/src/runtime/error.c.s
 
+CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o: /work/main/src/runtime/fn.c
+CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_18) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o -c /work/main/src/runtime/fn.c
+
+CMakeFiles/tjit_objects.dir/src/runtime/fn.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/runtime/fn.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/runtime/fn.c > CMakeFiles/tjit_objects.dir/src/runtime/fn.c.i
+
+CMakeFiles/tjit_objects.dir/src/runtime/fn.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/fn.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/fn.c -o CMakeFiles/tjit_objects.dir/src/runtime/fn.c.s
+
+CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o: /work/main/src/runtime/mesh.c
+CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_19) "Building C object CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o -MF CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o.d -o CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o -c /work/main/src/runtime/mesh.c
+
+CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/runtime/mesh.c > CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.i
+
+CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/runtime/mesh.c -o CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.s
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o: /work/main/src/trace/ops_elementwise.c
+CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_20) "Building C object CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o -MF CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o.d -o CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o -c /work/main/src/trace/ops_elementwise.c
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/trace/ops_elementwise.c > CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.i
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/trace/ops_elementwise.c -o CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.s
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o: /work/main/src/trace/ops_reduce_dot.c
+CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_21) "Building C object CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o -MF CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o.d -o CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o -c /work/main/src/trace/ops_reduce_dot.c
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/trace/ops_reduce_dot.c > CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.i
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/trace/ops_reduce_dot.c -o CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.s
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o: /work/main/src/trace/ops_shape.c
+CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_22) "Building C object CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o -MF CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o.d -o CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o -c /work/main/src/trace/ops_shape.c
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/trace/ops_shape.c > CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.i
+
+CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/trace/ops_shape.c -o CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.s
+
+CMakeFiles/tjit_objects.dir/src/trace/trace.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/trace/trace.c.o: /work/main/src/trace/trace.c
+CMakeFiles/tjit_objects.dir/src/trace/trace.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_23) "Building C object CMakeFiles/tjit_objects.dir/src/trace/trace.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/trace/trace.c.o -MF CMakeFiles/tjit_objects.dir/src/trace/trace.c.o.d -o CMakeFiles/tjit_objects.dir/src/trace/trace.c.o -c /work/main/src/trace/trace.c
+
+CMakeFiles/tjit_objects.dir/src/trace/trace.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/trace/trace.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/trace/trace.c > CMakeFiles/tjit_objects.dir/src/trace/trace.c.i
+
+CMakeFiles/tjit_objects.dir/src/trace/trace.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/trace/trace.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/trace/trace.c -o CMakeFiles/tjit_objects.dir/src/trace/trace.c.s
+
+CMakeFiles/tjit_objects.dir/src/trace/transform.c.o: CMakeFiles/tjit_objects.dir/flags.make
+CMakeFiles/tjit_objects.dir/src/trace/transform.c.o: /work/main/src/trace/transform.c
+CMakeFiles/tjit_objects.dir/src/trace/transform.c.o: CMakeFiles/tjit_objects.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_24) "Building C object CMakeFiles/tjit_objects.dir/src/trace/transform.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/tjit_objects.dir/src/trace/transform.c.o -MF CMakeFiles/tjit_objects.dir/src/trace/transform.c.o.d -o CMakeFiles/tjit_objects.dir/src/trace/transform.c.o -c /work/main/src/trace/transform.c
+
+CMakeFiles/tjit_objects.dir/src/trace/transform.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/tjit_objects.dir/src/trace/transform.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/trace/transform.c > CMakeFiles/tjit_objects.dir/src/trace/transform.c.i
+
+CMakeFiles/tjit_objects.dir/src/trace/transform.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/tjit_objects.dir/src/trace/transform.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/trace/transform.c -o CMakeFiles/tjit_objects.dir/src/trace/transform.c.s
+
 tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/arena.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/interp.c.o
 tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/ir.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/parse.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/print.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/shape.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/ir/verify.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/array.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o
 tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/error.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/trace/trace.c.o
+tjit_objects: CMakeFiles/tjit_objects.dir/src/trace/transform.c.o
 tjit_objects: CMakeFiles/tjit_objects.dir/build.make
 .PHONY : tjit_objects
 

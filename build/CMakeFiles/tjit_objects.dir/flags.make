@@ -6,5 +6,5 @@ C_DEFINES = -DTJIT_BUILDING -DTJIT_NO_LOC_MACROS -D_GNU_SOURCE
 
 C_INCLUDES = -I/work/main/include -I/work/main/src -isystem /usr/lib/llvm-19/include
 
-C_FLAGS = -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter -std=c11
+C_FLAGS = -g -fPIC -fvisibility=hidden -fmacro-prefix-map=/work/main/= -Wall -Wextra -Werror -Wno-unused-parameter -std=c11
 

@@ -75,12 +75,54 @@ tjit_static_OBJECTS =
 # External object files for target tjit_static
 tjit_static_EXTERNAL_OBJECTS = \
 "/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/arena.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/interp.c.o" \
 "/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/ir.c.o" \
-"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/error.c.o"
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/parse.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/print.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/shape.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/ir/verify.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/array.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/error.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/trace.c.o" \
+"/work/main/build/CMakeFiles/tjit_objects.dir/src/trace/transform.c.o"
 
 libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/arena.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/dtype.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/interp.c.o
 libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/ir.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/parse.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/passes/canonicalize.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/passes/cse.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/passes/dce.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/passes/pipeline.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/print.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/shape.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/ir/verify.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/array.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/cache.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/ctx.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/dump.c.o
 libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/error.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/fn.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/runtime/mesh.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/trace/ops_elementwise.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/trace/ops_reduce_dot.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/trace/ops_shape.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/trace/trace.c.o
+libtjit.a: CMakeFiles/tjit_objects.dir/src/trace/transform.c.o
 libtjit.a: CMakeFiles/tjit_static.dir/build.make
 libtjit.a: CMakeFiles/tjit_static.dir/link.txt
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --bold --progress-dir=/work/main/build/CMakeFiles --progress-num=$(CMAKE_PROGRESS_1) "Linking C static library libtjit.a"

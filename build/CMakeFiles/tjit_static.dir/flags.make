@@ -6,5 +6,5 @@ C_DEFINES =
 
 C_INCLUDES = -I/work/main/include
 
-C_FLAGS = -g -std=c11
+C_FLAGS = -g -fmacro-prefix-map=/work/main/= -std=c11
 

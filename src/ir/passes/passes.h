@@ -30,4 +30,12 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify);
 /* One pass by name ("cse"), for tjit-opt; JIT_EINVAL for an unknown name. */
 jit_status ir_run_pass(ir_func *f, const char *name, bool verify);
 
+/* How a pass rebuilds f (shared by the passes): begin makes an empty function with f's name,
+   f's types at the same ty indices and f's params, and sets map[p] = p for each param (map has
+   f->n_ins entries); the pass then emits the rest, recording map[old ref] = new ref. end sets
+   the results to map[f's results] and replaces f by nf, or frees nf and returns JIT_ENOMEM
+   if any emit failed. Both name the pass in the last error. */
+ir_func   *pass_rebuild_begin(const ir_func *f, ir_ref *map, const char *pass);
+jit_status pass_rebuild_end(ir_func *f, ir_func *nf, const ir_ref *map, const char *pass);
+
 #endif /* TJIT_PASSES_H */

@@ -1,0 +1,195 @@
+/* cse.c: common-subexpression elimination by hash-based value numbering: an instruction that
+ * computes what an earlier one already computes is replaced by the earlier one.
+ *
+ * What it does: rebuilds the function front to back. Each instruction, with its operands
+ * already remapped, is looked up in a hash table keyed by (op, ty, operand refs, the attribute
+ * fields its op uses); a hit maps it to the earlier value, a miss emits it and enters it.
+ * Commutative ops (IR_COMM) key on their operands sorted, so add(a, b) meets add(b, a).
+ * CONST values compare by bit pattern: NaN meets NaN (same payload), -0.0 never meets 0.0.
+ * Only the attribute fields the op uses are compared (ir_attr's other fields, and slice
+ * entries past the rank, may hold anything).
+ * Needs: operands refer to earlier refs; types interned (equal types, equal ty). Keeps: the
+ * first occurrence, its operand order and its location; PARAMs are never merged (two params
+ * of one type are different inputs). Creates no dead code (a merged duplicate had the same
+ * operands as its survivor) and no new types.
+ * Cost: O(instructions + operands) expected, one rebuild, a table of 2x the instructions.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/error.h"
+
+typedef struct cand {   /* an instruction about to be emitted, operands remapped */
+  ir_op op;
+  ir_ty ty;
+  uint32_t n_args;
+  const ir_ref *args;
+  const ir_attr *attr;
+} cand;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+
+static uint64_t double_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/* The operands as the key sees them: sorted for a commutative binary op. */
+static void key_args(ir_op op, uint32_t n, const ir_ref *args, ir_ref *out2) {
+  out2[0] = args[0];
+  out2[1] = args[1];
+  if ((ir_op_flags[op] & IR_COMM) && n == 2 && out2[0] > out2[1]) {
+    out2[0] = args[1];
+    out2[1] = args[0];
+  }
+}
+
+static int rank_of(const ir_func *nf, ir_ty ty) { return nf->types[ty].rank; }
+
+static uint64_t hash_cand(const ir_func *nf, const cand *c) {
+  uint64_t h = mix(mix(mix(0x6a09e667f3bcc909ull, c->op), c->ty), c->n_args);
+  if (c->n_args == 2) {
+    ir_ref k[2];
+    key_args(c->op, c->n_args, c->args, k);
+    h = mix(mix(h, k[0]), k[1]);
+  } else {
+    for (uint32_t i = 0; i < c->n_args; i++) h = mix(h, c->args[i]);
+  }
+  const ir_attr *a = c->attr;
+  switch (c->op) {
+  case IR_CONST: h = mix(h, double_bits(a->value)); break;
+  case IR_IOTA:
+  case IR_CONCAT: h = mix(h, (uint64_t)a->axis); break;
+  case IR_CMP: h = mix(h, (uint64_t)a->cmp); break;
+  case IR_TRANSPOSE:
+  case IR_BROADCAST:
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN:
+    h = mix(h, a->dims.n);
+    for (int i = 0; i < a->dims.n && i < IR_MAX_RANK; i++) h = mix(h, a->dims.d[i]);
+    break;
+  case IR_SLICE:
+    for (int i = 0; i < rank_of(nf, c->ty); i++)
+      h = mix(mix(mix(h, (uint64_t)a->slice.start[i]), (uint64_t)a->slice.limit[i]),
+              (uint64_t)a->slice.stride[i]);
+    break;
+  case IR_DOT:
+    h = mix(mix(h, a->dot.n_batch), a->dot.n_contract);
+    for (int i = 0; i < a->dot.n_batch && i < IR_MAX_RANK; i++)
+      h = mix(mix(h, a->dot.lhs_batch[i]), a->dot.rhs_batch[i]);
+    for (int i = 0; i < a->dot.n_contract && i < IR_MAX_RANK; i++)
+      h = mix(mix(h, a->dot.lhs_contract[i]), a->dot.rhs_contract[i]);
+    break;
+  default: break;
+  }
+  return h;
+}
+
+static bool same_dims(const ir_dims *x, const ir_dims *y) {
+  return x->n == y->n && memcmp(x->d, y->d, x->n < IR_MAX_RANK ? x->n : IR_MAX_RANK) == 0;
+}
+
+static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, const ir_attr *y) {
+  switch (op) {
+  case IR_CONST: return double_bits(x->value) == double_bits(y->value);
+  case IR_IOTA:
+  case IR_CONCAT: return x->axis == y->axis;
+  case IR_CMP: return x->cmp == y->cmp;
+  case IR_TRANSPOSE:
+  case IR_BROADCAST:
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN: return same_dims(&x->dims, &y->dims);
+  case IR_SLICE:
+    for (int i = 0; i < rank_of(nf, ty); i++)
+      if (x->slice.start[i] != y->slice.start[i] || x->slice.limit[i] != y->slice.limit[i] ||
+          x->slice.stride[i] != y->slice.stride[i])
+        return false;
+    return true;
+  case IR_DOT: {
+    const ir_dot_dims *p = &x->dot, *q = &y->dot;
+    if (p->n_batch != q->n_batch || p->n_contract != q->n_contract) return false;
+    for (int i = 0; i < p->n_batch && i < IR_MAX_RANK; i++)
+      if (p->lhs_batch[i] != q->lhs_batch[i] || p->rhs_batch[i] != q->rhs_batch[i]) return false;
+    for (int i = 0; i < p->n_contract && i < IR_MAX_RANK; i++)
+      if (p->lhs_contract[i] != q->lhs_contract[i] || p->rhs_contract[i] != q->rhs_contract[i])
+        return false;
+    return true;
+  }
+  default: return true;
+  }
+}
+
+static bool same(const ir_func *nf, ir_ref r, const cand *c) {
+  const ir_ins *in = &nf->ins[r];
+  if (in->op != c->op || in->ty != c->ty || in->n_args != c->n_args) return false;
+  if (c->n_args == 2) {
+    ir_ref x[2], y[2];
+    key_args(c->op, 2, c->args, x);
+    key_args(in->op, 2, in->args, y);
+    if (x[0] != y[0] || x[1] != y[1]) return false;
+  } else if (c->n_args && memcmp(in->args, c->args, c->n_args * sizeof *c->args) != 0) {
+    return false;
+  }
+  return same_attr(nf, c->op, c->ty, &in->attr, c->attr);
+}
+
+jit_status pass_cse(ir_func *f) {
+  jit_status st = JIT_OK;
+  ir_ref *map = malloc((f->n_ins ? f->n_ins : 1) * sizeof *map);
+  uint32_t n_body = f->n_ins - f->n_params;
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n_body) cap *= 2;
+  ir_ref *table = malloc(cap * sizeof *table);
+  ir_ref *args = NULL;
+  uint32_t args_cap = 0;
+  if (!map || !table) {
+    st = jit_error(JIT_ENOMEM, "cse: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < cap; i++) table[i] = IR_NOREF;
+  ir_func *nf = pass_rebuild_begin(f, map, "cse");
+  if (!nf) {
+    st = JIT_ENOMEM;
+    goto done;
+  }
+  for (uint32_t i = f->n_params; i < f->n_ins; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (in->n_args > args_cap) {
+      ir_ref *a = realloc(args, in->n_args * sizeof *a);
+      if (!a) {
+        nf->oom = true;
+        break;
+      }
+      args = a;
+      args_cap = in->n_args;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
+    cand c = {in->op, in->ty, in->n_args, args, &in->attr};
+    size_t slot = (size_t)hash_cand(nf, &c) & (cap - 1);
+    map[i] = IR_NOREF;
+    if (in->op != IR_PARAM) {
+      for (; table[slot] != IR_NOREF; slot = (slot + 1) & (cap - 1))
+        if (same(nf, table[slot], &c)) {
+          map[i] = table[slot];
+          break;
+        }
+    }
+    if (map[i] != IR_NOREF) continue;
+    map[i] = ir_emit(nf, in->op, in->ty, in->n_args, args, &in->attr, in->loc);
+    if (map[i] == IR_NOREF) break;
+    if (in->op != IR_PARAM) table[slot] = map[i];
+  }
+  st = pass_rebuild_end(f, nf, map, "cse");
+done:
+  free(args);
+  free(table);
+  free(map);
+  return st;
+}

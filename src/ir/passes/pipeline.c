@@ -1,0 +1,138 @@
+/* pipeline.c: the optimization pipeline (which passes run, in which order, each switchable and
+ * verified), and the rebuild helpers every pass uses to rewrite a function.
+ *
+ *   traced fn
+ *      |
+ *      v
+ *   canonicalize   fold constants, drop identities (x+0, x*1, neg neg), collapse chains of
+ *      |           reshape/transpose/broadcast, erase what that left dead
+ *      v
+ *   cse            one instruction per distinct (op, type, operands, attributes)
+ *      |
+ *      v
+ *   canonicalize   merged operands expose more rules: max(x,x), select(p,x,x)
+ *      |
+ *      v
+ *   dce            keep only what a result depends on (a no-op after canonicalize; it keeps the
+ *      |           pipeline tidy when canonicalize is switched off)
+ *      v
+ *   optimized fn   (ir_verify after every pass when asked, naming the pass)
+ *
+ * Glossary (used in every pass): fn = ir_func; ins = instruction (ir_ins); ref = an ins's
+ * index in its fn, which is also its SSA value; ty = index of an interned ir_type, so equal
+ * types have equal ty; op = ir_op; map = old ref -> new ref while a pass rebuilds a fn.
+ */
+#include "ir/passes/passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+
+const char *const pass_names[PASS_COUNT] = {
+#define PASS_NAME(name, NAME) #name,
+    PASS_DEF(PASS_NAME)
+#undef PASS_NAME
+};
+
+typedef jit_status (*pass_fn)(ir_func *f);
+static const pass_fn pass_fns[PASS_COUNT] = {
+#define PASS_FN(name, NAME) pass_##name,
+    PASS_DEF(PASS_FN)
+#undef PASS_FN
+};
+
+/* ---- rebuilding ------------------------------------------------------------------------------ */
+
+ir_func *pass_rebuild_begin(const ir_func *f, ir_ref *map, const char *pass) {
+  ir_func *nf = ir_func_new(f->name);
+  if (!nf) goto oom;
+  /* Same types at the same indices: an ins's ty is then valid in both fns, no translation. */
+  if (f->n_types) {
+    nf->types = malloc(f->n_types * sizeof *nf->types);
+    if (!nf->types) goto oom;
+    memcpy(nf->types, f->types, f->n_types * sizeof *nf->types);
+    nf->n_types = nf->cap_types = f->n_types;
+  }
+  for (uint32_t i = 0; i < f->n_params; i++) {
+    map[i] = ir_emit_param(nf, f->ins[i].ty);
+    if (map[i] == IR_NOREF) goto oom;
+  }
+  return nf;
+oom:
+  ir_func_free(nf);
+  jit_error(JIT_ENOMEM, "%s: out of memory rebuilding @%s", pass, f->name);
+  return NULL;
+}
+
+jit_status pass_rebuild_end(ir_func *f, ir_func *nf, const ir_ref *map, const char *pass) {
+  if (nf->oom) goto oom;
+  ir_ref *res = NULL;
+  if (f->n_results) {
+    res = malloc(f->n_results * sizeof *res);
+    if (!res) goto oom;
+    for (uint32_t i = 0; i < f->n_results; i++) res[i] = map[f->results[i]];
+  }
+  jit_status st = ir_set_results(nf, f->n_results, res);
+  free(res);
+  if (st != JIT_OK) goto oom;
+  ir_func_replace(f, nf);
+  return JIT_OK;
+oom:
+  ir_func_free(nf);
+  return jit_error(JIT_ENOMEM, "%s: out of memory rebuilding @%s", pass, f->name);
+}
+
+/* ---- the pipeline ---------------------------------------------------------------------------- */
+
+static int find_pass(const char *name, size_t n) {
+  for (int i = 0; i < PASS_COUNT; i++)
+    if (strlen(pass_names[i]) == n && memcmp(pass_names[i], name, n) == 0) return i;
+  return -1;
+}
+
+/* Adds the passes named in $TJIT_DISABLE_PASSES to *disabled. An unknown name is an error
+   rather than silently ignored: a misspelt pass would otherwise quietly stay on. */
+static jit_status env_disabled(unsigned *disabled) {
+  const char *s = getenv("TJIT_DISABLE_PASSES");
+  if (!s) return JIT_OK;
+  while (*s) {
+    while (*s == ',' || *s == ' ' || *s == '\t') s++;
+    const char *b = s;
+    while (*s && *s != ',' && *s != ' ' && *s != '\t') s++;
+    if (s == b) continue;
+    int p = find_pass(b, (size_t)(s - b));
+    if (p < 0)
+      return jit_error(JIT_EINVAL, "TJIT_DISABLE_PASSES: unknown pass '%.*s' (passes: canonicalize, cse, dce)",
+                       (int)(s - b), b);
+    *disabled |= 1u << p;
+  }
+  return JIT_OK;
+}
+
+static jit_status run(ir_func *f, pass_id p, unsigned disabled, bool verify) {
+  if (disabled & (1u << p)) return JIT_OK;
+  jit_status st = pass_fns[p](f);
+  if (st == JIT_OK && verify) st = ir_verify(f, pass_names[p]);
+  return st;
+}
+
+jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
+  jit_status st = env_disabled(&disabled);
+  if (st != JIT_OK) return st;
+  TRY(run(f, PASS_CANONICALIZE, disabled, verify));
+  TRY(run(f, PASS_CSE, disabled, verify));
+  TRY(run(f, PASS_CANONICALIZE, disabled, verify));
+  TRY(run(f, PASS_DCE, disabled, verify));
+  return JIT_OK;
+fail:
+  return st;
+}
+
+jit_status ir_run_pass(ir_func *f, const char *name, bool verify) {
+  if (strcmp(name, "pipeline") == 0) return ir_optimize(f, 0, verify);
+  int p = find_pass(name, strlen(name));
+  if (p < 0)
+    return jit_error(JIT_EINVAL, "unknown pass '%s' (passes: canonicalize, cse, dce, pipeline)", name);
+  return run(f, (pass_id)p, 0, verify);
+}

@@ -1,0 +1,259 @@
+/* print.c: the IR's text form (the dump format and tjit-opt's input language).
+ * Output parses back with ir_parse into the same function: print(parse(print(f))) == print(f). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "runtime/error.h"
+
+/* The column (0-based) where a location comment's '#' goes, so that locations line up. */
+enum { LOC_COLUMN = 66 };
+
+static const char *const cmp_names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+
+/* Names come from the dtype table itself; an out-of-range dtype (broken IR being dumped for a
+   verifier message) prints as "?" rather than reading past the table. */
+static const char *dtype_name(jit_dtype d) {
+  static const char *const names[] = {
+#define DTYPE_NAME(name, text, bytes) text,
+      JIT_DTYPE_DEF(DTYPE_NAME)
+#undef DTYPE_NAME
+  };
+  return (unsigned)d < sizeof names / sizeof names[0] ? names[d] : "?";
+}
+
+/* A line under construction: instructions are built in memory first because the location
+   comment's padding depends on the line's length. Fixed size: the longest instruction (a
+   slice of rank 8 with 20-digit entries, or a concat with many operands) is handled by
+   flushing, see put(). */
+typedef struct line {
+  FILE *out;
+  char buf[1024];
+  size_t len;     /* bytes in buf */
+  size_t col;     /* column of the line so far, including flushed bytes */
+  bool err;
+} line;
+
+static void flush(line *l) {
+  if (l->len && fwrite(l->buf, 1, l->len, l->out) != l->len) l->err = true;
+  l->len = 0;
+}
+
+static void put(line *l, const char *s, size_t n) {
+  if (n > sizeof l->buf - l->len) flush(l);
+  if (n > sizeof l->buf) {
+    if (fwrite(s, 1, n, l->out) != n) l->err = true;
+  } else {
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+  }
+  l->col += n;
+}
+
+static void puts_(line *l, const char *s) { put(l, s, strlen(s)); }
+
+static void lprintf(line *l, const char *fmt, ...) JIT_PRINTF(2, 3);
+static void lprintf(line *l, const char *fmt, ...) {
+  char tmp[128];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    l->err = true;
+    return;
+  }
+  put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+int ir_format_type(const ir_type *t, char *buf, size_t n) {
+  size_t len = 0;
+  int w = snprintf(buf, n, "%s[", dtype_name(t->dtype));
+  if (w < 0) return w;
+  len += (size_t)w;
+  int rank = t->rank < 0 ? 0 : t->rank > IR_MAX_RANK ? IR_MAX_RANK : t->rank;
+  for (int i = 0; i < rank; i++) {
+    w = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%lld", i ? "," : "",
+                 (long long)t->dims[i]);
+    if (w < 0) return w;
+    len += (size_t)w;
+  }
+  w = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "]");
+  if (w < 0) return w;
+  len += (size_t)w;
+  return (int)len;
+}
+
+void ir_print_type(const ir_type *t, FILE *out) {
+  char buf[256];
+  ir_format_type(t, buf, sizeof buf);
+  fputs(buf, out);
+}
+
+static void put_type(line *l, const ir_type *t) {
+  char buf[256];
+  ir_format_type(t, buf, sizeof buf);
+  puts_(l, buf);
+}
+
+static void put_ty(line *l, const ir_func *f, ir_ty ty) {
+  if (ty < f->n_types)
+    put_type(l, &f->types[ty]);
+  else
+    lprintf(l, "<bad type #%u>", (unsigned)ty);
+}
+
+/* Shortest %g form that reads back as the same double; integral values come out without a
+   decimal point because %g drops trailing zeros. */
+static void put_double(line *l, double v) {
+  if (isnan(v)) {
+    puts_(l, "nan");
+    return;
+  }
+  if (isinf(v)) {
+    puts_(l, v < 0 ? "-inf" : "inf");
+    return;
+  }
+  char buf[64];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  puts_(l, buf);
+}
+
+static void put_dims(line *l, const uint8_t *d, int n) {
+  puts_(l, "[");
+  for (int i = 0; i < n; i++) lprintf(l, "%s%u", i ? "," : "", (unsigned)d[i]);
+  puts_(l, "]");
+}
+
+static void put_i64s(line *l, const int64_t *v, int n) {
+  puts_(l, "[");
+  for (int i = 0; i < n; i++) lprintf(l, "%s%lld", i ? "," : "", (long long)v[i]);
+  puts_(l, "]");
+}
+
+static int clamp_n(int n) { return n < 0 ? 0 : n > IR_MAX_RANK ? IR_MAX_RANK : n; }
+
+/* The attributes of in, in the fixed order of the text format, each preceded by a space. */
+static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
+  const ir_attr *a = &in->attr;
+  switch (in->op) {
+  case IR_IOTA:
+    lprintf(l, " dim=%lld", (long long)a->axis);
+    break;
+  case IR_CONCAT:
+    lprintf(l, " axis=%lld", (long long)a->axis);
+    break;
+  case IR_CMP:
+    if ((unsigned)a->cmp < sizeof cmp_names / sizeof cmp_names[0])
+      lprintf(l, " dir=%s", cmp_names[a->cmp]);
+    else
+      lprintf(l, " dir=<bad %d>", (int)a->cmp);
+    break;
+  case IR_TRANSPOSE:
+    puts_(l, " perm=");
+    put_dims(l, a->dims.d, clamp_n(a->dims.n));
+    break;
+  case IR_BROADCAST:
+    puts_(l, " dims=");
+    put_dims(l, a->dims.d, clamp_n(a->dims.n));
+    break;
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN:
+    puts_(l, " axes=");
+    put_dims(l, a->dims.d, clamp_n(a->dims.n));
+    break;
+  case IR_SLICE: {
+    /* The slice struct has no count: it has one entry per operand dim (= result dim). */
+    int n = 0;
+    if (in->n_args == 1 && in->args[0] < f->n_ins && f->ins[in->args[0]].ty < f->n_types)
+      n = f->types[f->ins[in->args[0]].ty].rank;
+    else if (in->ty < f->n_types)
+      n = f->types[in->ty].rank;
+    n = clamp_n(n);
+    puts_(l, " start=");
+    put_i64s(l, a->slice.start, n);
+    puts_(l, " limit=");
+    put_i64s(l, a->slice.limit, n);
+    puts_(l, " stride=");
+    put_i64s(l, a->slice.stride, n);
+    break;
+  }
+  case IR_DOT:
+    if (a->dot.n_batch) {
+      puts_(l, " batch=");
+      put_dims(l, a->dot.lhs_batch, clamp_n(a->dot.n_batch));
+      puts_(l, "x");
+      put_dims(l, a->dot.rhs_batch, clamp_n(a->dot.n_batch));
+    }
+    puts_(l, " contract=");
+    put_dims(l, a->dot.lhs_contract, clamp_n(a->dot.n_contract));
+    puts_(l, "x");
+    put_dims(l, a->dot.rhs_contract, clamp_n(a->dot.n_contract));
+    break;
+  default:
+    break;
+  }
+}
+
+static void put_ins(line *l, const ir_func *f, ir_ref r) {
+  const ir_ins *in = &f->ins[r];
+  const char *name = (unsigned)in->op < IR_N_OPS ? ir_op_name[in->op] : "<bad op>";
+  lprintf(l, "  %%%u = %s", (unsigned)r, name);
+  if (in->op == IR_CONST) {
+    puts_(l, " ");
+    put_double(l, in->attr.value);
+  }
+  for (uint32_t i = 0; i < in->n_args; i++) lprintf(l, "%s%%%u", i ? ", " : " ", (unsigned)in->args[i]);
+  put_attrs(l, f, in);
+  puts_(l, " : ");
+  put_ty(l, f, in->ty);
+  if (in->loc.file) {
+    size_t pad = l->col < LOC_COLUMN ? LOC_COLUMN - l->col : 1;
+    while (pad--) put(l, " ", 1);
+    puts_(l, "# ");
+    puts_(l, in->loc.file);
+    lprintf(l, ":%d", in->loc.line);
+  }
+}
+
+jit_status ir_print(const ir_func *f, FILE *out) {
+  line l = {.out = out};
+  puts_(&l, "func @");
+  puts_(&l, f->name ? f->name : "");
+  puts_(&l, "(");
+  uint32_t np = f->n_params < f->n_ins ? f->n_params : f->n_ins;
+  for (uint32_t i = 0; i < np; i++) {
+    lprintf(&l, "%s%%%u: ", i ? ", " : "", (unsigned)i);
+    put_ty(&l, f, f->ins[i].ty);
+  }
+  puts_(&l, ") -> ");
+  if (f->n_results != 1) puts_(&l, "(");
+  for (uint32_t i = 0; i < f->n_results; i++) {
+    if (i) puts_(&l, ", ");
+    ir_ref r = f->results[i];
+    if (r < f->n_ins)
+      put_ty(&l, f, f->ins[r].ty);
+    else
+      lprintf(&l, "<bad ref %%%u>", (unsigned)r);
+  }
+  if (f->n_results != 1) puts_(&l, ")");
+  puts_(&l, " {\n");
+  for (ir_ref r = np; r < f->n_ins; r++) {
+    l.col = 0;
+    put_ins(&l, f, r);
+    puts_(&l, "\n");
+    flush(&l);
+  }
+  puts_(&l, "  return");
+  for (uint32_t i = 0; i < f->n_results; i++) lprintf(&l, "%s%%%u", i ? ", " : " ", (unsigned)f->results[i]);
+  puts_(&l, "\n}\n");
+  flush(&l);
+  if (l.err || ferror(out)) return jit_error(JIT_EIO, "ir_print: writing the IR text failed");
+  return JIT_OK;
+}

@@ -1,0 +1,140 @@
+/* verify.c: checks a function's structural invariants and each op's type rule; run after every
+ * pass in debug and test builds, and by the parser on what it read. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "runtime/error.h"
+
+static jit_status why_fail(char *why, size_t n, const char *fmt, ...) JIT_PRINTF(3, 4);
+static jit_status why_fail(char *why, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (n) vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+  return JIT_EINTERNAL;
+}
+
+/* A type every later stage can use without re-checking: known dtype, rank in range, dims >= 0,
+   and a product of the nonzero dims that fits int64 (so that no stride or partial product of
+   ir_type_numel overflows); the same rule as shape.c's. */
+static bool type_ok(const ir_type *t, char *why, size_t n) {
+  if (!ir_dtype_valid(t->dtype)) {
+    why_fail(why, n, "unknown dtype %d", (int)t->dtype);
+    return false;
+  }
+  if (t->rank < 0 || t->rank > IR_MAX_RANK) {
+    why_fail(why, n, "rank %d is outside 0..%d", t->rank, IR_MAX_RANK);
+    return false;
+  }
+  int64_t prod = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dims[i] < 0) {
+      why_fail(why, n, "dim %d is negative (%lld)", i, (long long)t->dims[i]);
+      return false;
+    }
+    if (t->dims[i] == 0) continue;
+    if (prod > INT64_MAX / t->dims[i]) {
+      why_fail(why, n, "the product of the dims overflows int64");
+      return false;
+    }
+    prod *= t->dims[i];
+  }
+  return true;
+}
+
+static bool uses_declared(ir_op op) {
+  return op == IR_RESHAPE || op == IR_CONVERT || op == IR_CONST || op == IR_IOTA ||
+         op == IR_BROADCAST;
+}
+
+jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
+  const ir_ins *in = &f->ins[r];
+  if ((unsigned)in->op >= IR_N_OPS) return why_fail(why, why_n, "op #%d is not an op", (int)in->op);
+  const char *name = ir_op_name[in->op];
+  if (r < f->n_params) {
+    if (in->op != IR_PARAM)
+      return why_fail(why, why_n, "instruction %u is '%s', but the first %u must be params", (unsigned)r,
+                      name, (unsigned)f->n_params);
+    if (in->attr.axis != (int64_t)r)
+      return why_fail(why, why_n, "param %u has index %lld", (unsigned)r, (long long)in->attr.axis);
+  } else if (in->op == IR_PARAM) {
+    return why_fail(why, why_n, "param after the first %u instructions (the params)",
+                    (unsigned)f->n_params);
+  }
+  if (in->ty >= f->n_types)
+    return why_fail(why, why_n, "type #%u does not exist (the function has %u types)", (unsigned)in->ty,
+                    (unsigned)f->n_types);
+  const ir_type *declared = &f->types[in->ty];
+  char tmp[160];
+  if (!type_ok(declared, tmp, sizeof tmp)) return why_fail(why, why_n, "bad result type: %s", tmp);
+  int arity = ir_op_arity[in->op];
+  if (arity < 0 ? in->n_args < 1 : in->n_args != (uint32_t)arity)
+    return why_fail(why, why_n, "'%s' takes %s%d operand%s, has %u", name, arity < 0 ? "at least " : "",
+                    arity < 0 ? 1 : arity, arity == 1 || arity < 0 ? "" : "s", (unsigned)in->n_args);
+  if (in->n_args && !in->args) return why_fail(why, why_n, "operand list is missing");
+  for (uint32_t i = 0; i < in->n_args; i++)
+    if (in->args[i] >= r)
+      return why_fail(why, why_n, "operand %u is %%%u, which is not defined before %%%u", (unsigned)i,
+                      (unsigned)in->args[i], (unsigned)r);
+  if (in->op == IR_PARAM) return JIT_OK;
+
+  const ir_type *small[8];
+  const ir_type **args = small;
+  if (in->n_args > sizeof small / sizeof small[0]) {
+    args = malloc(in->n_args * sizeof *args);
+    if (!args) {
+      why_fail(why, why_n, "out of memory");
+      return JIT_ENOMEM;
+    }
+  }
+  for (uint32_t i = 0; i < in->n_args; i++) args[i] = &f->types[f->ins[in->args[i]].ty];
+  ir_type out;
+  memset(&out, 0, sizeof out);
+  char reason[256] = "";
+  jit_status st = ir_infer_type(in->op, in->n_args, (const ir_type *const *)args, &in->attr,
+                                uses_declared(in->op) ? declared : NULL, &out, reason, sizeof reason);
+  if (args != small) free(args);
+  if (st != JIT_OK) return why_fail(why, why_n, "%s", reason[0] ? reason : "the shape rule failed");
+  if (!ir_type_equal(&out, declared)) {
+    char want[96], got[96];
+    ir_format_type(declared, want, sizeof want);
+    ir_format_type(&out, got, sizeof got);
+    return why_fail(why, why_n, "declared type %s differs from the inferred %s", want, got);
+  }
+  return JIT_OK;
+}
+
+jit_status ir_verify(const ir_func *f, const char *pass) {
+  char head[64];
+  if (pass)
+    snprintf(head, sizeof head, "verify after %s", pass);
+  else
+    snprintf(head, sizeof head, "verify");
+  const char *fn = f->name ? f->name : "?";
+  if (f->oom) return jit_error(JIT_EINTERNAL, "%s: @%s: ran out of memory while being built", head, fn);
+  if (f->n_params > f->n_ins)
+    return jit_error(JIT_EINTERNAL, "%s: @%s: %u params but only %u instructions", head, fn,
+                     (unsigned)f->n_params, (unsigned)f->n_ins);
+  char why[512];
+  for (ir_ref r = 0; r < f->n_ins; r++) {
+    jit_status st = ir_verify_ins(f, r, why, sizeof why);
+    if (st == JIT_OK) continue;
+    if (st == JIT_ENOMEM) return jit_error(st, "%s: @%s: out of memory", head, fn);
+    const ir_ins *in = &f->ins[r];
+    char where[96] = "";
+    if ((unsigned)in->op < IR_N_OPS) snprintf(where, sizeof where, " = %s", ir_op_name[in->op]);
+    if (in->loc.file)
+      return jit_error(JIT_EINTERNAL, "%s: @%s %%%u%s at %s:%d: %s", head, fn, (unsigned)r, where,
+                       in->loc.file, in->loc.line, why);
+    return jit_error(JIT_EINTERNAL, "%s: @%s %%%u%s: %s", head, fn, (unsigned)r, where, why);
+  }
+  if (f->n_results && !f->results)
+    return jit_error(JIT_EINTERNAL, "%s: @%s: result list is missing", head, fn);
+  for (uint32_t i = 0; i < f->n_results; i++)
+    if (f->results[i] >= f->n_ins)
+      return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is %%%u, but the function has %u values", head,
+                       fn, (unsigned)i, (unsigned)f->results[i], (unsigned)f->n_ins);
+  return JIT_OK;
+}

@@ -1,0 +1,121 @@
+/* array.c: host arrays: one dense, 64-byte aligned, row-major buffer on device 0, copied in from
+ * and out to user memory; the executor makes its outputs here from IR result types. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+
+bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out) {
+  size_t n = jit_dtype_size(dt);
+  bool zero = false;
+  /* A zero dim makes the array empty whatever the other dims are; only then is an otherwise
+     overflowing product fine. */
+  for (int i = 0; i < rank; i++) zero |= shape[i] == 0;
+  if (zero) {
+    *out = 0;
+    return true;
+  }
+  for (int i = 0; i < rank; i++) {
+    if ((uint64_t)shape[i] > SIZE_MAX / n) return false;
+    n *= (size_t)shape[i];
+  }
+  *out = n;
+  return true;
+}
+
+/* Makes an array with a validated type and uninitialized contents. Never hands out a NULL data
+   pointer, even for an empty array, so that kernels and memcpy need no special case. */
+static jit_status array_alloc(jit_ctx *ctx, jit_dtype dt, int rank, const int64_t *shape,
+                              size_t nbytes, const char *who, jit_array **out) {
+  jit_array *a = calloc(1, sizeof *a);
+  if (!a) return jit_error(JIT_ENOMEM, "%s: out of memory", who);
+  /* Round up so that vector loops may read whole cache lines at the end. */
+  size_t cap = nbytes ? nbytes : 1;
+  if (cap > SIZE_MAX - (JIT_ARRAY_ALIGN - 1)) goto oom;
+  cap = (cap + JIT_ARRAY_ALIGN - 1) & ~(size_t)(JIT_ARRAY_ALIGN - 1);
+  if (posix_memalign(&a->data, JIT_ARRAY_ALIGN, cap) != 0) {
+    a->data = NULL;
+    goto oom;
+  }
+  a->ctx = ctx;
+  a->dtype = dt;
+  a->rank = rank;
+  for (int i = 0; i < rank; i++) a->shape[i] = shape[i];
+  a->nbytes = nbytes;
+  *out = a;
+  return JIT_OK;
+oom:
+  free(a);
+  return jit_error(JIT_ENOMEM, "%s: out of memory allocating %zu bytes", who, nbytes);
+}
+
+jit_status array_new_type(jit_ctx *ctx, const ir_type *t, jit_array **out) {
+  size_t nbytes;
+  *out = NULL;
+  if (!array_byte_size(t->dtype, t->rank, t->dims, &nbytes))
+    return jit_error(JIT_ESHAPE, "jit_call: result size overflows");
+  return array_alloc(ctx, t->dtype, t->rank, t->dims, nbytes, "jit_call", out);
+}
+
+void array_type(const jit_array *a, ir_type *out) {
+  memset(out, 0, sizeof *out);
+  out->dtype = a->dtype;
+  out->rank = a->rank;
+  for (int i = 0; i < a->rank; i++) out->dims[i] = a->shape[i];
+}
+
+jit_status jit_array_from_host(jit_ctx *ctx, jit_dtype dt, int rank, const int64_t *shape,
+                               const void *data, jit_array **out) {
+  static const char who[] = "jit_array_from_host";
+  if (!out) return jit_error(JIT_EINVAL, "%s: out is NULL", who);
+  *out = NULL;
+  if (!ctx) return jit_error(JIT_EINVAL, "%s: ctx is NULL", who);
+  if (jit_dtype_size(dt) == 0) return jit_error(JIT_EINVAL, "%s: invalid dtype %d", who, (int)dt);
+  if (rank < 0 || rank > JIT_MAX_RANK)
+    return jit_error(JIT_ESHAPE, "%s: rank %d is out of range 0..%d", who, rank, JIT_MAX_RANK);
+  if (rank > 0 && !shape) return jit_error(JIT_EINVAL, "%s: shape is NULL for rank %d", who, rank);
+  for (int i = 0; i < rank; i++)
+    if (shape[i] < 0)
+      return jit_error(JIT_ESHAPE, "%s: dim %d is %lld (must be >= 0)", who, i,
+                       (long long)shape[i]);
+  size_t nbytes;
+  if (!array_byte_size(dt, rank, shape, &nbytes))
+    return jit_error(JIT_ESHAPE, "%s: the byte size of a %s array of this shape overflows", who,
+                     jit_dtype_name(dt));
+  if (nbytes > 0 && !data)
+    return jit_error(JIT_EINVAL, "%s: data is NULL for %zu bytes", who, nbytes);
+  jit_array *a;
+  jit_status st = array_alloc(ctx, dt, rank, shape, nbytes, who, &a);
+  if (st != JIT_OK) return st;
+  if (nbytes) memcpy(a->data, data, nbytes);
+  *out = a;
+  return JIT_OK;
+}
+
+jit_status jit_array_to_host(const jit_array *a, void *dst, size_t dst_bytes) {
+  if (!a) return jit_error(JIT_EINVAL, "jit_array_to_host: array is NULL");
+  if (dst_bytes < a->nbytes) {
+    ir_type t;
+    char ty[160];
+    array_type(a, &t);
+    ir_format_type(&t, ty, sizeof ty);
+    return jit_error(JIT_EINVAL, "jit_array_to_host: buffer of %zu bytes is too small for %s (%zu bytes)",
+                     dst_bytes, ty, a->nbytes);
+  }
+  if (a->nbytes && !dst) return jit_error(JIT_EINVAL, "jit_array_to_host: dst is NULL");
+  if (a->nbytes) memcpy(dst, a->data, a->nbytes);
+  return JIT_OK;
+}
+
+int jit_array_rank(const jit_array *a) { return a ? a->rank : -1; }
+const int64_t *jit_array_shape(const jit_array *a) { return a ? a->shape : NULL; }
+/* An arbitrary but valid dtype for NULL: the accessor has no way to report an error. */
+jit_dtype jit_array_dtype(const jit_array *a) { return a ? a->dtype : JIT_F32; }
+size_t jit_array_nbytes(const jit_array *a) { return a ? a->nbytes : 0; }
+
+void jit_array_free(jit_array *a) {
+  if (!a) return;
+  free(a->data);
+  free(a);
+}

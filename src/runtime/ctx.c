@@ -1,0 +1,78 @@
+/* ctx.c: the context: virtual device count, worker thread count, compile-cache directory and
+ * optimization level, resolved once from the options and the TJIT_* environment. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+
+jit_ctx_opts jit_ctx_opts_default(void) {
+  jit_ctx_opts o = {0};
+  o.opt_level = 3;
+  return o;
+}
+
+/* $TJIT_DEVICES, when set, must be a whole decimal number in 1..JIT_MAX_DEVICES: a typo must not
+   silently give one device, since sharded programs would then run unsharded. */
+static jit_status env_devices(int *out) {
+  const char *s = getenv("TJIT_DEVICES");
+  *out = 1;
+  if (!s) return JIT_OK;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0 || v < 1 || v > JIT_MAX_DEVICES)
+    return jit_error(JIT_EINVAL, "jit_ctx_create: TJIT_DEVICES='%s' is not an integer in 1..%d", s,
+                     JIT_MAX_DEVICES);
+  *out = (int)v;
+  return JIT_OK;
+}
+
+static int online_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) return 1;
+  return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
+  jit_status st = JIT_OK;
+  jit_ctx *ctx = NULL;
+  if (!out) return jit_error(JIT_EINVAL, "jit_ctx_create: out is NULL");
+  *out = NULL;
+  jit_ctx_opts o = opts ? *opts : jit_ctx_opts_default();
+  if (o.n_devices < 0 || o.n_devices > JIT_MAX_DEVICES)
+    return jit_error(JIT_EINVAL, "jit_ctx_create: n_devices is %d (must be 0..%d)", o.n_devices,
+                     JIT_MAX_DEVICES);
+  if (o.n_threads < 0)
+    return jit_error(JIT_EINVAL, "jit_ctx_create: n_threads is %d (must be >= 0)", o.n_threads);
+  if (o.opt_level < 0 || o.opt_level > 3)
+    return jit_error(JIT_EINVAL, "jit_ctx_create: opt_level is %d (must be 0..3)", o.opt_level);
+
+  ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return jit_error(JIT_ENOMEM, "jit_ctx_create: out of memory");
+  ctx->n_devices = o.n_devices;
+  if (ctx->n_devices == 0) TRY(env_devices(&ctx->n_devices));
+  ctx->n_threads = o.n_threads ? o.n_threads : online_cores();
+  ctx->opt_level = o.opt_level;
+  const char *dir = o.cache_dir ? o.cache_dir : getenv("TJIT_CACHE_DIR");
+  if (dir && *dir) {
+    ctx->cache_dir = strdup(dir);
+    if (!ctx->cache_dir) TRY(jit_error(JIT_ENOMEM, "jit_ctx_create: out of memory"));
+  }
+  *out = ctx;
+  return JIT_OK;
+fail:
+  jit_ctx_destroy(ctx);
+  return st;
+}
+
+void jit_ctx_destroy(jit_ctx *ctx) {
+  if (!ctx) return;
+  free(ctx->cache_dir);
+  free(ctx);
+}
+
+int jit_device_count(const jit_ctx *ctx) { return ctx ? ctx->n_devices : 0; }

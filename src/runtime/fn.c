@@ -1,0 +1,216 @@
+/* fn.c: jitted functions: registration, the call path (key -> cache, trace + passes on a miss ->
+ * run) and statistics. Only a miss holds the function's lock longer than a lookup. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+#include "trace/trace.h"
+
+/* The jit_fns whose miss this thread is compiling, innermost first: a trace function that calls
+   one of them again would wait forever on the lock it holds, so that call fails instead. */
+typedef struct compile_frame {
+  const jit_fn *f;
+  struct compile_frame *up;
+} compile_frame;
+static _Thread_local compile_frame *compiling;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+jit_status jit_compile(jit_ctx *ctx, jit_trace_fn fn, void *user, const jit_fn_opts *opts,
+                       jit_fn **out) {
+  if (!out) return jit_error(JIT_EINVAL, "jit_compile: out is NULL");
+  *out = NULL;
+  if (!ctx) return jit_error(JIT_EINVAL, "jit_compile: ctx is NULL");
+  if (!fn) return jit_error(JIT_EINVAL, "jit_compile: fn is NULL");
+  if (!opts) return jit_error(JIT_EINVAL, "jit_compile: opts is NULL");
+  const char *name = opts->name ? opts->name : "fn";
+  if (opts->n_args < 0 || opts->n_args > JIT_MAX_FN_ARGS)
+    return jit_error(JIT_EINVAL, "jit_compile: %s: n_args is %d (must be 0..%d)", name,
+                     opts->n_args, JIT_MAX_FN_ARGS);
+  if (opts->n_results < 1 || opts->n_results > JIT_MAX_FN_RESULTS)
+    return jit_error(JIT_EINVAL, "jit_compile: %s: n_results is %d (must be 1..%d)", name,
+                     opts->n_results, JIT_MAX_FN_RESULTS);
+  if (opts->n_args < 64 && (opts->donate_mask >> opts->n_args) != 0)
+    return jit_error(JIT_EINVAL, "jit_compile: %s: donate_mask 0x%llx names args past n_args = %d",
+                     name, (unsigned long long)opts->donate_mask, opts->n_args);
+
+  jit_fn *f = calloc(1, sizeof *f);
+  if (!f) return jit_error(JIT_ENOMEM, "jit_compile: out of memory");
+  f->name = strdup(name);
+  if (!f->name) {
+    free(f);
+    return jit_error(JIT_ENOMEM, "jit_compile: out of memory");
+  }
+  if (pthread_mutex_init(&f->mu, NULL) != 0) {
+    free(f->name);
+    free(f);
+    return jit_error(JIT_ENOMEM, "jit_compile: cannot create a mutex");
+  }
+  f->ctx = ctx;
+  f->fn = fn;
+  f->user = user;
+  f->n_args = opts->n_args;
+  f->n_results = opts->n_results;
+  f->donate_mask = opts->donate_mask;
+  *out = f;
+  return JIT_OK;
+}
+
+void jit_fn_free(jit_fn *f) {
+  if (!f) return;
+  sig_cache_free(&f->cache);
+  pthread_mutex_destroy(&f->mu);
+  free(f->name);
+  free(f);
+}
+
+jit_status fn_check_args(const jit_fn *f, jit_array *const *args, const char *who) {
+  if (f->n_args > 0 && !args)
+    return jit_error(JIT_EINVAL, "%s: %s: args is NULL but the function takes %d", who, f->name,
+                     f->n_args);
+  for (int i = 0; i < f->n_args; i++) {
+    if (!args[i]) return jit_error(JIT_EINVAL, "%s: %s: args[%d] is NULL", who, f->name, i);
+    if (args[i]->ctx != f->ctx)
+      return jit_error(JIT_EINVAL, "%s: %s: args[%d] belongs to another jit_ctx", who, f->name, i);
+  }
+  return JIT_OK;
+}
+
+static bool verify_passes(void) {
+#ifndef NDEBUG
+  return true;
+#else
+  const char *v = getenv("TJIT_VERIFY");
+  return v && strcmp(v, "1") == 0;
+#endif
+}
+
+/* Traces and optimizes a new signature and inserts it. Caller holds f->mu. */
+static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
+                              const void *static_args, size_t static_len, jit_sig **out) {
+  jit_status st = JIT_OK;
+  jit_sig *s = NULL;
+  compile_frame frame = {f, compiling};
+  compiling = &frame;
+  TRY(sig_new(hash, f->n_args, args, static_args, static_len, &s));
+
+  trace_request req = {
+      .name = f->name,
+      .fn = f->fn,
+      .user = f->user,
+      .n_args = f->n_args,
+      .n_results = f->n_results,
+      .arg_types = s->arg_types,
+      .static_args = s->static_bytes,
+      .static_len = s->static_len,
+  };
+  double t0 = now_ms();
+  TRY(trace_function(&req, &s->traced));
+  double t1 = now_ms();
+  if (!s->traced || s->traced->n_params != (uint32_t)f->n_args ||
+      s->traced->n_results != (uint32_t)f->n_results)
+    TRY(jit_error(JIT_EINTERNAL, "jit_call: %s: the tracer returned a function of the wrong arity",
+                  f->name));
+  s->optimized = ir_func_clone(s->traced);
+  if (!s->optimized) TRY(jit_error(JIT_ENOMEM, "jit_call: %s: out of memory", f->name));
+  TRY(ir_optimize(s->optimized, 0, verify_passes()));
+  double t2 = now_ms();
+  s->trace_ms = t1 - t0;
+  s->passes_ms = t2 - t1;
+
+  TRY(sig_cache_insert(&f->cache, s));
+  f->stats.n_signatures = f->cache.n;
+  f->stats.trace_ms += s->trace_ms;
+  f->stats.passes_ms += s->passes_ms;
+  dump_env(f, s);
+  compiling = frame.up;
+  *out = s;
+  return JIT_OK;
+fail:
+  compiling = frame.up;
+  sig_free(s);
+  return st;
+}
+
+/* Runs a compiled signature into fresh result arrays; on failure frees what it made. */
+static jit_status run_sig(jit_fn *f, const jit_sig *s, jit_array *const *args,
+                          jit_array **results) {
+  jit_status st = JIT_OK;
+  const ir_func *g = s->optimized;
+  const void *argp[JIT_MAX_FN_ARGS + 1];
+  void *resp[JIT_MAX_FN_RESULTS];
+  for (int i = 0; i < f->n_args; i++) argp[i] = args[i]->data;
+  for (int i = 0; i < f->n_results; i++) {
+    TRY(array_new_type(f->ctx, ir_type_of(g, g->results[i]), &results[i]));
+    resp[i] = results[i]->data;
+  }
+  TRY(ir_interp(g, argp, resp));
+  return JIT_OK;
+fail:
+  for (int i = 0; i < f->n_results; i++) {
+    jit_array_free(results[i]);
+    results[i] = NULL;
+  }
+  return st;
+}
+
+jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len,
+                           jit_array *const *args, jit_array **results) {
+  jit_status st = JIT_OK;
+  double t0 = now_ms();
+  if (!f) return jit_error(JIT_EINVAL, "jit_call: f is NULL");
+  if (!results) return jit_error(JIT_EINVAL, "jit_call: %s: results is NULL", f->name);
+  for (int i = 0; i < f->n_results; i++) results[i] = NULL;
+  if (static_len > 0 && !static_args)
+    return jit_error(JIT_EINVAL, "jit_call: %s: static_args is NULL for %zu bytes", f->name,
+                     static_len);
+  TRY(fn_check_args(f, args, "jit_call"));
+  for (compile_frame *c = compiling; c; c = c->up)
+    if (c->f == f)
+      return jit_error(JIT_EINVAL, "jit_call: %s: called from inside its own trace function",
+                       f->name);
+
+  uint64_t hash = sig_hash(f->n_args, args, static_args, static_len);
+  /* Calls refused above are not counted: calls == cache_hits + cache_misses always holds. */
+  pthread_mutex_lock(&f->mu);
+  f->stats.calls++;
+  jit_sig *s = sig_cache_find(&f->cache, hash, f->n_args, args, static_args, static_len);
+  if (s) {
+    f->stats.cache_hits++;
+  } else {
+    f->stats.cache_misses++;
+    st = compile_sig(f, hash, args, static_args, static_len, &s);
+  }
+  pthread_mutex_unlock(&f->mu);
+  if (st == JIT_OK) st = run_sig(f, s, args, results);
+
+  double us = (now_ms() - t0) * 1e3;
+  pthread_mutex_lock(&f->mu);
+  f->stats.last_call_us = us;
+  pthread_mutex_unlock(&f->mu);
+  return st;
+fail:
+  return st;
+}
+
+jit_status jit_call(jit_fn *f, jit_array *const *args, jit_array **results) {
+  return jit_call_static(f, NULL, 0, args, results);
+}
+
+jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out) {
+  if (!f) return jit_error(JIT_EINVAL, "jit_fn_stats_get: f is NULL");
+  if (!out) return jit_error(JIT_EINVAL, "jit_fn_stats_get: out is NULL");
+  /* The lock is not part of f's observable state; stats are read under it for a consistent copy. */
+  jit_fn *m = (jit_fn *)f;
+  pthread_mutex_lock(&m->mu);
+  *out = f->stats;
+  pthread_mutex_unlock(&m->mu);
+  return JIT_OK;
+}

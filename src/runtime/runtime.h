@@ -1,0 +1,104 @@
+/* runtime.h: the runtime's internal structures (context, arrays, jitted functions and their
+ * signature cache) and the prototypes shared between src/runtime/ files, grouped by file. */
+#ifndef TJIT_RUNTIME_H
+#define TJIT_RUNTIME_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+#include "tjit.h"
+
+#define JIT_MAX_FN_ARGS 64    /* n_args of a jit_fn: 0..JIT_MAX_FN_ARGS */
+#define JIT_MAX_FN_RESULTS 64 /* n_results of a jit_fn: 1..JIT_MAX_FN_RESULTS */
+#define JIT_MAX_DEVICES 4096  /* sanity bound on virtual devices */
+#define JIT_ARRAY_ALIGN 64    /* every array buffer starts on a cache line (and AVX-512 vector) */
+
+/* ---- context (ctx.c) --------------------------------------------------------------------------- */
+struct jit_ctx {
+  int n_devices;     /* virtual CPU devices, >= 1 */
+  int n_threads;     /* worker threads the pool will start, >= 1 (no pool yet) */
+  char *cache_dir;   /* owned copy; NULL: no persistent cache */
+  int opt_level;     /* 0..3 */
+};
+
+/* ---- arrays (array.c) -------------------------------------------------------------------------- */
+struct jit_array {
+  jit_ctx *ctx;
+  jit_dtype dtype;
+  int rank;
+  int64_t shape[JIT_MAX_RANK]; /* entries past rank are 0 */
+  void *data;                  /* dense row-major, JIT_ARRAY_ALIGN-aligned, never NULL */
+  size_t nbytes;               /* numel * dtype size */
+};
+
+/* Byte size of dt[shape]; false when the product overflows size_t. Shape must be validated. */
+bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out);
+/* An array of type t with uninitialized contents: how the executor makes its outputs.
+   t must be a valid type (as the verifier guarantees for IR results). */
+jit_status array_new_type(jit_ctx *ctx, const ir_type *t, jit_array **out);
+/* The ir_type of an array (for the tracer's param types and the cache key). */
+void array_type(const jit_array *a, ir_type *out);
+
+/* ---- signature cache (cache.c) ------------------------------------------------------------------
+   One entry per compiled signature of a jit_fn, keyed by every arg's (dtype, rank, shape) and the
+   static bytes. Entries are never removed before jit_fn_free, and an entry's fields do not change
+   after insertion, so a caller may use an entry found under the lock after releasing it. */
+typedef struct jit_sig {
+  struct jit_sig *next;       /* hash chain */
+  uint64_t hash;
+  int index;                  /* position in the jit_fn's compile order: sigN in dump names */
+  int n_args;
+  ir_type *arg_types;         /* n_args (malloc'd) */
+  unsigned char *static_bytes;/* static_len bytes (malloc'd; NULL when static_len is 0) */
+  size_t static_len;
+  ir_func *traced;            /* as the tracer produced it, kept for dumps */
+  ir_func *optimized;         /* what runs */
+  double trace_ms, passes_ms;
+} jit_sig;
+
+typedef struct sig_cache {
+  jit_sig **buckets;          /* n_buckets chains; n_buckets is 0 or a power of two */
+  size_t n_buckets;
+  jit_sig **order;            /* every entry in insertion order (for index and "last") */
+  int n, cap;
+} sig_cache;
+
+/* Hash of a call's key, computed from the args themselves so that a warm lookup allocates nothing. */
+uint64_t sig_hash(int n_args, jit_array *const *args, const void *static_args, size_t static_len);
+jit_sig *sig_cache_find(const sig_cache *c, uint64_t hash, int n_args, jit_array *const *args,
+                        const void *static_args, size_t static_len);
+/* A new entry holding a copy of the key (traced/optimized NULL), not yet inserted. */
+jit_status sig_new(uint64_t hash, int n_args, jit_array *const *args, const void *static_args,
+                   size_t static_len, jit_sig **out);
+void sig_free(jit_sig *s);
+/* Inserts s (taking ownership) and sets s->index; on failure s is still the caller's. */
+jit_status sig_cache_insert(sig_cache *c, jit_sig *s);
+void sig_cache_free(sig_cache *c);
+
+/* ---- jitted functions (fn.c) ------------------------------------------------------------------- */
+struct jit_fn {
+  jit_ctx *ctx;
+  jit_trace_fn fn;
+  void *user;
+  char *name;                 /* owned copy */
+  int n_args, n_results;
+  uint64_t donate_mask;
+  pthread_mutex_t mu;         /* guards cache and stats; held while a miss traces, never while running */
+  sig_cache cache;
+  jit_fn_stats stats;
+};
+
+/* Validation shared by jit_call_static and jit_fn_dump: f's args each non-NULL and from f's ctx. */
+jit_status fn_check_args(const jit_fn *f, jit_array *const *args, const char *who);
+
+/* ---- dumps (dump.c) ------------------------------------------------------------------------------ */
+/* Prints the stages of s that what selects under `// @name stage` headers. Caller holds f->mu. */
+jit_status dump_sig(const jit_fn *f, const jit_sig *s, unsigned what, FILE *out);
+/* $TJIT_DUMP / $TJIT_DUMP_DIR on a freshly compiled signature; never fails the call. */
+void dump_env(const jit_fn *f, const jit_sig *s);
+
+#endif /* TJIT_RUNTIME_H */

@@ -1,0 +1,218 @@
+/* ops_elementwise.c: tracing of constants (scalar, full, iota) and elementwise ops: NumPy
+ * broadcasting made explicit with BROADCAST, and weak scalars resolved against typed partners. */
+#include <math.h>
+#include <string.h>
+
+#include "trace/trace_internal.h"
+
+jit_val jit_scalar(jit_trace *t, double v) {
+  op_ctx c;
+  if (!op_begin(t, "scalar", &c)) return (jit_val){0};
+  return op_weak_result(&c, v);
+}
+
+static bool check_dtype(op_ctx *c, jit_dtype dt) {
+  if (ir_dtype_valid(dt)) return true;
+  op_fail(c, JIT_EDTYPE, "unknown dtype %d", (int)dt);
+  return false;
+}
+
+jit_val jit_full(jit_trace *t, jit_dtype dt, int rank, const int64_t *shape, double v) {
+  op_ctx c;
+  if (!op_begin(t, "full", &c) || !check_dtype(&c, dt) || !op_check_shape(&c, rank, shape))
+    return (jit_val){0};
+  if (!ir_value_fits(dt, v)) {
+    op_fail(&c, JIT_EDTYPE, "value %s cannot take dtype %s", trace_num(v).s, jit_dtype_name(dt));
+    return (jit_val){0};
+  }
+  return op_result(&c, op_const(&c, dt, rank, shape, v));
+}
+
+jit_val jit_iota(jit_trace *t, jit_dtype dt, int rank, const int64_t *shape, int dim) {
+  op_ctx c;
+  if (!op_begin(t, "iota", &c) || !check_dtype(&c, dt) || !op_check_shape(&c, rank, shape))
+    return (jit_val){0};
+  ir_type ty = {.dtype = dt, .rank = rank};
+  for (int i = 0; i < rank; i++) ty.dims[i] = shape[i];
+  ir_attr a = {0};
+  a.axis = dim;
+  return op_result(&c, op_emit(&c, IR_IOTA, 0, NULL, &a, &ty));
+}
+
+/* ---- the shared elementwise path --------------------------------------------------------- */
+
+/* Checks the dtype rule on the operands as given, broadcasts them to their NumPy result shape,
+   and emits op. */
+static ir_ref elementwise(op_ctx *c, ir_op op, const ir_attr *attr, uint32_t n, ir_ref *refs) {
+  ir_type tys[3];
+  const ir_type *ptys[3];
+  for (uint32_t i = 0; i < n; i++) {
+    if (refs[i] == IR_NOREF) return IR_NOREF;
+    tys[i] = *op_type(c, refs[i]); /* copies: emitting moves f->types */
+    ptys[i] = &tys[i];
+  }
+  char why[512];
+  jit_status st = ir_check_elementwise_dtypes(op, n, ptys, why, sizeof why);
+  if (st != JIT_OK) {
+    op_fail(c, st, "%s", why);
+    return IR_NOREF;
+  }
+  int rank = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (tys[i].rank > rank) rank = tys[i].rank;
+  int64_t dims[IR_MAX_RANK];
+  for (int d = 0; d < rank; d++) {
+    /* NumPy: aligned from the right, sizes equal or 1; `from` is the operand that set the size */
+    int64_t size = 1;
+    uint32_t from = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      int k = d - (rank - tys[i].rank);
+      if (k < 0 || tys[i].dims[k] == 1) continue;
+      if (size != 1 && tys[i].dims[k] != size) {
+        op_fail(c, JIT_ESHAPE, "shapes do not broadcast: %s vs %s", trace_ty(&tys[from]).s,
+                trace_ty(&tys[i]).s);
+        return IR_NOREF;
+      }
+      size = tys[i].dims[k];
+      from = i;
+    }
+    dims[d] = size;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if ((refs[i] = op_broadcast(c, refs[i], rank, dims)) == IR_NOREF) return IR_NOREF;
+  return op_emit(c, op, n, refs, attr, NULL);
+}
+
+static jit_val unary(jit_trace *t, const char *name, ir_op op, jit_val x) {
+  op_ctx c;
+  if (!op_begin(t, name, &c)) return (jit_val){0};
+  ir_ref r = op_typed(&c, x, "operand");
+  return op_result(&c, elementwise(&c, op, NULL, 1, &r));
+}
+
+#define UNARY(name, OP) \
+  jit_val jit_##name(jit_trace *t, jit_val x) { return unary(t, #name, IR_##OP, x); }
+UNARY(neg, NEG)
+UNARY(abs, ABS)
+UNARY(exp, EXP)
+UNARY(log, LOG)
+UNARY(sqrt, SQRT)
+UNARY(rsqrt, RSQRT)
+UNARY(tanh, TANH)
+UNARY(logistic, LOGISTIC)
+UNARY(sin, SIN)
+UNARY(cos, COS)
+UNARY(erf, ERF)
+UNARY(floor, FLOOR)
+#undef UNARY
+
+jit_val jit_relu(jit_trace *t, jit_val x) {
+  op_ctx c;
+  if (!op_begin(t, "relu", &c)) return (jit_val){0};
+  ir_ref r[2] = {op_typed(&c, x, "operand"), IR_NOREF};
+  if (r[0] == IR_NOREF) return (jit_val){0};
+  ir_type ty = *op_type(&c, r[0]);
+  r[1] = op_const(&c, ty.dtype, ty.rank, ty.dims, 0);
+  return op_result(&c, elementwise(&c, IR_MAX, NULL, 2, r));
+}
+
+/* ---- binary ops and weak scalars ------------------------------------------------------------ */
+
+static bool cmp_fold(jit_cmp_op op, double a, double b) {
+  switch (op) {
+  case JIT_EQ: return a == b;
+  case JIT_NE: return a != b;
+  case JIT_LT: return a < b;
+  case JIT_LE: return a <= b;
+  case JIT_GT: return a > b;
+  case JIT_GE: return a >= b;
+  }
+  return false;
+}
+
+/* Two weak operands stay weak: the op is evaluated now, in double. */
+static double weak_fold(ir_op op, double a, double b) {
+  switch (op) {
+  case IR_ADD: return a + b;
+  case IR_SUB: return a - b;
+  case IR_MUL: return a * b;
+  case IR_DIV: return a / b;
+  case IR_POW: return pow(a, b);
+  case IR_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+  case IR_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+  default: return NAN;
+  }
+}
+
+static jit_val binary(jit_trace *t, const char *name, ir_op op, jit_cmp_op cmp, jit_val a,
+                      jit_val b) {
+  op_ctx c;
+  if (!op_begin(t, name, &c)) return (jit_val){0};
+  if (op == IR_CMP && (unsigned)cmp > JIT_GE) {
+    op_fail(&c, JIT_EINVAL, "unknown comparison %d", (int)cmp);
+    return (jit_val){0};
+  }
+  trace_val *va = op_val(&c, a, "lhs"), *vb = va ? op_val(&c, b, "rhs") : NULL;
+  if (!va || !vb) return (jit_val){0};
+  ir_attr attr = {0};
+  attr.cmp = cmp;
+  if (va->weak && vb->weak) {
+    if (op == IR_CMP)
+      return op_result(&c, op_const(&c, JIT_BOOL, 0, NULL, cmp_fold(cmp, va->value, vb->value)));
+    return op_weak_result(&c, weak_fold(op, va->value, vb->value));
+  }
+  ir_ref r[2];
+  if (va->weak) {
+    r[1] = vb->ref;
+    r[0] = op_weak_as(&c, va, op_type(&c, r[1])->dtype);
+  } else if (vb->weak) {
+    r[0] = va->ref;
+    r[1] = op_weak_as(&c, vb, op_type(&c, r[0])->dtype);
+  } else {
+    r[0] = va->ref;
+    r[1] = vb->ref;
+  }
+  return op_result(&c, elementwise(&c, op, &attr, 2, r));
+}
+
+#define BINARY(name, OP)                                   \
+  jit_val jit_##name(jit_trace *t, jit_val a, jit_val b) { \
+    return binary(t, #name, IR_##OP, JIT_EQ, a, b);        \
+  }
+BINARY(add, ADD)
+BINARY(sub, SUB)
+BINARY(mul, MUL)
+BINARY(div, DIV)
+BINARY(max, MAX)
+BINARY(min, MIN)
+BINARY(pow, POW)
+#undef BINARY
+
+jit_val jit_cmp(jit_trace *t, jit_cmp_op op, jit_val a, jit_val b) {
+  return binary(t, "cmp", IR_CMP, op, a, b);
+}
+
+jit_val jit_select(jit_trace *t, jit_val pred, jit_val a, jit_val b) {
+  op_ctx c;
+  if (!op_begin(t, "select", &c)) return (jit_val){0};
+  trace_val *vp = op_val(&c, pred, "predicate");
+  trace_val *va = vp ? op_val(&c, a, "on_true") : NULL, *vb = va ? op_val(&c, b, "on_false") : NULL;
+  if (!vb) return (jit_val){0};
+  /* a weak branch takes the other branch's dtype; the predicate has no partner */
+  bool wa = va->weak && !vb->weak, wb = vb->weak && !va->weak;
+  ir_ref r[3];
+  r[0] = op_typed(&c, pred, "predicate");
+  r[1] = wa ? op_weak_as(&c, va, op_type(&c, vb->ref)->dtype) : op_typed(&c, a, "on_true");
+  r[2] = wb ? op_weak_as(&c, vb, op_type(&c, va->ref)->dtype) : op_typed(&c, b, "on_false");
+  return op_result(&c, elementwise(&c, IR_SELECT, NULL, 3, r));
+}
+
+jit_val jit_convert(jit_trace *t, jit_val x, jit_dtype dt) {
+  op_ctx c;
+  if (!op_begin(t, "convert", &c) || !check_dtype(&c, dt)) return (jit_val){0};
+  ir_ref r = op_typed(&c, x, "operand");
+  if (r == IR_NOREF) return (jit_val){0};
+  ir_type to = *op_type(&c, r);
+  to.dtype = dt;
+  return op_result(&c, op_emit(&c, IR_CONVERT, 1, &r, NULL, &to));
+}

@@ -1,0 +1,68 @@
+/* transform.c: the transformations' entry points (vmap, grad, scan, checkpoint, sharding,
+ * shard_map and its collectives). Not implemented yet: each records JIT_EUNSUPPORTED. */
+#include "trace/trace_internal.h"
+
+/* Records "not implemented yet" (unless the trace already failed) and invalidates n results. */
+static void unsupported(jit_trace *t, const char *name, jit_val *results, int n) {
+  op_ctx c;
+  for (int i = 0; results && i < n; i++) results[i] = (jit_val){0};
+  if (op_begin(t, name, &c)) op_fail(&c, JIT_EUNSUPPORTED, "not implemented yet");
+}
+
+void jit_vmap(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const jit_val *args,
+              const int *in_axes, int n_results, jit_val *results, const int *out_axes) {
+  unsupported(t, "vmap", results, n_results);
+}
+
+void jit_value_and_grad(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const jit_val *args,
+                        uint64_t wrt_mask, int n_aux, jit_val *results) {
+  uint64_t mask = n_args <= 0    ? 0
+                  : n_args >= 64 ? wrt_mask
+                                 : wrt_mask & ((UINT64_C(1) << n_args) - 1);
+  int n = 1 + (n_aux > 0 ? n_aux : 0);
+  for (; mask; mask &= mask - 1) n++;
+  unsupported(t, "value_and_grad", results, n);
+}
+
+void jit_scan(jit_trace *t, jit_scan_fn body, void *user, int n_carry, const jit_val *init,
+              int n_xs, const jit_val *xs, int64_t length, int reverse, jit_val *final_carry,
+              int n_ys, jit_val *ys) {
+  for (int i = 0; ys && i < n_ys; i++) ys[i] = (jit_val){0};
+  unsupported(t, "scan", final_carry, n_carry);
+}
+
+void jit_checkpoint(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const jit_val *args,
+                    int n_results, jit_val *results) {
+  unsupported(t, "checkpoint", results, n_results);
+}
+
+jit_val jit_with_sharding_constraint(jit_trace *t, jit_val x, const jit_sharding *s) {
+  unsupported(t, "with_sharding_constraint", NULL, 0);
+  return (jit_val){0};
+}
+
+void jit_shard_map(jit_trace *t, jit_trace_fn fn, void *user, const jit_mesh *m, int n_args,
+                   const jit_val *args, const char *const *in_specs, int n_results,
+                   jit_val *results, const char *const *out_specs) {
+  unsupported(t, "shard_map", results, n_results);
+}
+
+jit_val jit_psum(jit_trace *t, jit_val x, const char *axis) {
+  unsupported(t, "psum", NULL, 0);
+  return (jit_val){0};
+}
+
+jit_val jit_pmean(jit_trace *t, jit_val x, const char *axis) {
+  unsupported(t, "pmean", NULL, 0);
+  return (jit_val){0};
+}
+
+jit_val jit_all_gather(jit_trace *t, jit_val x, const char *axis, int dim) {
+  unsupported(t, "all_gather", NULL, 0);
+  return (jit_val){0};
+}
+
+jit_val jit_axis_index(jit_trace *t, const char *axis) {
+  unsupported(t, "axis_index", NULL, 0);
+  return (jit_val){0};
+}
