@@ -264,6 +264,11 @@ static void test_static_bytes_new_signature(void **state) {
   call_scaled(f, a, &two_f, sizeof two_f, 2); /* len 4: the trace falls back to 1 */
   assert_int_equal(e->c.last_static_len, sizeof two_f);
   assert_int_equal(atomic_load(&e->c.traces), 4);
+  /* a dump selected by args finds the newest signature with those arg types */
+  FILE *null = fopen("/dev/null", "w");
+  assert_non_null(null);
+  assert_int_equal(jit_fn_dump(f, &a, JIT_DUMP_TRACED, null), JIT_OK);
+  fclose(null);
 
   jit_fn_stats s = stats(f);
   assert_int_equal(s.calls, 8);

@@ -16,7 +16,6 @@
 
 static const jit_dtype float_dts[] = {JIT_F32, JIT_F64, JIT_F16, JIT_BF16};
 static const jit_dtype int_dts[] = {JIT_I32, JIT_I64, JIT_I8, JIT_U8};
-static const char *const dt_names[] = {"bool", "i8", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"};
 
 typedef struct shape {
   int rank;
@@ -31,7 +30,7 @@ static const shape shapes[] = {
 
 static void what_str(char *buf, size_t n, const char *op, jit_dtype dt, const shape *s) {
   char sb[96];
-  snprintf(buf, n, "%s %s%s", op, dt_names[dt], ot_shape_str(s->rank, s->d, sb, sizeof sb));
+  snprintf(buf, n, "%s %s%s", op, jit_dtype_name(dt), ot_shape_str(s->rank, s->d, sb, sizeof sb));
 }
 
 /* ---- unary ---------------------------------------------------------------------------------------- */
@@ -257,8 +256,8 @@ static void run_binary(jit_dtype dt, const shape_pair *p, uint64_t seed) {
     ot_array want = k == B_POW ? ref_bcast(dt, &in[2], &in[3], ref_binary, dt, k)
                                : ref_bcast(dt, &in[0], &in[1], ref_binary, dt, k);
     char what[160], sa[64], sb[64];
-    snprintf(what, sizeof what, "%s %s%s x %s%s", binary_names[k], dt_names[dt],
-             ot_shape_str(p->a.rank, p->a.d, sa, sizeof sa), dt_names[dt],
+    snprintf(what, sizeof what, "%s %s%s x %s%s", binary_names[k], jit_dtype_name(dt),
+             ot_shape_str(p->a.rank, p->a.d, sa, sizeof sa), jit_dtype_name(dt),
              ot_shape_str(p->b.rank, p->b.d, sb, sizeof sb));
     ok &= ot_expect(what, &out[k], &want);
   }
@@ -300,7 +299,7 @@ static void test_binary_edge_values(void **state) {
     for (int k = 0; k < N_BINARY; k++) {
       ot_array want = ref_bcast(dt, &in[0], &in[1], ref_binary, dt, k);
       char what[64];
-      snprintf(what, sizeof what, "%s edge values %s", binary_names[k], dt_names[dt]);
+      snprintf(what, sizeof what, "%s edge values %s", binary_names[k], jit_dtype_name(dt));
       ok &= ot_expect(what, &out[k], &want);
     }
     ot_free(&in[0]);
@@ -326,7 +325,7 @@ static void test_int_division_signs(void **state) {
     OT_ASSERT_OK(ot_run("int_div", div_fn, NULL, 2, in, 1, &out));
     ot_array want = ref_bcast(dt, &in[0], &in[1], ref_binary, dt, B_DIV);
     char what[64];
-    snprintf(what, sizeof what, "div signs %s", dt_names[dt]);
+    snprintf(what, sizeof what, "div signs %s", jit_dtype_name(dt));
     ok &= ot_expect(what, &out, &want);
     ot_free(&in[0]);
     ot_free(&in[1]);
@@ -521,7 +520,7 @@ static void test_cmp(void **state) {
       for (int c = 0; c < 6; c++) {
         ot_array want = ref_bcast(JIT_BOOL, &in[0], &in[1], ref_cmp, dts[d], c);
         char what[128], sa[64], sb[64];
-        snprintf(what, sizeof what, "cmp %s %s%s x %s", cmp_names[c], dt_names[dts[d]],
+        snprintf(what, sizeof what, "cmp %s %s%s x %s", cmp_names[c], jit_dtype_name(dts[d]),
                  ot_shape_str(sp->a.rank, sp->a.d, sa, sizeof sa),
                  ot_shape_str(sp->b.rank, sp->b.d, sb, sizeof sb));
         ok &= ot_expect(what, &out[c], &want);
@@ -565,7 +564,7 @@ static void test_select(void **state) {
         want.v[i] = p ? in[1].v[ot_bcast_src(&in[1], r2, idx)] : in[2].v[ot_bcast_src(&in[2], r2, idx)];
       }
       char what[64];
-      snprintf(what, sizeof what, "select %s case %d", dt_names[dts[d]], s);
+      snprintf(what, sizeof what, "select %s case %d", jit_dtype_name(dts[d]), s);
       ok &= ot_expect_tol(what, &out, &want, NULL, (ot_tol){0, 0});
       for (int i = 0; i < 3; i++) ot_free(&in[i]);
     }
@@ -617,7 +616,7 @@ static void test_convert_all_pairs(void **state) {
         /* ot_round truncates toward zero for ints and rounds to nearest even for floats */
         for (int64_t i = 0; i < want.n; i++) want.v[i] = x->v[i];
         char what[64], op[32];
-        snprintf(op, sizeof op, "convert %s->%s", dt_names[src], dt_names[dst]);
+        snprintf(op, sizeof op, "convert %s->%s", jit_dtype_name(src), jit_dtype_name(dst));
         what_str(what, sizeof what, op, (jit_dtype)dst, sh);
         ok &= ot_expect_tol(what, &out[dst], &want, NULL, (ot_tol){0, 0});
       }
@@ -696,7 +695,7 @@ static void test_convert_rounding(void **state) {
     for (int i = 0; i < n; i++)
       assert_true(isnan(want.v[i]) || ot_round(to, want.v[i]) == want.v[i]); /* self-check */
     char what[64];
-    snprintf(what, sizeof what, "convert %s->%s (case %d)", dt_names[cases[c].from], dt_names[to], c);
+    snprintf(what, sizeof what, "convert %s->%s (case %d)", jit_dtype_name(cases[c].from), jit_dtype_name(to), c);
     ok &= ot_expect_tol(what, &out, &want, NULL, (ot_tol){0, 0});
     ot_free(&in);
   }
@@ -723,7 +722,7 @@ static void test_convert_int_wrap(void **state) {
     ot_array want = ot_zeros(to, 1, &n);
     want.v[0] = cases[c].want;
     char what[64];
-    snprintf(what, sizeof what, "convert wrap %s->%s %g", dt_names[cases[c].from], dt_names[to],
+    snprintf(what, sizeof what, "convert wrap %s->%s %g", jit_dtype_name(cases[c].from), jit_dtype_name(to),
              cases[c].in);
     ok &= ot_expect(what, &out, &want);
     ot_free(&in);

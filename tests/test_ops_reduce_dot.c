@@ -15,7 +15,6 @@
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof *(a)))
 
-static const char *const dt_names[] = {"bool", "i8", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"};
 
 typedef struct shape {
   int rank;
@@ -84,7 +83,7 @@ static bool check_reduce(const reduce_case *c, jit_dtype dt, const ot_array *x) 
   bool ok = true;
   for (int j = 0; j < 3; j++) {
     char what[128], s1[64], s2[64];
-    snprintf(what, sizeof what, "%s %s%s axes=%s", names[j], dt_names[dt],
+    snprintf(what, sizeof what, "%s %s%s axes=%s", names[j], jit_dtype_name(dt),
              ot_shape_str(c->x.rank, c->x.d, s1, sizeof s1),
              ot_shape_str(c->n_axes, (int64_t[JIT_MAX_RANK]){c->axes[0], c->axes[1], c->axes[2],
                                                               c->axes[3]},
@@ -246,7 +245,7 @@ static bool check_matmul(jit_dtype dt, const mm_case *c, uint64_t seed) {
   double *mag;
   ot_array want = ref_matmul(&in[0], &in[1], &mag);
   char what[128], s1[64], s2[64];
-  snprintf(what, sizeof what, "matmul %s%s x %s", dt_names[dt],
+  snprintf(what, sizeof what, "matmul %s%s x %s", jit_dtype_name(dt),
            ot_shape_str(c->a.rank, c->a.d, s1, sizeof s1), ot_shape_str(c->b.rank, c->b.d, s2, sizeof s2));
   bool ok = ot_expect_tol(what, &out, &want, mag, ot_tol_of(dt));
   free(mag);
@@ -360,7 +359,7 @@ static bool check_dot(jit_dtype dt, const dot_case *c, int which) {
   double *mag;
   ot_array want = ref_dot(c, &in[0], &in[1], &mag);
   char what[96];
-  snprintf(what, sizeof what, "dot_general %s case %d", dt_names[dt], which);
+  snprintf(what, sizeof what, "dot_general %s case %d", jit_dtype_name(dt), which);
   bool ok = ot_expect_tol(what, &out, &want, mag, ot_tol_of(dt));
   free(mag);
   ot_free(&in[0]);

@@ -14,7 +14,6 @@
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof *(a)))
 
-static const char *const dt_names[] = {"bool", "i8", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"};
 static const jit_dtype move_dts[] = {JIT_F32, JIT_I64, JIT_F16, JIT_U8, JIT_BOOL, JIT_F64};
 
 typedef struct shape {
@@ -124,7 +123,7 @@ static void test_reshape(void **state) {
       for (int k = 0; k < rc->n; k++) {
         ot_array want = ref_reshape(&in, rc->to[k].rank, rc->to[k].d);
         char what[96], s1[64], s2[64];
-        snprintf(what, sizeof what, "reshape %s%s -> %s", dt_names[move_dts[d]],
+        snprintf(what, sizeof what, "reshape %s%s -> %s", jit_dtype_name(move_dts[d]),
                  ot_shape_str(rc->from.rank, rc->from.d, s1, sizeof s1),
                  ot_shape_str(rc->to[k].rank, rc->to[k].d, s2, sizeof s2));
         ok &= ot_expect_tol(what, &out[k], &want, NULL, exact);
@@ -199,7 +198,7 @@ static void test_transpose(void **state) {
         normalize_perm(tc->from.rank, tc->perms[k], perm);
         ot_array want = ref_transpose(&in, perm);
         char what[96], s1[64];
-        snprintf(what, sizeof what, "transpose %s%s perm #%d", dt_names[move_dts[d]],
+        snprintf(what, sizeof what, "transpose %s%s perm #%d", jit_dtype_name(move_dts[d]),
                  ot_shape_str(tc->from.rank, tc->from.d, s1, sizeof s1), k);
         ok &= ot_expect_tol(what, &out[k], &want, NULL, exact);
       }
@@ -234,7 +233,7 @@ static void test_broadcast_to(void **state) {
       OT_ASSERT_OK(ot_run("broadcast_to", bcast_fn, (void *)bc, 1, &in, 1, &out));
       ot_array want = ref_broadcast_to(&in, bc->to.rank, bc->to.d);
       char what[96], s1[64], s2[64];
-      snprintf(what, sizeof what, "broadcast_to %s%s -> %s", dt_names[move_dts[d]],
+      snprintf(what, sizeof what, "broadcast_to %s%s -> %s", jit_dtype_name(move_dts[d]),
                ot_shape_str(bc->from.rank, bc->from.d, s1, sizeof s1),
                ot_shape_str(bc->to.rank, bc->to.d, s2, sizeof s2));
       ok &= ot_expect_tol(what, &out, &want, NULL, exact);
@@ -283,7 +282,7 @@ static void test_slice(void **state) {
       OT_ASSERT_OK(ot_run("slice", slice_fn, (void *)sc, 1, &in, 1, &out));
       ot_array want = ref_slice(&in, sc->start, sc->limit, sc->unit ? NULL : sc->stride);
       char what[96], s1[64];
-      snprintf(what, sizeof what, "slice %s%s case %d", dt_names[move_dts[d]],
+      snprintf(what, sizeof what, "slice %s%s case %d", jit_dtype_name(move_dts[d]),
                ot_shape_str(sc->from.rank, sc->from.d, s1, sizeof s1), c);
       ok &= ot_expect_tol(what, &out, &want, NULL, exact);
       ot_free(&in);
@@ -330,7 +329,7 @@ static void test_concat(void **state) {
       ot_array want = ref_concat(cc->n, in, cc->axis < 0 ? cc->axis + cc->parts[0].rank : cc->axis);
       char what[96];
       snprintf(what, sizeof what, "concat %s case %d (axis %d, %d operands)",
-               dt_names[move_dts[d]], c, cc->axis, cc->n);
+               jit_dtype_name(move_dts[d]), c, cc->axis, cc->n);
       ok &= ot_expect_tol(what, &out, &want, NULL, exact);
       for (int j = 0; j < cc->n; j++) ot_free(&in[j]);
     }

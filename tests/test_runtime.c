@@ -324,6 +324,24 @@ static void fails(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = (jit_val){0};
 }
 
+/* r0 = iota f64[4] (no args) */
+static void no_args(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)a;
+  (void)user;
+  n_traces++;
+  const int64_t shape[1] = {4};
+  r[0] = jit_iota(t, JIT_F64, 1, shape, 0);
+}
+
+/* r0 is fine, r1 fails: the call must hand back neither */
+static void second_fails(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  n_traces++;
+  r[0] = jit_neg(t, a[0]);
+  int axis = 5;
+  r[1] = jit_reduce_sum(t, a[0], 1, &axis);
+}
+
 static void test_compile_validation(void **state) {
   (void)state;
   jit_ctx *ctx = new_ctx();
@@ -458,6 +476,44 @@ static void test_call_validation(void **state) {
   jit_array_free(c);
   jit_fn_free(f);
   jit_ctx_destroy(other);
+  jit_ctx_destroy(ctx);
+}
+
+static void test_call_no_args(void **state) {
+  (void)state;
+  jit_ctx *ctx = new_ctx();
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "count", .n_args = 0, .n_results = 1};
+  assert_int_equal(jit_compile(ctx, no_args, NULL, &o, &f), JIT_OK);
+  jit_array *r = NULL;
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(jit_call(f, NULL, &r), JIT_OK);
+    double got[4];
+    assert_int_equal(jit_array_to_host(r, got, sizeof got), JIT_OK);
+    for (int i = 0; i < 4; i++) assert_true(got[i] == i);
+    jit_array_free(r);
+  }
+  assert_int_equal(n_traces, 1);
+  jit_fn_free(f);
+  jit_ctx_destroy(ctx);
+}
+
+static void test_call_partial_failure(void **state) {
+  (void)state;
+  jit_ctx *ctx = new_ctx();
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "half", .n_args = 1, .n_results = 2};
+  assert_int_equal(jit_compile(ctx, second_fails, NULL, &o, &f), JIT_OK);
+  const int64_t shape[1] = {2};
+  const float v[2] = {1, 2};
+  jit_array *a = f32_array(ctx, 1, shape, v);
+  jit_array *res[2] = {(jit_array *)&res, (jit_array *)&res};
+  assert_int_not_equal(jit_call(f, &a, res), JIT_OK);
+  expect_msg("half: reduce_sum at tests/test_runtime.c:");
+  assert_null(res[0]);
+  assert_null(res[1]);
+  jit_array_free(a);
+  jit_fn_free(f);
   jit_ctx_destroy(ctx);
 }
 
@@ -789,6 +845,8 @@ int main(void) {
       cmocka_unit_test_setup(test_compile_validation, clear_env),
       cmocka_unit_test_setup(test_call_values, clear_env),
       cmocka_unit_test_setup(test_call_validation, clear_env),
+      cmocka_unit_test_setup(test_call_no_args, clear_env),
+      cmocka_unit_test_setup(test_call_partial_failure, clear_env),
       cmocka_unit_test_setup(test_failed_trace_not_cached, clear_env),
       cmocka_unit_test_setup(test_stats, clear_env),
       cmocka_unit_test_setup(test_dump, clear_env),

@@ -16,10 +16,11 @@ static void usage(FILE *out) {
           "  --passes=LIST  comma-separated pass names:");
   for (int i = 0; i < PASS_COUNT; i++) fprintf(out, " %s", pass_names[i]);
   fprintf(out,
-          "\n  --no-verify    do not run the verifier after each pass\n");
+          ", or pipeline (the whole optimization pipeline)\n  --no-verify    do not run the verifier after each pass\n");
 }
 
 static bool known_pass(const char *s, size_t n) {
+  if (n == 8 && memcmp(s, "pipeline", 8) == 0) return true;
   for (int i = 0; i < PASS_COUNT; i++)
     if (strlen(pass_names[i]) == n && memcmp(pass_names[i], s, n) == 0) return true;
   return false;

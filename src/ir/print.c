@@ -105,8 +105,8 @@ static void put_ty(line *l, const ir_func *f, ir_ty ty) {
     lprintf(l, "<bad type #%u>", (unsigned)ty);
 }
 
-/* Shortest %g form that reads back as the same double; integral values come out without a
-   decimal point because %g drops trailing zeros. */
+/* Integral values below 2^53 print as plain integers (10, not 1e+01); others as the shortest
+   %g form that reads back as the same double. */
 static void put_double(line *l, double v) {
   if (isnan(v)) {
     puts_(l, "nan");
@@ -117,6 +117,11 @@ static void put_double(line *l, double v) {
     return;
   }
   char buf[64];
+  if (v == floor(v) && fabs(v) < 9007199254740992.0 && !(v == 0 && signbit(v))) {
+    snprintf(buf, sizeof buf, "%.0f", v);
+    puts_(l, buf);
+    return;
+  }
   for (int prec = 1; prec <= 17; prec++) {
     snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (strtod(buf, NULL) == v) break;

@@ -202,15 +202,6 @@ static double bf16_value(uint16_t h) {
   return f;
 }
 
-static size_t dt_size(jit_dtype dt) {
-  switch (dt) {
-  case JIT_BOOL: case JIT_I8: case JIT_U8: return 1;
-  case JIT_F16: case JIT_BF16: return 2;
-  case JIT_I32: case JIT_F32: return 4;
-  default: return 8;
-  }
-}
-
 static void store(jit_dtype dt, void *buf, int64_t i, double v) {
   switch (dt) {
   case JIT_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
@@ -288,7 +279,7 @@ void ot_free(ot_array *a) {
 }
 
 jit_array *ot_upload(const ot_array *a) {
-  size_t bytes = (size_t)a->n * dt_size(a->dt);
+  size_t bytes = (size_t)a->n * jit_dtype_size(a->dt);
   unsigned char *buf = malloc(bytes ? bytes : 1);
   assert_non_null(buf);
   for (int64_t i = 0; i < a->n; i++) store(a->dt, buf, i, a->v[i]);
@@ -309,7 +300,7 @@ ot_array ot_download(const jit_array *j) {
   assert_true(rank == 0 || shape != NULL);
   for (int i = 0; i < rank; i++) assert_true(shape[i] >= 0);
   ot_array a = ot_zeros(jit_array_dtype(j), rank, shape);
-  size_t bytes = (size_t)a.n * dt_size(a.dt);
+  size_t bytes = (size_t)a.n * jit_dtype_size(a.dt);
   assert_int_equal(jit_array_nbytes(j), bytes);
   unsigned char *buf = malloc(bytes ? bytes : 1);
   assert_non_null(buf);
@@ -375,11 +366,6 @@ ot_tol ot_tol_of(jit_dtype dt) {
   }
 }
 
-static const char *dt_name(jit_dtype dt) {
-  static const char *const names[] = {"bool", "i8", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"};
-  return (unsigned)dt < sizeof names / sizeof *names ? names[dt] : "?";
-}
-
 static bool value_ok(jit_dtype dt, double got, double ref, double mag, ot_tol tol, double *bound) {
   *bound = 0;
   if (!ot_is_float(dt)) return got == ref;
@@ -395,8 +381,8 @@ bool ot_close(const char *what, const ot_array *got, const ot_array *want, const
   char s1[128], s2[128];
   if (got->dt != want->dt || got->rank != want->rank ||
       memcmp(got->shape, want->shape, sizeof(int64_t) * (size_t)want->rank) != 0) {
-    print_error("%s: got %s%s, want %s%s\n", what, dt_name(got->dt),
-                ot_shape_str(got->rank, got->shape, s1, sizeof s1), dt_name(want->dt),
+    print_error("%s: got %s%s, want %s%s\n", what, jit_dtype_name(got->dt),
+                ot_shape_str(got->rank, got->shape, s1, sizeof s1), jit_dtype_name(want->dt),
                 ot_shape_str(want->rank, want->shape, s2, sizeof s2));
     return false;
   }
@@ -418,7 +404,7 @@ bool ot_close(const char *what, const ot_array *got, const ot_array *want, const
   ot_unravel(first, want->rank, want->shape, idx);
   print_error("%s: %s%s: %lld of %lld elements differ; first at %s: got %.17g, want %.17g "
               "(tolerance %.3g)\n",
-              what, dt_name(want->dt), ot_shape_str(want->rank, want->shape, s1, sizeof s1),
+              what, jit_dtype_name(want->dt), ot_shape_str(want->rank, want->shape, s1, sizeof s1),
               (long long)bad, (long long)want->n, ot_shape_str(want->rank, idx, s2, sizeof s2),
               first_got, first_ref, first_bound);
   return false;

@@ -24,6 +24,7 @@
  */
 #include "ir/passes/passes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,18 @@ oom:
 
 /* ---- the pipeline ---------------------------------------------------------------------------- */
 
+/* "canonicalize, cse, dce" (from the pass table) into buf, for error messages. */
+static const char *known_passes(char *buf, size_t n) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < PASS_COUNT && len < n; i++) {
+    int k = snprintf(buf + len, n - len, "%s%s", i ? ", " : "", pass_names[i]);
+    if (k < 0) break;
+    len += (size_t)k;
+  }
+  return buf;
+}
+
 static int find_pass(const char *name, size_t n) {
   for (int i = 0; i < PASS_COUNT; i++)
     if (strlen(pass_names[i]) == n && memcmp(pass_names[i], name, n) == 0) return i;
@@ -102,9 +115,11 @@ static jit_status env_disabled(unsigned *disabled) {
     while (*s && *s != ',' && *s != ' ' && *s != '\t') s++;
     if (s == b) continue;
     int p = find_pass(b, (size_t)(s - b));
-    if (p < 0)
-      return jit_error(JIT_EINVAL, "TJIT_DISABLE_PASSES: unknown pass '%.*s' (passes: canonicalize, cse, dce)",
-                       (int)(s - b), b);
+    if (p < 0) {
+      char names[128];
+      return jit_error(JIT_EINVAL, "TJIT_DISABLE_PASSES: unknown pass '%.*s' (passes: %s)",
+                       (int)(s - b), b, known_passes(names, sizeof names));
+    }
     *disabled |= 1u << p;
   }
   return JIT_OK;
@@ -132,7 +147,10 @@ fail:
 jit_status ir_run_pass(ir_func *f, const char *name, bool verify) {
   if (strcmp(name, "pipeline") == 0) return ir_optimize(f, 0, verify);
   int p = find_pass(name, strlen(name));
-  if (p < 0)
-    return jit_error(JIT_EINVAL, "unknown pass '%s' (passes: canonicalize, cse, dce, pipeline)", name);
+  if (p < 0) {
+    char names[128];
+    return jit_error(JIT_EINVAL, "unknown pass '%s' (passes: %s; pipeline: all of them)", name,
+                     known_passes(names, sizeof names));
+  }
   return run(f, (pass_id)p, 0, verify);
 }

@@ -1,5 +1,0 @@
-
-# Per-language clean rules from dependency scanning.
-foreach(lang )
-  include(CMakeFiles/acc_gen.dir/cmake_clean_${lang}.cmake OPTIONAL)
-endforeach()
