@@ -293,6 +293,7 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_pmean(t, ...) jit_pmean(JIT__AT(t), __VA_ARGS__)
 #define jit_all_gather(t, ...) jit_all_gather(JIT__AT(t), __VA_ARGS__)
 #define jit_axis_index(t, ...) jit_axis_index(JIT__AT(t), __VA_ARGS__)
+#define jit_trace_fail(t, ...) jit_trace_fail(JIT__AT(t), __VA_ARGS__)
 #endif
 
 #if defined(__GNUC__)

@@ -1,5 +1,5 @@
 /* test_runtime.c: the runtime's public API outside traces: contexts and their environment,
- * arrays, the sharding stubs, jit_compile/jit_call validation, dumps and statistics. */
+ * arrays, jit_compile/jit_call validation, dumps and statistics (sharding: test_sharding.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,34 +260,6 @@ static void test_array_bad_inputs(void **state) {
   assert_int_equal(jit_array_rank(NULL), -1);
   assert_null(jit_array_shape(NULL));
   assert_int_equal(jit_array_nbytes(NULL), 0);
-  jit_ctx_destroy(ctx);
-}
-
-/* ---- sharding stubs ---------------------------------------------------------------------------- */
-static void test_sharding_stubs(void **state) {
-  (void)state;
-  jit_ctx *ctx = new_ctx();
-  const int64_t sizes[1] = {1};
-  const char *names[1] = {"x"};
-  jit_mesh *m = (jit_mesh *)&m;
-  EXPECT_ERR(jit_mesh_create(ctx, 1, sizes, names, NULL, &m), JIT_EUNSUPPORTED,
-             "jit_mesh_create: device meshes are not implemented yet");
-  assert_null(m);
-  jit_sharding *s = (jit_sharding *)&s;
-  EXPECT_ERR(jit_sharding_create(NULL, "x", &s), JIT_EUNSUPPORTED,
-             "jit_sharding_create: shardings are not implemented yet");
-  assert_null(s);
-  const int64_t shape[1] = {2};
-  const float v[2] = {1, 2};
-  jit_array *a = f32_array(ctx, 1, shape, v), *b = (jit_array *)&b;
-  EXPECT_ERR(jit_device_put(a, NULL, &b), JIT_EUNSUPPORTED,
-             "jit_device_put: sharded placement is not implemented yet");
-  assert_null(b);
-  EXPECT_ERR(jit_array_visualize(a, stdout), JIT_EUNSUPPORTED,
-             "jit_array_visualize: shardings are not implemented yet");
-  jit_mesh_free(NULL);
-  jit_sharding_free(NULL);
-  jit_array_free(a);
   jit_ctx_destroy(ctx);
 }
 
@@ -583,10 +555,10 @@ static void test_stats(void **state) {
   assert_int_equal(st.cache_hits, 0);
   assert_int_equal(st.disk_cache_hits, 0);
   assert_int_equal(st.n_signatures, 1);
-  assert_int_equal(st.n_kernels, 0);
+  assert_int_equal(st.n_kernels, 1); /* x * x + x: one fused loop */
   assert_true(st.trace_ms > 0);
   assert_true(st.passes_ms >= 0);
-  assert_true(st.codegen_ms == 0 && st.llvm_ms == 0);
+  assert_true(st.codegen_ms > 0 && st.llvm_ms > 0);
   assert_true(st.last_call_us > 0);
   /* the cold call's wall time includes tracing and passes */
   assert_true(st.last_call_us >= (st.trace_ms + st.passes_ms) * 1e3);
@@ -677,20 +649,22 @@ static void test_dump(void **state) {
   expect_msg("jit_fn_dump: sq: args[0] is NULL");
   free(text);
 
-  /* later stages: refused before anything is printed */
-  const struct { unsigned bit; const char *msg; } later[] = {
-      {JIT_DUMP_PARTITIONED, "jit_fn_dump: sq: the partitioned dump is not implemented yet"},
-      {JIT_DUMP_FUSED, "jit_fn_dump: sq: the fused dump is not implemented yet"},
-      {JIT_DUMP_C, "jit_fn_dump: sq: the c dump is not implemented yet"},
-      {JIT_DUMP_LLVM, "jit_fn_dump: sq: the llvm dump is not implemented yet"},
-  };
-  for (size_t i = 0; i < 4; i++) {
-    text = dump_text(f, NULL, JIT_DUMP_TRACED | later[i].bit, &st);
-    assert_int_equal(st, JIT_EUNSUPPORTED);
-    expect_msg(later[i].msg);
-    assert_string_equal(text, "");
-    free(text);
-  }
+  /* codegen stages: the kernels, their C, the LLVM module */
+  text = dump_text(f, NULL, JIT_DUMP_FUSED | JIT_DUMP_C | JIT_DUMP_LLVM, &st);
+  assert_int_equal(st, JIT_OK);
+  char *fused = strstr(text, "// @sq fused\n"), *c = strstr(text, "// @sq c\n");
+  char *ll = strstr(text, "// @sq llvm\n");
+  assert_true(fused && c && ll && fused < c && c < ll);
+  assert_non_null(strstr(fused, "kernel k0 loop[1 x 5] reads %0 writes %2 {"));
+  assert_non_null(strstr(c, "void tjit_k0(void *const *bufs, int64_t row_begin, int64_t row_end) {"));
+  assert_non_null(strstr(ll, "define void @tjit_k0(ptr"));
+  free(text);
+  /* a stage that does not exist yet: refused before anything is printed */
+  text = dump_text(f, NULL, JIT_DUMP_TRACED | JIT_DUMP_PARTITIONED, &st);
+  assert_int_equal(st, JIT_EUNSUPPORTED);
+  expect_msg("jit_fn_dump: sq: the partitioned dump is not implemented yet");
+  assert_string_equal(text, "");
+  free(text);
   text = dump_text(f, NULL, 64, &st);
   assert_int_equal(st, JIT_EINVAL);
   expect_msg("jit_fn_dump: sq: unknown stage bits 0x40");
@@ -755,8 +729,15 @@ static void test_dump_env_dir(void **state) {
   }
   snprintf(path, sizeof path, "%s/my_fn.sig2.traced.tir", sub);
   assert_int_not_equal(access(path, F_OK), 0);
-  snprintf(path, sizeof path, "%s/my_fn.sig0.fused.tir", sub);
-  assert_int_not_equal(access(path, F_OK), 0);
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/my_fn.sig%d.fused.txt", sub, i);
+    char *text = read_file(path);
+    if (!text) print_error("missing %s\n", path);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "kernel k0 loop["));
+    free(text);
+    unlink(path);
+  }
 
   /* a directory that cannot be written does not fail the call */
   setenv("TJIT_DUMP_DIR", "/proc/no/such/dir", 1);
@@ -841,7 +822,6 @@ int main(void) {
       cmocka_unit_test_setup(test_array_round_trip_every_dtype, clear_env),
       cmocka_unit_test_setup(test_array_empty, clear_env),
       cmocka_unit_test_setup(test_array_bad_inputs, clear_env),
-      cmocka_unit_test_setup(test_sharding_stubs, clear_env),
       cmocka_unit_test_setup(test_compile_validation, clear_env),
       cmocka_unit_test_setup(test_call_values, clear_env),
       cmocka_unit_test_setup(test_call_validation, clear_env),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/kernel.h"
 #include "ir/ir.h"
 #include "ir/passes/passes.h"
 
@@ -16,7 +17,8 @@ static void usage(FILE *out) {
           "  --passes=LIST  comma-separated pass names:");
   for (int i = 0; i < PASS_COUNT; i++) fprintf(out, " %s", pass_names[i]);
   fprintf(out,
-          ", or pipeline (the whole optimization pipeline)\n  --no-verify    do not run the verifier after each pass\n");
+          ", or pipeline (the whole optimization pipeline)\n  --no-verify    do not run the verifier after each pass\n"
+          "  --fuse         print the result as fused kernels (the JIT_DUMP_FUSED text)\n");
 }
 
 static bool known_pass(const char *s, size_t n) {
@@ -54,7 +56,7 @@ static char *read_all(FILE *in, size_t *len) {
 
 int main(int argc, char **argv) {
   const char *passes = "", *path = NULL;
-  bool verify = true;
+  bool verify = true, fuse = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--passes=", 9) == 0) {
@@ -63,6 +65,8 @@ int main(int argc, char **argv) {
       passes = argv[++i];
     } else if (strcmp(a, "--no-verify") == 0) {
       verify = false;
+    } else if (strcmp(a, "--fuse") == 0) {
+      fuse = true;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
@@ -130,6 +134,18 @@ int main(int argc, char **argv) {
   }
   for (uint32_t i = 0; i < n_funcs; i++) {
     if (i) fputc('\n', stdout);
+    if (fuse) {
+      struct fz_prog *p = NULL;
+      jit_status st = ir_fuse(funcs[i], &p);
+      if (st == JIT_OK) st = fz_print(p, stdout);
+      fz_prog_free(p);
+      if (st != JIT_OK) {
+        fprintf(stderr, "%s: @%s: fusion: %s\n", name, funcs[i]->name, jit_last_error());
+        rc = 1;
+        goto done;
+      }
+      continue;
+    }
     if (ir_print(funcs[i], stdout) != JIT_OK) break;
   }
   if (fflush(stdout) != 0 || ferror(stdout)) {

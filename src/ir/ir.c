@@ -98,17 +98,16 @@ ir_ty ir_type_make(ir_func *f, jit_dtype dt, int rank, const int64_t *dims) {
   return ir_type_intern(f, &t);
 }
 
+/* Locations of consecutive instructions mostly share one file: compare with the last one by
+   content (a pointer alone can be reused by another string once its owner is freed). */
 static const char *intern_file(ir_func *f, const char *file) {
   if (!file) return NULL;
-  if (file == f->last_file_in || file == f->last_file_out) return f->last_file_out;
-  if (f->last_file_out && strcmp(file, f->last_file_out) == 0) {
-    f->last_file_in = file;
-    return f->last_file_out;
+  if (f->last_file && (file == f->last_file || strcmp(file, f->last_file) == 0)) {
+    return f->last_file;
   }
   char *copy = ir_arena_strdup(&f->arena, file);
   if (!copy) return NULL;
-  f->last_file_in = file;
-  f->last_file_out = copy;
+  f->last_file = copy;
   return copy;
 }
 

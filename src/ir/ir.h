@@ -118,6 +118,9 @@ typedef struct ir_attr {
   ir_dims dims;        /* TRANSPOSE, BROADCAST, REDUCE_* */
   ir_dot_dims dot;     /* DOT */
   ir_slice slice;      /* SLICE */
+  uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
+                          recomputes the value instead of keeping it, CSE merges only equal
+                          tags; printed "remat=N" after the op's attributes (see grad.c) */
 } ir_attr;
 
 typedef struct ir_ins {
@@ -152,7 +155,7 @@ typedef struct ir_func {
   uint32_t n_params;   /* the first n_params instructions are PARAMs */
   ir_ref *results;     /* n_results refs (malloc'd) */
   uint32_t n_results;
-  const char *last_file_in, *last_file_out; /* interning cache for loc file strings */
+  const char *last_file; /* the newest loc file string in the arena: most locations repeat it */
   bool oom;            /* an allocation failed: the function is unusable */
 } ir_func;
 
@@ -240,5 +243,11 @@ jit_status ir_interp(const ir_func *f, const void *const *args, void *const *res
    out_dt. CONVERT, CMP (attr->cmp) and SELECT (operand 0 is the predicate) included. */
 double ir_eval_elementwise(ir_op op, const ir_attr *attr, jit_dtype in_dt, jit_dtype out_dt,
                            const double *operands);
+
+/* ---- liveness (liveness.c) -------------------------------------------------------------------
+   The bytes of live intermediate values at the peak of f's instruction order: a value is live
+   from its definition to its last use (results to the end). PARAMs (the caller's buffers) and
+   CONSTs (splats, never materialized) are excluded; results are included. */
+uint64_t ir_peak_live_bytes(const ir_func *f);
 
 #endif /* TJIT_IR_H */

@@ -387,7 +387,7 @@ static jit_status parse_axes_pair(parser *p, const char *key, uint8_t *l, uint8_
 }
 
 enum { A_DIM = 1, A_AXIS = 2, A_DIR = 4, A_PERM = 8, A_DIMS = 16, A_AXES = 32, A_START = 64,
-       A_LIMIT = 128, A_STRIDE = 256, A_BATCH = 512, A_CONTRACT = 1024 };
+       A_LIMIT = 128, A_STRIDE = 256, A_BATCH = 512, A_CONTRACT = 1024, A_REMAT = 2048 };
 
 static const struct { unsigned bit; const char *name; } attr_keys[] = {
     {A_DIM, "dim"},       {A_AXIS, "axis"},     {A_DIR, "dir"},       {A_PERM, "perm"},
@@ -423,8 +423,23 @@ static const char *attr_list(unsigned bits, char *buf, size_t n) {
   return buf;
 }
 
+/* remat=N: every op may carry a checkpoint tag (ir.h's ir_attr.remat); N >= 1 as printed. */
+static jit_status parse_remat(parser *p, ir_attr *a, unsigned *seen) {
+  tok key = p->t;
+  if (*seen & A_REMAT) return err_at(key.line, key.col, "attribute 'remat' given twice");
+  *seen |= A_REMAT;
+  lex(p);
+  jit_status st = expect_punct(p, '=', "'=' after 'remat'");
+  if (st) return st;
+  int64_t v = 0;
+  if ((st = parse_int(p, "a remat tag (1 to 4294967295)", 1, UINT32_MAX, &v))) return st;
+  a->remat = (uint32_t)v;
+  return JIT_OK;
+}
+
 static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_attr *a, unsigned *seen) {
   tok key = p->t;
+  if (is_word(p, "remat")) return parse_remat(p, a, seen);
   unsigned bit = 0;
   for (size_t i = 0; i < sizeof attr_keys / sizeof attr_keys[0]; i++)
     if (is_word(p, attr_keys[i].name)) bit = attr_keys[i].bit;
@@ -507,10 +522,10 @@ static jit_status end_of_line(parser *p, ir_loc *loc, const char *what) {
   int line;
   if (loc && comment_loc(p->t.cmt, p->t.cmt_n, &file, &n, &line)) {
     ir_func *f = p->f;
-    /* ir_emit interns files by pointer first, so hand it either its cached copy or a fresh
-       one that lives as long as f (a reused scratch buffer would alias a stale entry). */
-    if (f->last_file_out && strlen(f->last_file_out) == n && memcmp(f->last_file_out, file, n) == 0) {
-      loc->file = f->last_file_out;
+    /* ir_emit needs a NUL-terminated name: reuse the interned one when it matches, else make
+       a copy in f's arena. */
+    if (f->last_file && strlen(f->last_file) == n && memcmp(f->last_file, file, n) == 0) {
+      loc->file = f->last_file;
     } else {
       char *s = ir_arena_alloc(&f->arena, n + 1);
       if (!s) return oom(p);

@@ -204,6 +204,7 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   default:
     break;
   }
+  if (a->remat) lprintf(l, " remat=%u", (unsigned)a->remat);
 }
 
 static void put_ins(line *l, const ir_func *f, ir_ref r) {

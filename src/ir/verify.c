@@ -59,6 +59,8 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
                       name, (unsigned)f->n_params);
     if (in->attr.axis != (int64_t)r)
       return why_fail(why, why_n, "param %u has index %lld", (unsigned)r, (long long)in->attr.axis);
+    if (in->attr.remat) /* the text form has no place for it */
+      return why_fail(why, why_n, "param %u has remat tag %u", (unsigned)r, (unsigned)in->attr.remat);
   } else if (in->op == IR_PARAM) {
     return why_fail(why, why_n, "param after the first %u instructions (the params)",
                     (unsigned)f->n_params);

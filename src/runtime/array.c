@@ -5,6 +5,7 @@
 
 #include "runtime/error.h"
 #include "runtime/runtime.h"
+#include "runtime/sharding.h"
 
 bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out) {
   size_t n = jit_dtype_size(dt);
@@ -104,7 +105,8 @@ jit_status jit_array_to_host(const jit_array *a, void *dst, size_t dst_bytes) {
                      dst_bytes, ty, a->nbytes);
   }
   if (a->nbytes && !dst) return jit_error(JIT_EINVAL, "jit_array_to_host: dst is NULL");
-  if (a->nbytes) memcpy(dst, a->data, a->nbytes);
+  /* A committed array is gathered from its shards (sharding.c). */
+  if (a->nbytes) return array_gather(a, dst);
   return JIT_OK;
 }
 
@@ -116,6 +118,7 @@ size_t jit_array_nbytes(const jit_array *a) { return a ? a->nbytes : 0; }
 
 void jit_array_free(jit_array *a) {
   if (!a) return;
+  array_free_shards(a);
   free(a->data);
   free(a);
 }

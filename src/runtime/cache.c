@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/exec.h"
 #include "runtime/runtime.h"
 
 /* FNV-1a, 64-bit: keys are a few dozen bytes, so a simple byte hash is fast enough. */
@@ -82,6 +83,7 @@ fail:
 
 void sig_free(jit_sig *s) {
   if (!s) return;
+  exec_free(s->exe);
   free(s->arg_types);
   free(s->static_bytes);
   ir_func_free(s->traced);

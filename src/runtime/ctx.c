@@ -6,7 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/llvm_jit.h"
 #include "runtime/error.h"
+#include "runtime/pool.h"
 #include "runtime/runtime.h"
 
 jit_ctx_opts jit_ctx_opts_default(void) {
@@ -62,6 +64,9 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
     ctx->cache_dir = strdup(dir);
     if (!ctx->cache_dir) TRY(jit_error(JIT_ENOMEM, "jit_ctx_create: out of memory"));
   }
+  if (ctx->n_threads > POOL_MAX_THREADS) ctx->n_threads = POOL_MAX_THREADS;
+  TRY(pool_create(ctx->n_threads, &ctx->pool));
+  if (ctx->opt_level > 0) TRY(cg_jit_create(ctx->opt_level, &ctx->jit));
   *out = ctx;
   return JIT_OK;
 fail:
@@ -71,6 +76,8 @@ fail:
 
 void jit_ctx_destroy(jit_ctx *ctx) {
   if (!ctx) return;
+  cg_jit_destroy(ctx->jit);
+  pool_destroy(ctx->pool);
   free(ctx->cache_dir);
   free(ctx);
 }

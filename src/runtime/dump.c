@@ -6,23 +6,33 @@
 #include <sys/stat.h>
 
 #include "runtime/error.h"
+#include "runtime/exec.h"
 #include "runtime/runtime.h"
 
-/* Stages in dump order: the bit, the name used in headers, file names and $TJIT_DUMP. */
+/* Stages in dump order: the bit, the name used in headers, file names and $TJIT_DUMP, and the
+   dump file's extension. */
 static const struct {
   unsigned bit;
-  const char *name;
+  const char *name, *ext;
 } stages[] = {
-    {JIT_DUMP_TRACED, "traced"}, {JIT_DUMP_OPTIMIZED, "optimized"},
-    {JIT_DUMP_PARTITIONED, "partitioned"}, {JIT_DUMP_FUSED, "fused"},
-    {JIT_DUMP_C, "c"}, {JIT_DUMP_LLVM, "llvm"},
+    {JIT_DUMP_TRACED, "traced", "tir"}, {JIT_DUMP_OPTIMIZED, "optimized", "tir"},
+    {JIT_DUMP_PARTITIONED, "partitioned", "tir"}, {JIT_DUMP_FUSED, "fused", "txt"},
+    {JIT_DUMP_C, "c", "c"}, {JIT_DUMP_LLVM, "llvm", "ll"},
 };
 enum { N_STAGES = sizeof stages / sizeof stages[0] };
 #define DUMP_ALL 63u
-#define DUMP_IMPLEMENTED (JIT_DUMP_TRACED | JIT_DUMP_OPTIMIZED)
+#define DUMP_IMPLEMENTED \
+  (JIT_DUMP_TRACED | JIT_DUMP_OPTIMIZED | JIT_DUMP_FUSED | JIT_DUMP_C | JIT_DUMP_LLVM)
+#define DUMP_CODEGEN (JIT_DUMP_FUSED | JIT_DUMP_C | JIT_DUMP_LLVM)
 
 static const ir_func *stage_func(const jit_sig *s, unsigned bit) {
   return bit == JIT_DUMP_TRACED ? s->traced : s->optimized;
+}
+
+/* One stage's text: IR for the IR stages; kernels, C or LLVM IR (made afresh) for the others. */
+static jit_status print_stage(const jit_fn *f, const jit_sig *s, unsigned bit, FILE *out) {
+  if (bit & DUMP_CODEGEN) return exec_dump(f->ctx, s->optimized, bit, out);
+  return ir_print(stage_func(s, bit), out);
 }
 
 jit_status dump_sig(const jit_fn *f, const jit_sig *s, unsigned what, FILE *out) {
@@ -30,7 +40,7 @@ jit_status dump_sig(const jit_fn *f, const jit_sig *s, unsigned what, FILE *out)
     if (!(what & stages[i].bit & DUMP_IMPLEMENTED)) continue;
     if (fprintf(out, "// @%s %s\n", f->name, stages[i].name) < 0)
       return jit_error(JIT_EIO, "jit_fn_dump: %s: write failed", f->name);
-    jit_status st = ir_print(stage_func(s, stages[i].bit), out);
+    jit_status st = print_stage(f, s, stages[i].bit, out);
     if (st != JIT_OK) return st;
   }
   return JIT_OK;
@@ -126,10 +136,11 @@ static void dump_file(const jit_fn *f, const jit_sig *s, const char *dir, int st
               *c == '_' || *c == '-' || *c == '.';
     path[len++] = ok ? *c : '_';
   }
-  snprintf(path + len, n - (size_t)len, ".sig%d.%s.tir", s->index, stages[stage].name);
+  snprintf(path + len, n - (size_t)len, ".sig%d.%s.%s", s->index, stages[stage].name,
+           stages[stage].ext);
   FILE *out = fopen(path, "w");
   if (out) {
-    ir_print(stage_func(s, stages[stage].bit), out);
+    print_stage(f, s, stages[stage].bit, out);
     fclose(out);
   }
   free(path);

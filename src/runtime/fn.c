@@ -6,7 +6,9 @@
 
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
+#include "runtime/exec.h"
 #include "runtime/runtime.h"
+#include "runtime/sharding.h"
 #include "trace/trace.h"
 
 /* The jit_fns whose miss this thread is compiling, innermost first: a trace function that calls
@@ -124,11 +126,16 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   double t2 = now_ms();
   s->trace_ms = t1 - t0;
   s->passes_ms = t2 - t1;
+  exec_stats es = {0};
+  if (f->ctx->opt_level > 0) TRY(exec_build(f->ctx, s->optimized, &s->exe, &es));
 
   TRY(sig_cache_insert(&f->cache, s));
   f->stats.n_signatures = f->cache.n;
   f->stats.trace_ms += s->trace_ms;
   f->stats.passes_ms += s->passes_ms;
+  f->stats.codegen_ms += es.codegen_ms;
+  f->stats.llvm_ms += es.llvm_ms;
+  f->stats.n_kernels += es.n_kernels;
   dump_env(f, s);
   compiling = frame.up;
   *out = s;
@@ -146,14 +153,20 @@ static jit_status run_sig(jit_fn *f, const jit_sig *s, jit_array *const *args,
   const ir_func *g = s->optimized;
   const void *argp[JIT_MAX_FN_ARGS + 1];
   void *resp[JIT_MAX_FN_RESULTS];
-  for (int i = 0; i < f->n_args; i++) argp[i] = args[i]->data;
+  /* h14: committed (sharded) args are gathered into host copies until the partitioner exists;
+     the results are uncommitted. */
+  void *gathered[JIT_MAX_FN_ARGS + 1] = {0};
+  TRY(sharding_gather_args(f->n_args, args, argp, gathered));
   for (int i = 0; i < f->n_results; i++) {
     TRY(array_new_type(f->ctx, ir_type_of(g, g->results[i]), &results[i]));
     resp[i] = results[i]->data;
   }
-  TRY(ir_interp(g, argp, resp));
+  if (s->exe) TRY(exec_run(s->exe, argp, resp));
+  else TRY(ir_interp(g, argp, resp));
+  sharding_free_gathered(f->n_args, gathered);
   return JIT_OK;
 fail:
+  sharding_free_gathered(f->n_args, gathered);
   for (int i = 0; i < f->n_results; i++) {
     jit_array_free(results[i]);
     results[i] = NULL;
@@ -172,6 +185,7 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
     return jit_error(JIT_EINVAL, "jit_call: %s: static_args is NULL for %zu bytes", f->name,
                      static_len);
   TRY(fn_check_args(f, args, "jit_call"));
+  TRY(sharding_check_call(f->name, f->n_args, args)); /* h14: committed args share one device list */
   for (compile_frame *c = compiling; c; c = c->up)
     if (c->f == f)
       return jit_error(JIT_EINVAL, "jit_call: %s: called from inside its own trace function",

@@ -18,11 +18,15 @@
 #define JIT_ARRAY_ALIGN 64    /* every array buffer starts on a cache line (and AVX-512 vector) */
 
 /* ---- context (ctx.c) --------------------------------------------------------------------------- */
+struct pool;
+struct cg_jit;
 struct jit_ctx {
   int n_devices;     /* virtual CPU devices, >= 1 */
-  int n_threads;     /* worker threads the pool will start, >= 1 (no pool yet) */
+  int n_threads;     /* worker threads of the pool, >= 1 */
   char *cache_dir;   /* owned copy; NULL: no persistent cache */
   int opt_level;     /* 0..3 */
+  struct pool *pool; /* n_threads workers (the caller is one), started with the context */
+  struct cg_jit *jit;/* the LLJIT every signature's kernels load into; NULL at opt_level 0 */
 };
 
 /* ---- arrays (array.c) -------------------------------------------------------------------------- */
@@ -31,8 +35,15 @@ struct jit_array {
   jit_dtype dtype;
   int rank;
   int64_t shape[JIT_MAX_RANK]; /* entries past rank are 0 */
-  void *data;                  /* dense row-major, JIT_ARRAY_ALIGN-aligned, never NULL */
+  void *data;                  /* dense row-major, JIT_ARRAY_ALIGN-aligned; NULL iff committed */
   size_t nbytes;               /* numel * dtype size */
+  /* Placement (runtime/sharding.h). Uncommitted (jit_array_from_host, jit_call results): sharding
+     and shards NULL, the value in data on device 0. Committed (jit_device_put): data NULL. */
+  struct jit_sharding *sharding; /* a counted reference; NULL: uncommitted */
+  void **shards;               /* one buffer per mesh device (mesh order), each row-major of
+                                  sharding_shard_shape, the device's block at its origin */
+  size_t shard_nbytes;         /* bytes of each shard buffer */
+  uint64_t bytes_moved;        /* bytes jit_device_put copied between devices to make this array */
 };
 
 /* Byte size of dt[shape]; false when the product overflows size_t. Shape must be validated. */
@@ -56,7 +67,8 @@ typedef struct jit_sig {
   unsigned char *static_bytes;/* static_len bytes (malloc'd; NULL when static_len is 0) */
   size_t static_len;
   ir_func *traced;            /* as the tracer produced it, kept for dumps */
-  ir_func *optimized;         /* what runs */
+  ir_func *optimized;         /* what runs (through the interpreter at opt_level 0) */
+  struct exec *exe;           /* the compiled executable (opt_level > 0) */
   double trace_ms, passes_ms;
 } jit_sig;
 

@@ -118,30 +118,11 @@ jit_val jit_relu(jit_trace *t, jit_val x) {
 
 /* ---- binary ops and weak scalars ------------------------------------------------------------ */
 
-static bool cmp_fold(jit_cmp_op op, double a, double b) {
-  switch (op) {
-  case JIT_EQ: return a == b;
-  case JIT_NE: return a != b;
-  case JIT_LT: return a < b;
-  case JIT_LE: return a <= b;
-  case JIT_GT: return a > b;
-  case JIT_GE: return a >= b;
-  }
-  return false;
-}
-
-/* Two weak operands stay weak: the op is evaluated now, in double. */
-static double weak_fold(ir_op op, double a, double b) {
-  switch (op) {
-  case IR_ADD: return a + b;
-  case IR_SUB: return a - b;
-  case IR_MUL: return a * b;
-  case IR_DIV: return a / b;
-  case IR_POW: return pow(a, b);
-  case IR_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-  case IR_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
-  default: return NAN;
-  }
+/* Two weak operands stay weak: the op is evaluated now, in double, with the interpreter's own
+   scalar semantics (so folding here and running later can never disagree). */
+static double weak_fold(ir_op op, const ir_attr *attr, jit_dtype out, double a, double b) {
+  const double operands[2] = {a, b};
+  return ir_eval_elementwise(op, attr, JIT_F64, out, operands);
 }
 
 static jit_val binary(jit_trace *t, const char *name, ir_op op, jit_cmp_op cmp, jit_val a,
@@ -158,8 +139,9 @@ static jit_val binary(jit_trace *t, const char *name, ir_op op, jit_cmp_op cmp, 
   attr.cmp = cmp;
   if (va->weak && vb->weak) {
     if (op == IR_CMP)
-      return op_result(&c, op_const(&c, JIT_BOOL, 0, NULL, cmp_fold(cmp, va->value, vb->value)));
-    return op_weak_result(&c, weak_fold(op, va->value, vb->value));
+      return op_result(&c, op_const(&c, JIT_BOOL, 0, NULL,
+                                    weak_fold(op, &attr, JIT_BOOL, va->value, vb->value)));
+    return op_weak_result(&c, weak_fold(op, &attr, JIT_F64, va->value, vb->value));
   }
   ir_ref r[2];
   if (va->weak) {

@@ -84,7 +84,7 @@ static jit_status trace_fail_at(jit_trace *t, jit_status s, const char *fmt, ...
 static jit_status trace_fail_at(jit_trace *t, jit_status s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  record(t, NULL, (ir_loc){0}, s, fmt, ap);
+  record(t, t->outer_op, t->outer_loc, s, fmt, ap);
   va_end(ap);
   return s;
 }
@@ -130,8 +130,15 @@ static trace_val *lookup(jit_trace *t, jit_val v) {
 trace_val *op_val(op_ctx *c, jit_val v, const char *what) {
   trace_val *tv = lookup(c->t, v);
   if (!tv) {
+    jit_trace *p = c->t->parent;
+    while (p && !lookup(p, v)) p = p->parent;
     if (v.id == 0)
       op_fail(c, JIT_EINVAL, "%s is an invalid value (id 0)", what);
+    else if (p) /* a closure over the caller's value: transformations take values as args */
+      op_fail(c, JIT_EINVAL,
+              "%s is a value of the enclosing trace, not of %s's function (pass it as an "
+              "argument)",
+              what, c->t->outer_op);
     else
       op_fail(c, JIT_EINVAL, "%s is not a value of this trace (id %#x)", what, (unsigned)v.id);
   }
@@ -341,6 +348,10 @@ static void collect_results(jit_trace *t, const jit_val *res, ir_ref *refs) {
 }
 
 jit_status trace_function(const trace_request *req, ir_func **out) {
+  return trace_run(req, NULL, out);
+}
+
+jit_status trace_run(const trace_request *req, const op_ctx *outer, ir_func **out) {
   if (!out) return jit_error(JIT_EINVAL, "trace_function: out is NULL");
   *out = NULL;
   if (!req) return jit_error(JIT_EINVAL, "trace_function: request is NULL");
@@ -356,6 +367,11 @@ jit_status trace_function(const trace_request *req, ir_func **out) {
   t->req = req;
   t->name = name;
   t->tag = atomic_fetch_add(&next_tag, 1) % TRACE_TAG_MASK + 1;
+  if (outer) {
+    t->outer_op = outer->op;
+    t->outer_loc = outer->loc;
+    t->parent = outer->t;
+  }
   t->f = ir_func_new(req->name);
   size_t na = req->n_args ? (size_t)req->n_args : 1,
          nr = req->n_results ? (size_t)req->n_results : 1;

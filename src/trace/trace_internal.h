@@ -34,6 +34,11 @@ struct jit_trace {
      location in either order. */
   ir_loc locs[TRACE_MAX_LOCS];
   int n_locs;
+  /* A sub-trace's transformation ("vmap") and its location: errors about the request itself
+     (bad params, results left unset) name them. NULL / unknown at top level. */
+  const char *outer_op;
+  ir_loc outer_loc;
+  jit_trace *parent; /* the enclosing trace of a sub-trace, for messages only */
 };
 
 /* One public op in progress: its name for messages and the location it consumed. */
@@ -79,6 +84,8 @@ jit_val op_result(op_ctx *c, ir_ref r);
 jit_val op_weak_result(op_ctx *c, double v);
 /* Normalizes a NumPy-style axis in [-rank, rank) to [0, rank); false if out of range. */
 bool op_axis(int axis, int rank, int *out);
+/* trace_function, run as a sub-trace of outer's op when outer is not NULL (see subtrace.h). */
+jit_status trace_run(const trace_request *req, const op_ctx *outer, ir_func **out);
 /* Checks (rank, shape) given by the user: rank 0..8, shape non-NULL when rank > 0, dims >= 0. */
 bool op_check_shape(op_ctx *c, int rank, const int64_t *shape);
 

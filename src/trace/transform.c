@@ -9,31 +9,11 @@ static void unsupported(jit_trace *t, const char *name, jit_val *results, int n)
   if (op_begin(t, name, &c)) op_fail(&c, JIT_EUNSUPPORTED, "not implemented yet");
 }
 
-void jit_vmap(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const jit_val *args,
-              const int *in_axes, int n_results, jit_val *results, const int *out_axes) {
-  unsupported(t, "vmap", results, n_results);
-}
-
-void jit_value_and_grad(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const jit_val *args,
-                        uint64_t wrt_mask, int n_aux, jit_val *results) {
-  uint64_t mask = n_args <= 0    ? 0
-                  : n_args >= 64 ? wrt_mask
-                                 : wrt_mask & ((UINT64_C(1) << n_args) - 1);
-  int n = 1 + (n_aux > 0 ? n_aux : 0);
-  for (; mask; mask &= mask - 1) n++;
-  unsupported(t, "value_and_grad", results, n);
-}
-
 void jit_scan(jit_trace *t, jit_scan_fn body, void *user, int n_carry, const jit_val *init,
               int n_xs, const jit_val *xs, int64_t length, int reverse, jit_val *final_carry,
               int n_ys, jit_val *ys) {
   for (int i = 0; ys && i < n_ys; i++) ys[i] = (jit_val){0};
   unsupported(t, "scan", final_carry, n_carry);
-}
-
-void jit_checkpoint(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const jit_val *args,
-                    int n_results, jit_val *results) {
-  unsupported(t, "checkpoint", results, n_results);
 }
 
 jit_val jit_with_sharding_constraint(jit_trace *t, jit_val x, const jit_sharding *s) {

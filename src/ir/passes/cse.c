@@ -7,7 +7,8 @@
  * Commutative ops (IR_COMM) key on their operands sorted, so add(a, b) meets add(b, a).
  * CONST values compare by bit pattern: NaN meets NaN (same payload), -0.0 never meets 0.0.
  * Only the attribute fields the op uses are compared (ir_attr's other fields, and slice
- * entries past the rank, may hold anything).
+ * entries past the rank, may hold anything), plus the remat tag of every op: a checkpointed
+ * value recomputed in the backward pass must not merge back into its forward value.
  * Needs: operands refer to earlier refs; types interned (equal types, equal ty). Keeps: the
  * first occurrence, its operand order and its location; PARAMs are never merged (two params
  * of one type are different inputs). Creates no dead code (a merged duplicate had the same
@@ -61,6 +62,7 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
     for (uint32_t i = 0; i < c->n_args; i++) h = mix(h, c->args[i]);
   }
   const ir_attr *a = c->attr;
+  h = mix(h, a->remat);
   switch (c->op) {
   case IR_CONST: h = mix(h, double_bits(a->value)); break;
   case IR_IOTA:
@@ -137,7 +139,7 @@ static bool same(const ir_func *nf, ir_ref r, const cand *c) {
   } else if (c->n_args && memcmp(in->args, c->args, c->n_args * sizeof *c->args) != 0) {
     return false;
   }
-  return same_attr(nf, c->op, c->ty, &in->attr, c->attr);
+  return in->attr.remat == c->attr->remat && same_attr(nf, c->op, c->ty, &in->attr, c->attr);
 }
 
 jit_status pass_cse(ir_func *f) {

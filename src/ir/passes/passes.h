@@ -38,4 +38,31 @@ jit_status ir_run_pass(ir_func *f, const char *name, bool verify);
 ir_func   *pass_rebuild_begin(const ir_func *f, ir_ref *map, const char *pass);
 jit_status pass_rebuild_end(ir_func *f, ir_func *nf, const ir_ref *map, const char *pass);
 
+/* vmap.c: not a pass of the pipeline but the batching transformation jit_vmap runs. Emits into
+   dst the batched version of body: args[i] (refs in dst) are body's params with the batch dim
+   (size batch) inserted at in_axes[i], or -1 for an unbatched param of body's exact type.
+   results[i] receives body's result i batched at out_axes[i] (0..rank; negatives normalized by
+   the caller). Emitted instructions carry the locations of the body instructions they come
+   from; the moves of inputs and results carry loc. On failure returns the status with
+   "op at file:line: reason" in the last error (JIT_EUNSUPPORTED for an op without a batching
+   rule, JIT_ESHAPE when a batched value would exceed the maximum rank). */
+jit_status ir_vmap_into(ir_func *dst, const ir_func *body, const ir_ref *args, const int *in_axes,
+                        int64_t batch, const int *out_axes, ir_ref *results, ir_loc loc);
+
+/* grad.c: value_and_grad as an IR transformation (called while tracing; not a pipeline pass).
+   Emits body's forward pass into dst once (param i mapped to args[i]) and its reverse-mode
+   derivative: results = [loss, n_aux aux values, one gradient per set bit of wrt_mask in param
+   order], refs in dst. Result 0 must be a float scalar (JIT_ESHAPE / JIT_EDTYPE), wrt params
+   floats (JIT_EDTYPE); checkpointed (attr.remat) values are recomputed, not kept. Backward
+   instructions carry the location of their forward instruction; loc is for the rest. */
+jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_ref *args,
+                                  uint64_t wrt_mask, uint32_t n_aux, ir_ref *results, ir_loc loc);
+/* The largest remat tag in f (0: none): a new tag for f is this + 1. */
+uint32_t ir_remat_max_tag(const ir_func *f);
+
+/* fusion.c: not a pass of the pipeline either (it does not rewrite f): partitions the optimized
+   f into kernels for codegen (codegen/kernel.h); *out refers to f, which must outlive it. */
+struct fz_prog;
+jit_status ir_fuse(const ir_func *f, struct fz_prog **out);
+
 #endif /* TJIT_PASSES_H */

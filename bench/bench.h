@@ -1,0 +1,64 @@
+/* bench.h: what the files of tjit-bench share: the machine's floors (floors.c), the workloads
+ * of shared/bench/WORKLOADS.md with their float64 references (workloads.c), small helpers. */
+#ifndef TJIT_BENCH_H
+#define TJIT_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tjit.h"
+
+/* ---- helpers (main.c) ------------------------------------------------------------------------ */
+double bench_now(void); /* seconds, CLOCK_MONOTONIC */
+/* 64-byte aligned, or NULL; free with free(). */
+void *bench_alloc(size_t bytes);
+
+/* ---- floors (floors.c) ----------------------------------------------------------------------- */
+typedef struct floor_result {
+  double triad_gbs[2];      /* best STREAM-like triad with 1 and 2 threads, GB/s (10^9 B/s) */
+  double triad_median[2];   /* median over the repetitions, GB/s */
+  double fma_gflops[2];     /* register-only FMA loop with 1 and 2 threads, GFLOP/s */
+  const char *fma_isa;      /* "avx512f", "avx2+fma" or "sse2 (mul+add)" */
+  double triad_mib;         /* size of each of the three arrays, MiB */
+  int fma_accumulators;     /* independent vector accumulators per thread */
+} floor_result;
+
+/* Measures both floors; reps = triad repetitions per thread count. 0 on success. */
+int floors_measure(int reps, floor_result *out);
+
+/* ---- workloads (workloads.c) ------------------------------------------------------------------ */
+typedef enum { FLOOR_BYTES, FLOOR_FLOPS, FLOOR_LATENCY } floor_kind;
+
+#define WL_MAX_ARGS 5
+
+typedef struct wl_arg {
+  int rank;
+  int64_t shape[2];
+  double scale;             /* filled with uniform(-1, 1) * scale */
+} wl_arg;
+
+typedef struct workload {
+  const char *id;           /* "W1" */
+  const char *name;         /* "eltwise" */
+  const char *na;           /* non-NULL: cannot be expressed yet; why ("needs issue 5: scan") */
+  const char *note;         /* non-NULL: how it is written today, shown under the table */
+  floor_kind kind;
+  double amount;            /* bytes moved or FLOPs per call (0 for FLOOR_LATENCY) */
+  double tol;               /* max ||y - ref|| / ||ref|| */
+  int n_args;
+  wl_arg args[WL_MAX_ARGS];
+  int out_rank;
+  int64_t out_shape[2];
+  jit_trace_fn trace;
+  /* ref[i] for every element of the result, in float64, from the same float32 inputs. */
+  void (*reference)(const float *const *args, double *ref);
+} workload;
+
+extern const workload bench_workloads[];
+extern const int bench_n_workloads;
+
+int64_t wl_numel(int rank, const int64_t *shape);
+/* Fills dst with the seeded uniform(-1, 1) data of argument i of w (the same in every process). */
+void wl_fill(const workload *w, int i, float *dst);
+
+#endif /* TJIT_BENCH_H */

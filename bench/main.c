@@ -1,0 +1,792 @@
+/* main.c: tjit-bench: measures the floors, then checks and times each workload (cold in fresh
+ * child processes, warm in this one) and prints a table, optionally also as JSON. */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#ifndef TJIT_BENCH_BUILD_TYPE
+#define TJIT_BENCH_BUILD_TYPE "unknown"
+#endif
+
+double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void *bench_alloc(size_t bytes) {
+  void *p = NULL;
+  return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* ---- options ------------------------------------------------------------------------------------ */
+typedef struct options {
+  const char *json;         /* --json FILE */
+  const char *only;         /* --only W1,W4 */
+  int quick;                /* --quick */
+  int reps, warmups;        /* --reps / --warmups; 0: chosen per workload */
+  int no_cold;              /* --no-cold: skip the child processes */
+  int opt_level;            /* --opt-level: jit_ctx_opts.opt_level (0 runs the interpreter) */
+  const char *child;        /* --child ID: this process is a cold run of workload ID */
+} options;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tjit-bench [--quick] [--only W1,W4] [--json FILE] [--reps N] [--warmups N]\n"
+          "                  [--no-cold] [--opt-level 0..3]\n"
+          "Measures the machine's floors (triad bandwidth, FMA peak), then checks each workload of\n"
+          "shared/bench/WORKLOADS.md against a float64 reference and times it: cold in fresh child\n"
+          "processes (empty, then warm disk cache), warm in this process. See bench/README.md.\n");
+}
+
+static int selected(const options *o, const char *id) {
+  if (!o->only) return 1;
+  size_t n = strlen(id);
+  for (const char *p = o->only; *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ',') e++;
+    if ((size_t)(e - p) == n && strncasecmp(p, id, n) == 0) return 1;
+    p = e;
+  }
+  return 0;
+}
+
+/* ---- one workload set up in this process ----------------------------------------------------------- */
+typedef struct wl_inst {
+  const workload *w;
+  jit_ctx *ctx;
+  jit_fn *fn;
+  float *host[WL_MAX_ARGS];
+  jit_array *args[WL_MAX_ARGS];
+} wl_inst;
+
+static void inst_free(wl_inst *in) {
+  for (int i = 0; i < WL_MAX_ARGS; i++) {
+    jit_array_free(in->args[i]);
+    free(in->host[i]);
+  }
+  jit_fn_free(in->fn);
+  jit_ctx_destroy(in->ctx);
+  memset(in, 0, sizeof *in);
+}
+
+/* Context, data and arrays (not the function: compiling it is part of cold). */
+static int inst_setup(const workload *w, int opt_level, wl_inst *in, double *ctx_ms, char *err,
+                      size_t errlen) {
+  memset(in, 0, sizeof *in);
+  in->w = w;
+  jit_ctx_opts co = jit_ctx_opts_default();
+  co.opt_level = opt_level;
+  double t0 = bench_now();
+  jit_status st = jit_ctx_create(&co, &in->ctx);
+  if (ctx_ms) *ctx_ms = (bench_now() - t0) * 1e3;
+  if (st != JIT_OK) goto fail;
+  for (int i = 0; i < w->n_args; i++) {
+    int64_t n = wl_numel(w->args[i].rank, w->args[i].shape);
+    in->host[i] = bench_alloc((size_t)n * sizeof(float));
+    if (!in->host[i]) {
+      snprintf(err, errlen, "out of memory for argument %d", i);
+      inst_free(in);
+      return -1;
+    }
+    wl_fill(w, i, in->host[i]);
+    st = jit_array_from_host(in->ctx, JIT_F32, w->args[i].rank, w->args[i].shape, in->host[i],
+                             &in->args[i]);
+    if (st != JIT_OK) goto fail;
+  }
+  return 0;
+fail:
+  snprintf(err, errlen, "%s: %s", jit_status_str(st), jit_last_error());
+  inst_free(in);
+  return -1;
+}
+
+static int inst_compile(wl_inst *in, char *err, size_t errlen) {
+  jit_fn_opts o = {.name = in->w->name, .n_args = in->w->n_args, .n_results = 1};
+  jit_status st = jit_compile(in->ctx, in->w->trace, NULL, &o, &in->fn);
+  if (st == JIT_OK) return 0;
+  snprintf(err, errlen, "jit_compile: %s: %s", jit_status_str(st), jit_last_error());
+  return -1;
+}
+
+/* One jit_call; *sec is its wall time (the result is freed outside the timed region, or kept in
+   *keep when keep is not NULL). */
+static int inst_call(wl_inst *in, double *sec, jit_array **keep, char *err, size_t errlen) {
+  jit_array *y = NULL;
+  double t0 = bench_now();
+  jit_status st = jit_call(in->fn, in->args, &y);
+  *sec = bench_now() - t0;
+  if (st != JIT_OK) {
+    snprintf(err, errlen, "jit_call: %s: %s", jit_status_str(st), jit_last_error());
+    return -1;
+  }
+  if (keep) *keep = y;
+  else jit_array_free(y);
+  return 0;
+}
+
+/* ---- child: one cold call in a fresh process ------------------------------------------------------- */
+typedef struct cold_result {
+  int ok;
+  double cold_ms, ctx_ms;
+  jit_fn_stats stats;
+  char err[512];
+} cold_result;
+
+static int child_main(const char *id, int opt_level) {
+  const workload *w = NULL;
+  for (int i = 0; i < bench_n_workloads; i++)
+    if (strcmp(bench_workloads[i].id, id) == 0) w = &bench_workloads[i];
+  if (!w || w->na) {
+    printf("error no runnable workload %s\n", id);
+    return 2;
+  }
+  wl_inst in;
+  char err[512];
+  double ctx_ms = 0, call_s = 0;
+  if (inst_setup(w, opt_level, &in, &ctx_ms, err, sizeof err) != 0) {
+    printf("error %s\n", err);
+    return 1;
+  }
+  double t0 = bench_now();
+  if (inst_compile(&in, err, sizeof err) != 0 || inst_call(&in, &call_s, NULL, err, sizeof err) != 0) {
+    printf("error %s\n", err);
+    inst_free(&in);
+    return 1;
+  }
+  double cold_ms = (bench_now() - t0) * 1e3;
+  jit_fn_stats s;
+  memset(&s, 0, sizeof s);
+  jit_fn_stats_get(in.fn, &s);
+  printf("ok cold_ms=%.6f ctx_ms=%.6f trace_ms=%.6f passes_ms=%.6f codegen_ms=%.6f llvm_ms=%.6f "
+         "n_kernels=%d disk_cache_hits=%llu\n",
+         cold_ms, ctx_ms, s.trace_ms, s.passes_ms, s.codegen_ms, s.llvm_ms, s.n_kernels,
+         (unsigned long long)s.disk_cache_hits);
+  inst_free(&in);
+  return 0;
+}
+
+/* fork + exec of this program with `--child ID`, TJIT_CACHE_DIR=cache_dir; reads its one line. */
+static void run_child(const char *id, int opt_level, const char *cache_dir, cold_result *r) {
+  memset(r, 0, sizeof *r);
+  int fds[2];
+  if (pipe(fds) != 0) {
+    snprintf(r->err, sizeof r->err, "pipe: %s", strerror(errno));
+    return;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    setenv("TJIT_CACHE_DIR", cache_dir, 1);
+    char level[16];
+    snprintf(level, sizeof level, "%d", opt_level);
+    execl("/proc/self/exe", "tjit-bench", "--child", id, "--opt-level", level, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[1024];
+  size_t len = 0;
+  for (;;) {
+    ssize_t k = read(fds[0], buf + len, sizeof buf - 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    len += (size_t)k;
+    if (len == sizeof buf - 1) break;
+  }
+  buf[len] = '\0';
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  unsigned long long hits = 0;
+  if (sscanf(buf, "ok cold_ms=%lf ctx_ms=%lf trace_ms=%lf passes_ms=%lf codegen_ms=%lf llvm_ms=%lf "
+                  "n_kernels=%d disk_cache_hits=%llu",
+             &r->cold_ms, &r->ctx_ms, &r->stats.trace_ms, &r->stats.passes_ms,
+             &r->stats.codegen_ms, &r->stats.llvm_ms, &r->stats.n_kernels, &hits) == 8 &&
+      WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    r->stats.disk_cache_hits = hits;
+    r->ok = 1;
+    return;
+  }
+  char *nl = strchr(buf, '\n');
+  if (nl) *nl = '\0';
+  if (strncmp(buf, "error ", 6) == 0) snprintf(r->err, sizeof r->err, "%.500s", buf + 6);
+  else if (WIFSIGNALED(status)) snprintf(r->err, sizeof r->err, "child killed by signal %d", WTERMSIG(status));
+  else snprintf(r->err, sizeof r->err, "child exited with status %d", WEXITSTATUS(status));
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static int dir_has_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n > 0;
+}
+
+/* ---- the parent's run of one workload -------------------------------------------------------------- */
+typedef struct wl_result {
+  const workload *w;
+  enum { ST_NA, ST_ERROR, ST_FAIL, ST_OK } status;
+  char msg[512];
+  double rel_err;
+  double first_ms;          /* this process's first call (trace + compile + run) */
+  cold_result cold, cold_disk;
+  int disk_cache_filled;    /* the first child left files in its cache dir */
+  double warm_median_s, warm_min_s;
+  int reps, warmups;
+  double rate;              /* GB/s or GFLOP/s at the median */
+  double pct_floor;         /* of triad(2 threads) or FMA peak(2 threads); < 0: none */
+  jit_fn_stats stats;       /* this process's function after the timed calls */
+} wl_result;
+
+static double rel_error(const float *y, const double *ref, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)y[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fflush(stderr);
+}
+
+static void run_workload(const workload *w, const options *o, const floor_result *fl,
+                         wl_result *r) {
+  memset(r, 0, sizeof *r);
+  r->w = w;
+  r->pct_floor = -1;
+  if (w->na) {
+    r->status = ST_NA;
+    snprintf(r->msg, sizeof r->msg, "%s", w->na);
+    return;
+  }
+  r->status = ST_ERROR;
+  wl_inst in;
+  jit_array *y = NULL;
+  float *got = NULL;
+  double *ref = NULL;
+  double *times = NULL;
+  char dir[256] = "";
+  progress("%s %s: first call and check...", w->id, w->name);
+  if (inst_setup(w, o->opt_level, &in, NULL, r->msg, sizeof r->msg) != 0) goto done;
+  double sec = 0;
+  if (inst_compile(&in, r->msg, sizeof r->msg) != 0) goto done;
+  if (inst_call(&in, &sec, &y, r->msg, sizeof r->msg) != 0) goto done;
+  r->first_ms = sec * 1e3;
+
+  /* ---- check against float64 before timing anything ---- */
+  int64_t n = wl_numel(w->out_rank, w->out_shape);
+  got = bench_alloc((size_t)n * sizeof(float));
+  ref = bench_alloc((size_t)n * sizeof(double));
+  if (!got || !ref) {
+    snprintf(r->msg, sizeof r->msg, "out of memory for the check");
+    goto done;
+  }
+  if (jit_array_rank(y) != w->out_rank ||
+      memcmp(jit_array_shape(y), w->out_shape, sizeof(int64_t) * (size_t)w->out_rank) != 0 ||
+      jit_array_dtype(y) != JIT_F32) {
+    snprintf(r->msg, sizeof r->msg, "result has the wrong type (rank %d, dtype %s)",
+             jit_array_rank(y), jit_dtype_name(jit_array_dtype(y)));
+    r->status = ST_FAIL;
+    goto done;
+  }
+  jit_status st = jit_array_to_host(y, got, (size_t)n * sizeof(float));
+  if (st != JIT_OK) {
+    snprintf(r->msg, sizeof r->msg, "jit_array_to_host: %s", jit_last_error());
+    goto done;
+  }
+  jit_array_free(y);
+  y = NULL;
+  w->reference((const float *const *)in.host, ref);
+  r->rel_err = rel_error(got, ref, n);
+  free(got);
+  free(ref);
+  got = NULL;
+  ref = NULL;
+  if (!(r->rel_err < w->tol)) {
+    r->status = ST_FAIL;
+    snprintf(r->msg, sizeof r->msg, "relative error %.3g exceeds %.0e: not timed", r->rel_err, w->tol);
+    goto done;
+  }
+
+  /* ---- cold: two fresh processes sharing one new cache dir ---- */
+  if (!o->no_cold) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tjit-bench-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", w->id);
+    if (!mkdtemp(dir)) {
+      snprintf(r->msg, sizeof r->msg, "mkdtemp %s: %s", dir, strerror(errno));
+      dir[0] = '\0';
+      goto done;
+    }
+    progress(" cold...");
+    run_child(w->id, o->opt_level, dir, &r->cold);
+    r->disk_cache_filled = dir_has_entries(dir);
+    progress(" cold with disk cache...");
+    run_child(w->id, o->opt_level, dir, &r->cold_disk);
+  }
+
+  /* ---- warm ---- */
+  int warmups = o->warmups > 0 ? o->warmups : 3;
+  progress(" warm-up...");
+  if (inst_call(&in, &sec, NULL, r->msg, sizeof r->msg) != 0) goto done;
+  int reps;
+  if (o->quick && sec > 1.0) {
+    /* The interpreter (or a slow machine): keep --quick to minutes, not hours. */
+    if (o->warmups <= 0) warmups = 1;
+    reps = 3;
+  } else {
+    double budget = o->quick ? 0.25 : 1.0; /* seconds of timed calls beyond the minimum */
+    int lo = o->quick ? 10 : 20, hi = o->quick ? 200 : 1000;
+    if (w->kind == FLOOR_LATENCY) hi *= 10; /* a µs call: many samples cost nothing */
+    reps = sec > 0 ? (int)fmin(hi, fmax(lo, budget / sec)) : hi;
+  }
+  if (o->reps > 0) reps = o->reps;
+  for (int i = 1; i < warmups; i++)
+    if (inst_call(&in, &sec, NULL, r->msg, sizeof r->msg) != 0) goto done;
+  progress(" %d timed calls...", reps);
+  times = calloc((size_t)reps, sizeof(double));
+  if (!times) {
+    snprintf(r->msg, sizeof r->msg, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < reps; i++)
+    if (inst_call(&in, &times[i], NULL, r->msg, sizeof r->msg) != 0) goto done;
+  qsort(times, (size_t)reps, sizeof(double), cmp_double);
+  r->reps = reps;
+  r->warmups = warmups;
+  r->warm_min_s = times[0];
+  r->warm_median_s = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+  if (w->kind == FLOOR_BYTES) {
+    r->rate = w->amount / r->warm_median_s / 1e9;
+    r->pct_floor = 100.0 * r->rate / fl->triad_gbs[1];
+  } else if (w->kind == FLOOR_FLOPS) {
+    r->rate = w->amount / r->warm_median_s / 1e9;
+    r->pct_floor = 100.0 * r->rate / fl->fma_gflops[1];
+  }
+  jit_fn_stats_get(in.fn, &r->stats);
+  r->status = ST_OK;
+  r->msg[0] = '\0';
+done:
+  progress(" %s\n", r->status == ST_OK ? "done" : r->msg);
+  if (dir[0]) nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  free(times);
+  free(got);
+  free(ref);
+  jit_array_free(y);
+  inst_free(&in);
+}
+
+/* run_workload in a forked copy of this process, so that a crash inside the library (a backend
+   being written) costs one row, not the whole run. Nothing of tjit exists in this process yet. */
+static void run_isolated(const workload *w, const options *o, const floor_result *fl,
+                         wl_result *r) {
+  if (w->na) {
+    run_workload(w, o, fl, r);
+    return;
+  }
+  memset(r, 0, sizeof *r);
+  r->w = w;
+  r->pct_floor = -1;
+  r->status = ST_ERROR;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    snprintf(r->msg, sizeof r->msg, "pipe: %s", strerror(errno));
+    return;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(r->msg, sizeof r->msg, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    wl_result mine;
+    run_workload(w, o, fl, &mine);
+    const char *p = (const char *)&mine;
+    for (size_t done = 0; done < sizeof mine;) {
+      ssize_t k = write(fds[1], p + done, sizeof mine - done);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) _exit(1);
+      done += (size_t)k;
+    }
+    exit(0); /* not _exit: a leak checker (ASan builds) runs at exit and covers this workload */
+  }
+  close(fds[1]);
+  wl_result got;
+  size_t len = 0;
+  while (len < sizeof got) {
+    ssize_t k = read(fds[0], (char *)&got + len, sizeof got - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    len += (size_t)k;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (len == sizeof got) {
+    *r = got; /* the same program image: r->w points into the same table */
+    return;
+  }
+  if (WIFSIGNALED(status)) {
+    snprintf(r->msg, sizeof r->msg, "crashed with signal %d (%s); the progress line on stderr "
+             "says in which step", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    progress("\n");
+  } else {
+    snprintf(r->msg, sizeof r->msg, "the run exited with status %d", WEXITSTATUS(status));
+  }
+}
+
+/* ---- output ------------------------------------------------------------------------------------------ */
+typedef struct machine {
+  char date[64];
+  char cpu[128];
+  long cores;
+  double mem_gib;
+  char host[256];
+  char load[64];            /* /proc/loadavg's 1-minute figure at start: others on the machine */
+} machine;
+
+static void machine_info(machine *m) {
+  memset(m, 0, sizeof *m);
+  time_t now = time(NULL);
+  strftime(m->date, sizeof m->date, "%Y-%m-%d %H:%M %Z", localtime(&now));
+  snprintf(m->cpu, sizeof m->cpu, "unknown CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  if (f) {
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "model name", 10) == 0) {
+        char *c = strchr(line, ':');
+        if (c) {
+          c += 1 + (c[1] == ' ');
+          c[strcspn(c, "\n")] = '\0';
+          snprintf(m->cpu, sizeof m->cpu, "%s", c);
+        }
+        break;
+      }
+    fclose(f);
+  }
+  f = fopen("/proc/loadavg", "r");
+  double l1 = 0;
+  if (f) {
+    if (fscanf(f, "%lf", &l1) == 1) snprintf(m->load, sizeof m->load, "%.2f", l1);
+    fclose(f);
+  }
+  m->cores = sysconf(_SC_NPROCESSORS_ONLN);
+  m->mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30);
+  struct utsname u;
+  if (uname(&u) == 0) snprintf(m->host, sizeof m->host, "%.64s %.64s %.64s", u.sysname, u.release, u.machine);
+}
+
+/* "12.3 ms" or "4.56 µs"; "-" for a negative value. */
+static const char *fmt_time(char *buf, size_t len, double sec) {
+  if (sec < 0) snprintf(buf, len, "-");
+  else if (sec < 1e-3) snprintf(buf, len, "%.2f us", sec * 1e6);
+  else if (sec < 0.1) snprintf(buf, len, "%.2f ms", sec * 1e3);
+  else snprintf(buf, len, "%.0f ms", sec * 1e3);
+  return buf;
+}
+
+/* Which engine ran the calls, from the functions' statistics. */
+static const char *engine(const wl_result *rs, int n) {
+  int seen = 0, native = 0;
+  for (int i = 0; i < n; i++)
+    if (rs[i].status == ST_OK) {
+      seen = 1;
+      if (rs[i].stats.n_kernels > 0 || rs[i].stats.llvm_ms > 0 || rs[i].cold.stats.n_kernels > 0)
+        native = 1;
+    }
+  if (!seen) return "unknown (no workload ran)";
+  return native ? "native kernels" : "reference interpreter (n_kernels = 0 and llvm_ms = 0 everywhere)";
+}
+
+static void print_table(FILE *f, const machine *m, const options *o, const floor_result *fl,
+                        const wl_result *rs, int n) {
+  fprintf(f, "tjit-bench  %s\n", m->date);
+  fprintf(f, "machine     %s, %ld cores, %.1f GiB, %s; load average %s at start\n", m->cpu,
+          m->cores, m->mem_gib, m->host, m->load[0] ? m->load : "?");
+  fprintf(f, "build       %s, opt_level %d, mode %s, engine: %s\n", TJIT_BENCH_BUILD_TYPE,
+          o->opt_level, o->quick ? "--quick" : "full", engine(rs, n));
+  fprintf(f, "\nfloors (this run)                                      1 thread   2 threads\n");
+  fprintf(f, "  triad a=b+s*c, 3 x %.0f MiB, GB/s (best)               %7.1f    %7.1f\n",
+          fl->triad_mib, fl->triad_gbs[0], fl->triad_gbs[1]);
+  fprintf(f, "  FMA peak, %-8s x %d accumulators, GFLOP/s         %7.1f    %7.1f\n", fl->fma_isa,
+          fl->fma_accumulators, fl->fma_gflops[0], fl->fma_gflops[1]);
+  fprintf(f, "\n%-3s %-14s %-8s %10s %10s %10s %10s %5s %14s %7s\n", "id", "workload", "rel.err",
+          "cold", "cold+disk", "warm med", "warm min", "reps", "rate", "%floor");
+  int no_disk = 0, notes = 0;
+  for (int i = 0; i < n; i++) {
+    const wl_result *r = &rs[i];
+    fprintf(f, "%-3s %-14s ", r->w->id, r->w->name);
+    if (r->status == ST_NA) {
+      fprintf(f, "n/a (%s)\n", r->msg);
+      continue;
+    }
+    if (r->status != ST_OK) {
+      if (r->status == ST_FAIL) fprintf(f, "FAIL %s\n", r->msg);
+      else fprintf(f, "ERROR %s\n", r->msg);
+      continue;
+    }
+    char a[32], b[32], c[32], d[32], rate[32], pct[16];
+    char bdisk[40];
+    fmt_time(a, sizeof a, r->cold.ok ? r->cold.cold_ms / 1e3 : -1);
+    fmt_time(b, sizeof b, r->cold_disk.ok ? r->cold_disk.cold_ms / 1e3 : -1);
+    snprintf(bdisk, sizeof bdisk, "%s%s", b, r->cold_disk.ok && !r->disk_cache_filled ? "*" : "");
+    if (r->cold_disk.ok && !r->disk_cache_filled) no_disk = 1;
+    if (r->w->kind == FLOOR_BYTES) snprintf(rate, sizeof rate, "%.2f GB/s", r->rate);
+    else if (r->w->kind == FLOOR_FLOPS) snprintf(rate, sizeof rate, "%.2f GFLOP/s", r->rate);
+    else snprintf(rate, sizeof rate, "latency");
+    if (r->pct_floor >= 0) snprintf(pct, sizeof pct, "%.1f%%", r->pct_floor);
+    else snprintf(pct, sizeof pct, "-");
+    fprintf(f, "%-8.1e %10s %10s %10s %10s %5d %14s %7s\n", r->rel_err, a, bdisk,
+            fmt_time(c, sizeof c, r->warm_median_s), fmt_time(d, sizeof d, r->warm_min_s), r->reps,
+            rate, pct);
+    if (!r->cold.ok && !o->no_cold) fprintf(f, "    cold run failed: %s\n", r->cold.err);
+    if (!r->cold_disk.ok && !o->no_cold) fprintf(f, "    cold+disk run failed: %s\n", r->cold_disk.err);
+    if (r->w->note) notes = 1;
+  }
+  if (no_disk)
+    fprintf(f, "* no disk cache yet: the first cold process left TJIT_CACHE_DIR empty, so cold+disk "
+               "is a second cold run\n");
+  if (notes)
+    for (int i = 0; i < n; i++)
+      if (rs[i].w->note && rs[i].status != ST_NA) fprintf(f, "note: %s\n", rs[i].w->note);
+  fprintf(f, "%%floor: bytes workloads against triad (2 threads), FLOP workloads against FMA peak "
+             "(2 threads); W7 is latency only\n");
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* JSON numbers cannot be NaN or infinite. */
+static void json_num(FILE *f, double v) {
+  if (isfinite(v)) fprintf(f, "%.6g", v);
+  else fprintf(f, "null");
+}
+
+static void json_cold(FILE *f, const char *key, const cold_result *c) {
+  fprintf(f, ",\n      ");
+  json_str(f, key);
+  if (!c->ok) {
+    fprintf(f, ": {\"ok\": false, \"error\": ");
+    json_str(f, c->err);
+    fprintf(f, "}");
+    return;
+  }
+  fprintf(f, ": {\"ok\": true, \"ms\": ");
+  json_num(f, c->cold_ms);
+  fprintf(f, ", \"ctx_ms\": ");
+  json_num(f, c->ctx_ms);
+  fprintf(f, ", \"trace_ms\": ");
+  json_num(f, c->stats.trace_ms);
+  fprintf(f, ", \"passes_ms\": ");
+  json_num(f, c->stats.passes_ms);
+  fprintf(f, ", \"codegen_ms\": ");
+  json_num(f, c->stats.codegen_ms);
+  fprintf(f, ", \"llvm_ms\": ");
+  json_num(f, c->stats.llvm_ms);
+  fprintf(f, ", \"n_kernels\": %d, \"disk_cache_hits\": %llu}", c->stats.n_kernels,
+          (unsigned long long)c->stats.disk_cache_hits);
+}
+
+static int write_json(const char *path, const machine *m, const options *o,
+                      const floor_result *fl, const wl_result *rs, int n) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  static const char *status[] = {"n/a", "error", "fail", "ok"};
+  fprintf(f, "{\n  \"date\": ");
+  json_str(f, m->date);
+  fprintf(f, ",\n  \"machine\": {\"cpu\": ");
+  json_str(f, m->cpu);
+  fprintf(f, ", \"cores\": %ld, \"mem_gib\": %.1f, \"os\": ", m->cores, m->mem_gib);
+  json_str(f, m->host);
+  fprintf(f, ", \"loadavg_at_start\": ");
+  json_str(f, m->load);
+  fprintf(f, "},\n  \"build_type\": ");
+  json_str(f, TJIT_BENCH_BUILD_TYPE);
+  fprintf(f, ",\n  \"opt_level\": %d,\n  \"mode\": \"%s\",\n  \"engine\": ", o->opt_level,
+          o->quick ? "quick" : "full");
+  json_str(f, engine(rs, n));
+  fprintf(f, ",\n  \"floors\": {\"triad_bytes_convention\": \"12 bytes per element: read b, read c, "
+             "write a; write-allocate not counted\", \"triad_array_mib\": %.0f, "
+             "\"triad_gbs\": [%.3f, %.3f], \"triad_median_gbs\": [%.3f, %.3f], "
+             "\"fma_isa\": \"%s\", \"fma_accumulators\": %d, \"fma_gflops\": [%.3f, %.3f]},\n",
+          fl->triad_mib, fl->triad_gbs[0], fl->triad_gbs[1], fl->triad_median[0],
+          fl->triad_median[1], fl->fma_isa, fl->fma_accumulators, fl->fma_gflops[0],
+          fl->fma_gflops[1]);
+  fprintf(f, "  \"workloads\": [");
+  for (int i = 0; i < n; i++) {
+    const wl_result *r = &rs[i];
+    fprintf(f, "%s\n    {\"id\": \"%s\", \"name\": \"%s\", \"status\": \"%s\"", i ? "," : "",
+            r->w->id, r->w->name, status[r->status]);
+    if (r->msg[0]) {
+      fprintf(f, ", \"message\": ");
+      json_str(f, r->msg);
+    }
+    if (r->w->note) {
+      fprintf(f, ", \"note\": ");
+      json_str(f, r->w->note);
+    }
+    const char *kind = r->w->kind == FLOOR_BYTES ? "bytes" : r->w->kind == FLOOR_FLOPS ? "flops" : "latency";
+    fprintf(f, ", \"floor_kind\": \"%s\", \"floor_amount\": %.0f", kind, r->w->amount);
+    if (r->status == ST_OK || r->status == ST_FAIL) {
+      fprintf(f, ", \"rel_err\": ");
+      json_num(f, r->rel_err);
+      fprintf(f, ", \"tol\": %.0e", r->w->tol);
+    }
+    if (r->status == ST_OK) {
+      fprintf(f, ", \"first_call_ms\": ");
+      json_num(f, r->first_ms);
+      if (!o->no_cold) {
+        json_cold(f, "cold", &r->cold);
+        json_cold(f, "cold_disk_cache", &r->cold_disk);
+        fprintf(f, ", \"disk_cache_filled\": %s", r->disk_cache_filled ? "true" : "false");
+      }
+      fprintf(f, ",\n      \"warm_median_ms\": ");
+      json_num(f, r->warm_median_s * 1e3);
+      fprintf(f, ", \"warm_min_ms\": ");
+      json_num(f, r->warm_min_s * 1e3);
+      fprintf(f, ", \"reps\": %d, \"warmups\": %d", r->reps, r->warmups);
+      if (r->pct_floor >= 0) {
+        fprintf(f, ", \"rate\": ");
+        json_num(f, r->rate);
+        fprintf(f, ", \"rate_unit\": \"%s\", \"pct_floor\": ", r->w->kind == FLOOR_BYTES ? "GB/s" : "GFLOP/s");
+        json_num(f, r->pct_floor);
+      }
+    }
+    fprintf(f, "}");
+  }
+  fprintf(f, "\n  ]\n}\n");
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  options o = {0};
+  o.opt_level = jit_ctx_opts_default().opt_level;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--child") == 0 && i + 1 < argc) o.child = argv[++i];
+    else if (strcmp(a, "--opt-level") == 0 && i + 1 < argc) o.opt_level = atoi(argv[++i]);
+    else if (strcmp(a, "--quick") == 0) o.quick = 1;
+    else if (strcmp(a, "--no-cold") == 0) o.no_cold = 1;
+    else if (strcmp(a, "--json") == 0 && i + 1 < argc) o.json = argv[++i];
+    else if (strcmp(a, "--only") == 0 && i + 1 < argc) o.only = argv[++i];
+    else if (strcmp(a, "--reps") == 0 && i + 1 < argc) o.reps = atoi(argv[++i]);
+    else if (strcmp(a, "--warmups") == 0 && i + 1 < argc) o.warmups = atoi(argv[++i]);
+    else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "tjit-bench: unknown or incomplete option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (o.child) return child_main(o.child, o.opt_level);
+  if (o.only) {
+    /* every listed id must exist */
+    for (const char *p = o.only; *p;) {
+      while (*p == ',' || *p == ' ') p++;
+      const char *e = p;
+      while (*e && *e != ',') e++;
+      int found = e == p;
+      for (int i = 0; i < bench_n_workloads && !found; i++)
+        found = strlen(bench_workloads[i].id) == (size_t)(e - p) &&
+                strncasecmp(p, bench_workloads[i].id, (size_t)(e - p)) == 0;
+      if (!found) {
+        fprintf(stderr, "tjit-bench: --only: no workload '%.*s' (W1..W9)\n", (int)(e - p), p);
+        return 2;
+      }
+      p = e;
+    }
+  }
+
+  machine m;
+  machine_info(&m);
+  floor_result fl;
+  progress("floors: triad and FMA peak...");
+  if (floors_measure(o.quick ? 5 : 10, &fl) != 0) {
+    fprintf(stderr, "\ntjit-bench: cannot measure the floors (out of memory?)\n");
+    return 1;
+  }
+  progress(" %.1f / %.1f GB/s, %.0f / %.0f GFLOP/s\n", fl.triad_gbs[0], fl.triad_gbs[1],
+           fl.fma_gflops[0], fl.fma_gflops[1]);
+
+  /* Static, not malloc'd: the forked runs exit from inside the loop below, where a leak checker
+     would count a heap array as lost. */
+  static wl_result rs[16];
+  if (bench_n_workloads > (int)(sizeof rs / sizeof rs[0])) return 1;
+  int n = 0, failed = 0;
+  for (int i = 0; i < bench_n_workloads; i++) {
+    if (!selected(&o, bench_workloads[i].id)) continue;
+    run_isolated(&bench_workloads[i], &o, &fl, &rs[n]);
+    if (rs[n].status == ST_FAIL || rs[n].status == ST_ERROR) failed = 1;
+    n++;
+  }
+  printf("\n");
+  print_table(stdout, &m, &o, &fl, rs, n);
+  if (o.json && write_json(o.json, &m, &o, &fl, rs, n) != 0) {
+    fprintf(stderr, "tjit-bench: cannot write %s: %s\n", o.json, strerror(errno));
+    failed = 1;
+  }
+  return failed;
+}

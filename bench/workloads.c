@@ -1,0 +1,212 @@
+/* workloads.c: the workloads of shared/bench/WORKLOADS.md as tjit trace functions, each with
+ * its float64 reference in plain C and its floor (bytes moved or FLOPs per call). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define MiB (1024.0 * 1024.0)
+
+int64_t wl_numel(int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  return n;
+}
+
+/* splitmix64: seeded per (workload, argument), so every process draws the same data. */
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void wl_fill(const workload *w, int i, float *dst) {
+  uint64_t s = 0x7431u;
+  for (const char *c = w->id; *c; c++) s = s * 131 + (uint64_t)*c;
+  s = s * 131 + (uint64_t)i;
+  int64_t n = wl_numel(w->args[i].rank, w->args[i].shape);
+  for (int64_t k = 0; k < n; k++) {
+    /* 24 random bits, centred on half-steps: uniform over (-1, 1) and never exactly 0 */
+    double u = ((double)(next_u64(&s) >> 40) + 0.5) / 8388608.0 - 1.0;
+    dst[k] = (float)(u * w->args[i].scale);
+  }
+}
+
+/* ---- W1 eltwise: y = tanh(0.5*x + 0.25) * (1/(1+exp(-x))) ------------------------------------ */
+enum { W1_N = 16777216 };
+
+static void w1_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val x = a[0];
+  jit_val th = jit_tanh(t, jit_add(t, jit_mul(t, x, jit_scalar(t, 0.5)), jit_scalar(t, 0.25)));
+  jit_val sg = jit_div(t, jit_scalar(t, 1.0), jit_add(t, jit_scalar(t, 1.0), jit_exp(t, jit_neg(t, x))));
+  r[0] = jit_mul(t, th, sg);
+}
+
+static void w1_ref(const float *const *a, double *y) {
+  for (int64_t i = 0; i < W1_N; i++) {
+    double x = a[0][i];
+    y[i] = tanh(0.5 * x + 0.25) * (1.0 / (1.0 + exp(-x)));
+  }
+}
+
+/* ---- W2 softmax over axis 1, max-subtracted ---------------------------------------------------- */
+enum { ROWS = 16384, COLS = 1024 };
+
+/* A row statistic as [rows, 1], so that it broadcasts against [rows, cols]. */
+static jit_val as_column(jit_trace *t, jit_val v, int64_t rows) {
+  return jit_reshape(t, v, 2, (int64_t[]){rows, 1});
+}
+
+static void w2_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val x = a[0];
+  int64_t rows = jit_val_shape(t, x) ? jit_val_shape(t, x)[0] : 0;
+  int axis = 1;
+  jit_val m = as_column(t, jit_reduce_max(t, x, 1, &axis), rows);
+  jit_val e = jit_exp(t, jit_sub(t, x, m));
+  jit_val s = as_column(t, jit_reduce_sum(t, e, 1, &axis), rows);
+  r[0] = jit_div(t, e, s);
+}
+
+static void w2_ref(const float *const *a, double *y) {
+  for (int64_t r = 0; r < ROWS; r++) {
+    const float *x = a[0] + r * COLS;
+    double *o = y + r * COLS;
+    double m = -INFINITY, s = 0;
+    for (int c = 0; c < COLS; c++) m = fmax(m, x[c]);
+    for (int c = 0; c < COLS; c++) s += (o[c] = exp(x[c] - m));
+    for (int c = 0; c < COLS; c++) o[c] /= s;
+  }
+}
+
+/* ---- W3 layernorm over axis 1: (x - mean) / sqrt(var + 1e-5) * g + b -------------------------- */
+static void w3_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val x = a[0], g = a[1], b = a[2];
+  const int64_t *sh = jit_val_shape(t, x);
+  int64_t rows = sh ? sh[0] : 0;
+  double n = sh ? (double)sh[1] : 1;
+  int axis = 1;
+  jit_val mean = as_column(t, jit_div(t, jit_reduce_sum(t, x, 1, &axis), jit_scalar(t, n)), rows);
+  jit_val d = jit_sub(t, x, mean);
+  jit_val var = as_column(t, jit_div(t, jit_reduce_sum(t, jit_mul(t, d, d), 1, &axis), jit_scalar(t, n)), rows);
+  jit_val y = jit_div(t, d, jit_sqrt(t, jit_add(t, var, jit_scalar(t, 1e-5))));
+  r[0] = jit_add(t, jit_mul(t, y, g), b);
+}
+
+static void w3_ref(const float *const *a, double *y) {
+  const float *g = a[1], *b = a[2];
+  for (int64_t r = 0; r < ROWS; r++) {
+    const float *x = a[0] + r * COLS;
+    double *o = y + r * COLS;
+    double mean = 0, var = 0;
+    for (int c = 0; c < COLS; c++) mean += x[c];
+    mean /= COLS;
+    for (int c = 0; c < COLS; c++) var += (x[c] - mean) * (x[c] - mean);
+    var /= COLS;
+    double inv = 1.0 / sqrt(var + 1e-5);
+    for (int c = 0; c < COLS; c++) o[c] = (x[c] - mean) * inv * g[c] + b[c];
+  }
+}
+
+/* ---- W4 mlp: relu(x @ w1 + b1) @ w2 + b2 ------------------------------------------------------- */
+enum { W4_B = 512, W4_D = 1024, W4_H = 4096 };
+
+static void w4_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val h = jit_relu(t, jit_add(t, jit_matmul(t, a[0], a[1]), a[2]));
+  r[0] = jit_add(t, jit_matmul(t, h, a[3]), a[4]);
+}
+
+/* c = a @ b in float64; a is float32 (af) or float64 (ad), b float32. i-k-j order streams b. */
+static void matmul_f64(int64_t M, int64_t K, int64_t N, const float *af, const double *ad,
+                       const float *bf, double *c) {
+  for (int64_t i = 0; i < M; i++) {
+    double *row = c + i * N;
+    memset(row, 0, sizeof(double) * (size_t)N);
+    for (int64_t k = 0; k < K; k++) {
+      double av = af ? af[i * K + k] : ad[i * K + k];
+      const float *bk = bf + k * N;
+      for (int64_t j = 0; j < N; j++) row[j] += av * bk[j];
+    }
+  }
+}
+
+static void w4_ref(const float *const *a, double *y) {
+  double *h = malloc(sizeof(double) * W4_B * W4_H);
+  if (!h) {
+    for (int64_t i = 0; i < (int64_t)W4_B * W4_D; i++) y[i] = NAN; /* fails the check visibly */
+    return;
+  }
+  matmul_f64(W4_B, W4_D, W4_H, a[0], NULL, a[1], h);
+  for (int64_t i = 0; i < W4_B; i++)
+    for (int64_t j = 0; j < W4_H; j++) h[i * W4_H + j] = fmax(h[i * W4_H + j] + a[2][j], 0.0);
+  matmul_f64(W4_B, W4_H, W4_D, NULL, h, a[3], y);
+  for (int64_t i = 0; i < W4_B; i++)
+    for (int64_t j = 0; j < W4_D; j++) y[i * W4_D + j] += a[4][j];
+  free(h);
+}
+
+/* ---- W6 vmap_loss, batched by hand: l = mean((x @ w - y)^2, axis 1) ---------------------------- */
+enum { W6_N = 4096, W6_D = 512, W6_O = 64 };
+
+static void w6_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val d = jit_sub(t, jit_matmul(t, a[0], a[1]), a[2]);
+  int axis = 1;
+  r[0] = jit_div(t, jit_reduce_sum(t, jit_mul(t, d, d), 1, &axis), jit_scalar(t, W6_O));
+}
+
+static void w6_ref(const float *const *a, double *l) {
+  double row[W6_O];
+  for (int64_t i = 0; i < W6_N; i++) {
+    matmul_f64(1, W6_D, W6_O, a[0] + i * W6_D, NULL, a[1], row);
+    double s = 0;
+    for (int j = 0; j < W6_O; j++) {
+      double d = row[j] - a[2][i * W6_O + j];
+      s += d * d;
+    }
+    l[i] = s / W6_O;
+  }
+}
+
+/* ---- W7 dispatch: y = x + 1 ---------------------------------------------------------------------- */
+static void w7_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  r[0] = jit_add(t, a[0], jit_scalar(t, 1.0));
+}
+
+static void w7_ref(const float *const *a, double *y) {
+  for (int i = 0; i < 8; i++) y[i] = (double)a[0][i] + 1.0;
+}
+
+/* ---- the table ------------------------------------------------------------------------------------ */
+#define ARG1(n) {1, {(n), 0}, 1.0}
+#define ARG2(r, c) {2, {(r), (c)}, 1.0}
+
+const workload bench_workloads[] = {
+    {.id = "W1", .name = "eltwise", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
+     .n_args = 1, .args = {ARG1(W1_N)}, .out_rank = 1, .out_shape = {W1_N},
+     .trace = w1_trace, .reference = w1_ref},
+    {.id = "W2", .name = "softmax", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
+     .n_args = 1, .args = {ARG2(ROWS, COLS)}, .out_rank = 2, .out_shape = {ROWS, COLS},
+     .trace = w2_trace, .reference = w2_ref},
+    {.id = "W3", .name = "layernorm", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
+     .n_args = 3, .args = {ARG2(ROWS, COLS), ARG1(COLS), ARG1(COLS)}, .out_rank = 2,
+     .out_shape = {ROWS, COLS}, .trace = w3_trace, .reference = w3_ref},
+    {.id = "W4", .name = "mlp", .kind = FLOOR_FLOPS,
+     .amount = 2.0 * 2 * W4_B * W4_D * W4_H, .tol = 1e-4, .n_args = 5,
+     .args = {ARG2(W4_B, W4_D), ARG2(W4_D, W4_H), ARG1(W4_H), ARG2(W4_H, W4_D), ARG1(W4_D)},
+     .out_rank = 2, .out_shape = {W4_B, W4_D}, .trace = w4_trace, .reference = w4_ref},
+    {.id = "W5", .name = "rnn_scan", .na = "needs issue 5: scan", .kind = FLOOR_FLOPS,
+     .amount = 8.4e9},
+    {.id = "W6", .name = "vmap_loss", .kind = FLOOR_FLOPS, .amount = 2.0 * W6_N * W6_D * W6_O,
+     .tol = 1e-4, .note = "W6 is written as a plain batched trace (x @ w over all rows); "
+                          "jit_vmap needs issue 4",
+     .n_args = 3, .args = {ARG2(W6_N, W6_D), ARG2(W6_D, W6_O), ARG2(W6_N, W6_O)},
+     .out_rank = 1, .out_shape = {W6_N}, .trace = w6_trace, .reference = w6_ref},
+    {.id = "W7", .name = "dispatch", .kind = FLOOR_LATENCY, .tol = 1e-4, .n_args = 1,
+     .args = {ARG1(8)}, .out_rank = 1, .out_shape = {8}, .trace = w7_trace, .reference = w7_ref},
+    {.id = "W8", .name = "grad_mlp", .na = "needs issue 4: value_and_grad", .kind = FLOOR_FLOPS,
+     .amount = 21.5e9},
+    {.id = "W9", .name = "sharded_matmul", .na = "needs issue 6: sharding", .kind = FLOOR_FLOPS,
+     .amount = 17.2e9},
+};
+const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);

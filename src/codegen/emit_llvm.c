@@ -1,0 +1,623 @@
+/* emit_llvm.c: loop IR -> LLVM IR through the C API: one module holding every kernel of a
+ * signature, each a public entry (bufs, row_begin, row_end) that calls an always-inlined body
+ * taking one noalias pointer per buffer (inlining turns noalias into alias scopes, which is what
+ * lets the vectorizer use full-width vectors). Semantics are ir_eval_elementwise's; see kernel.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
+
+#include "codegen/kernel.h"
+#include "codegen/llvm_math.h"
+#include "runtime/error.h"
+
+typedef struct le {
+  LLVMContextRef c;
+  LLVMModuleRef m;
+  LLVMBuilderRef b;
+  LLVMValueRef fn;
+  const lp_func *lf;
+  LLVMValueRef *val;   /* per ins */
+  LLVMValueRef *slot;  /* per LP_ACC ins: its alloca */
+  LLVMValueRef *buf;   /* per buffer: the body's pointer parameter */
+  LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, half, ptr, vd;
+  LLVMBasicBlockRef alloca_bb;
+  bool bad;            /* an op with no compiled form (lowering rejects those first) */
+} le;
+
+static LLVMTypeRef ctype(const le *e, jit_dtype d) {
+  switch (d) {
+  case JIT_BOOL: return e->i1;
+  case JIT_I8:
+  case JIT_U8: return e->i8;
+  case JIT_I32: return e->i32;
+  case JIT_I64: return e->i64;
+  case JIT_F64: return e->f64;
+  default: return e->f32;
+  }
+}
+
+static LLVMTypeRef stype(const le *e, jit_dtype d) {
+  switch (d) {
+  case JIT_BOOL: return e->i8;
+  case JIT_F16: return e->half;
+  case JIT_BF16: return e->i16;
+  default: return ctype(e, d);
+  }
+}
+
+static bool is_f(jit_dtype d) { return ir_dtype_is_float(d); }
+static bool is_signed(jit_dtype d) { return d == JIT_I8 || d == JIT_I32 || d == JIT_I64; }
+
+static LLVMValueRef intrinsic(le *e, const char *name, LLVMTypeRef *tys, unsigned n_tys,
+                              LLVMValueRef *args, unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(e->m, id, tys, n_tys);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(e->c, id, tys, n_tys);
+  return LLVMBuildCall2(e->b, fty, fn, args, n, "");
+}
+
+static LLVMValueRef intr1(le *e, const char *name, LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  return intrinsic(e, name, &t, 1, &x, 1);
+}
+
+static LLVMValueRef intr2(le *e, const char *name, LLVMValueRef x, LLVMValueRef y) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef a[2] = {x, y};
+  return intrinsic(e, name, &t, 1, a, 2);
+}
+
+/* A libm function of doubles, declared in the module (the JIT resolves it in the process). */
+static LLVMValueRef libm2(le *e, const char *name, LLVMValueRef x, LLVMValueRef y) {
+  LLVMTypeRef params[2] = {e->f64, e->f64};
+  LLVMTypeRef fty = LLVMFunctionType(e->f64, params, 2, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(e->m, name);
+  if (!fn) fn = LLVMAddFunction(e->m, name, fty);
+  LLVMValueRef a[2] = {x, y};
+  return LLVMBuildCall2(e->b, fty, fn, a, 2, "");
+}
+
+/* ---- 16-bit floats ------------------------------------------------------------------------ */
+
+/* The bf16 bits of a float, rounded to nearest even; NaN stays a quiet NaN (as dtype.c). */
+static LLVMValueRef bf16_bits(le *e, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef u = LLVMBuildBitCast(b, x, e->i32, "");
+  LLVMValueRef hi = LLVMBuildLShr(b, u, LLVMConstInt(e->i32, 16, 0), "");
+  LLVMValueRef nan = LLVMBuildOr(b, hi, LLVMConstInt(e->i32, 0x40, 0), "");
+  LLVMValueRef bias = LLVMBuildAdd(b, LLVMConstInt(e->i32, 0x7fff, 0),
+                                   LLVMBuildAnd(b, hi, LLVMConstInt(e->i32, 1, 0), ""), "");
+  LLVMValueRef r = LLVMBuildLShr(b, LLVMBuildAdd(b, u, bias, ""), LLVMConstInt(e->i32, 16, 0), "");
+  LLVMValueRef isnan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  return LLVMBuildTrunc(b, LLVMBuildSelect(b, isnan, nan, r, ""), e->i16, "");
+}
+
+static LLVMValueRef bf16_to_f32(le *e, LLVMValueRef h) {
+  LLVMValueRef w = LLVMBuildShl(e->b, LLVMBuildZExt(e->b, h, e->i32, ""), LLVMConstInt(e->i32, 16, 0), "");
+  return LLVMBuildBitCast(e->b, w, e->f32, "");
+}
+
+/* x (a float) rounded to dtype d when d is a 16-bit float. */
+static LLVMValueRef round_to(le *e, jit_dtype d, LLVMValueRef x) {
+  if (d == JIT_F16)
+    return LLVMBuildFPExt(e->b, LLVMBuildFPTrunc(e->b, x, e->half, ""), e->f32, "");
+  if (d == JIT_BF16) return bf16_to_f32(e, bf16_bits(e, x));
+  return x;
+}
+
+/* ---- elementwise ops ----------------------------------------------------------------------- */
+
+static LLVMValueRef convert(le *e, jit_dtype from, jit_dtype to, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  LLVMTypeRef tt = ctype(e, to);
+  if (to == JIT_BOOL) {
+    if (from == JIT_BOOL) return x;
+    if (is_f(from)) return LLVMBuildFCmp(b, LLVMRealUNE, x, LLVMConstReal(LLVMTypeOf(x), 0), "");
+    return LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstInt(LLVMTypeOf(x), 0, 0), "");
+  }
+  if (is_f(from) && is_f(to)) {
+    LLVMTypeRef ft = LLVMTypeOf(x);
+    LLVMValueRef r = x;
+    if (ft == e->f64 && tt == e->f32) r = LLVMBuildFPTrunc(b, x, e->f32, "");
+    if (ft == e->f32 && tt == e->f64) r = LLVMBuildFPExt(b, x, e->f64, "");
+    return round_to(e, to, r);
+  }
+  if (is_f(from)) {
+    LLVMTypeRef tys[2] = {tt, LLVMTypeOf(x)};
+    return intrinsic(e, to == JIT_U8 ? "llvm.fptoui.sat" : "llvm.fptosi.sat", tys, 2, &x, 1);
+  }
+  if (is_f(to)) {
+    LLVMValueRef r;
+    if (from == JIT_I64) {
+      /* through double, as the interpreter rounds it */
+      r = LLVMBuildSIToFP(b, x, e->f64, "");
+      if (tt != e->f64) r = LLVMBuildFPTrunc(b, r, tt, "");
+    } else if (is_signed(from)) {
+      r = LLVMBuildSIToFP(b, x, tt, "");
+    } else {
+      r = LLVMBuildUIToFP(b, x, tt, "");
+    }
+    return round_to(e, to, r);
+  }
+  unsigned fw = LLVMGetIntTypeWidth(LLVMTypeOf(x)), tw = LLVMGetIntTypeWidth(tt);
+  if (fw == tw) return x;
+  if (fw > tw) return LLVMBuildTrunc(b, x, tt, "");
+  return is_signed(from) ? LLVMBuildSExt(b, x, tt, "") : LLVMBuildZExt(b, x, tt, "");
+}
+
+static const cg_math_fn math_of[IR_N_OPS] = {
+    [IR_EXP] = CG_MATH_EXP, [IR_LOG] = CG_MATH_LOG,   [IR_TANH] = CG_MATH_TANH,
+    [IR_LOGISTIC] = CG_MATH_LOGISTIC, [IR_ERF] = CG_MATH_ERF, [IR_SIN] = CG_MATH_SIN,
+    [IR_COS] = CG_MATH_COS,
+};
+
+static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = e->b;
+  jit_dtype d = in->dt;
+  LLVMTypeRef t = ctype(e, d);
+  LLVMValueRef r;
+  switch ((ir_op)in->ew) {
+  case IR_NEG: return LLVMBuildFNeg(b, x, "");
+  case IR_ABS: return intr1(e, "llvm.fabs", x);
+  case IR_FLOOR: return intr1(e, "llvm.floor", x);
+  case IR_MAX: return intr2(e, "llvm.maximum", x, y);
+  case IR_MIN: return intr2(e, "llvm.minimum", x, y);
+  case IR_SQRT: r = intr1(e, "llvm.sqrt", x); break;
+  case IR_RSQRT: {
+    /* in double: one rounding, as the interpreter's 1 / sqrt in double */
+    LLVMValueRef xd = t == e->f64 ? x : LLVMBuildFPExt(b, x, e->f64, "");
+    r = LLVMBuildFDiv(b, LLVMConstReal(e->f64, 1.0), intr1(e, "llvm.sqrt", xd), "");
+    if (t != e->f64) r = LLVMBuildFPTrunc(b, r, t, "");
+    break;
+  }
+  case IR_ADD: r = LLVMBuildFAdd(b, x, y, ""); break;
+  case IR_SUB: r = LLVMBuildFSub(b, x, y, ""); break;
+  case IR_MUL: r = LLVMBuildFMul(b, x, y, ""); break;
+  case IR_DIV: r = LLVMBuildFDiv(b, x, y, ""); break;
+  case IR_POW: {
+    LLVMValueRef xd = t == e->f64 ? x : LLVMBuildFPExt(b, x, e->f64, "");
+    LLVMValueRef yd = t == e->f64 ? y : LLVMBuildFPExt(b, y, e->f64, "");
+    r = libm2(e, "pow", xd, yd);
+    if (t != e->f64) r = LLVMBuildFPTrunc(b, r, t, "");
+    break;
+  }
+  case IR_EXP:
+  case IR_LOG:
+  case IR_TANH:
+  case IR_LOGISTIC:
+  case IR_ERF:
+  case IR_SIN:
+  case IR_COS:
+    r = cg_math_emit(b, math_of[in->ew], x);
+    if (!r) {
+      e->bad = true;
+      return LLVMGetUndef(t);
+    }
+    break;
+  default: e->bad = true; return LLVMGetUndef(t);
+  }
+  return round_to(e, d, r);
+}
+
+/* a ** b in the integer dtype's width, wrapping (an internal helper per width). */
+static LLVMValueRef ipow(le *e, jit_dtype d, LLVMValueRef x, LLVMValueRef y) {
+  LLVMTypeRef t = ctype(e, d);
+  char name[32];
+  snprintf(name, sizeof name, "tjit.ipow.%s", jit_dtype_name(d));
+  LLVMTypeRef params[2] = {t, t};
+  LLVMTypeRef fty = LLVMFunctionType(t, params, 2, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(e->m, name);
+  if (!fn) {
+    fn = LLVMAddFunction(e->m, name, fty);
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->c);
+    LLVMValueRef a = LLVMGetParam(fn, 0), n = LLVMGetParam(fn, 1);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->c, fn, "entry");
+    LLVMBasicBlockRef neg = LLVMAppendBasicBlockInContext(e->c, fn, "neg");
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->c, fn, "head");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, fn, "body");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, fn, "done");
+    LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0);
+    LLVMValueRef m1 = LLVMConstAllOnes(t);
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef isneg = is_signed(d) ? LLVMBuildICmp(b, LLVMIntSLT, n, zero, "") : LLVMConstInt(e->i1, 0, 0);
+    LLVMBuildCondBr(b, isneg, neg, head);
+    /* a negative exponent: 1 for a == 1, +-1 for a == -1, else 0 */
+    LLVMPositionBuilderAtEnd(b, neg);
+    LLVMValueRef odd = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, n, one, ""), zero, "");
+    LLVMValueRef pm = LLVMBuildSelect(b, odd, m1, one, "");
+    LLVMValueRef r0 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, a, m1, ""), pm, zero, "");
+    r0 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, a, one, ""), one, r0, "");
+    LLVMBuildRet(b, r0);
+    LLVMPositionBuilderAtEnd(b, head);
+    LLVMValueRef r = LLVMBuildPhi(b, t, "r"), xb = LLVMBuildPhi(b, t, "x"), k = LLVMBuildPhi(b, t, "k");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, k, zero, ""), body, done);
+    LLVMPositionBuilderAtEnd(b, body);
+    LLVMValueRef bit = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, k, one, ""), zero, "");
+    LLVMValueRef r2 = LLVMBuildSelect(b, bit, LLVMBuildMul(b, r, xb, ""), r, "");
+    LLVMValueRef x2 = LLVMBuildMul(b, xb, xb, "");
+    LLVMValueRef k2 = LLVMBuildLShr(b, k, one, "");
+    LLVMBuildBr(b, head);
+    LLVMValueRef rin[2] = {one, r2}, xin[2] = {a, x2}, kin[2] = {n, k2};
+    LLVMBasicBlockRef from[2] = {entry, body};
+    LLVMAddIncoming(r, rin, from, 2);
+    LLVMAddIncoming(xb, xin, from, 2);
+    LLVMAddIncoming(k, kin, from, 2);
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMBuildRet(b, r);
+    LLVMDisposeBuilder(b);
+  }
+  LLVMValueRef args[2] = {x, y};
+  return LLVMBuildCall2(e->b, fty, fn, args, 2, "");
+}
+
+static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = e->b;
+  jit_dtype d = in->dt;
+  LLVMTypeRef t = ctype(e, d);
+  bool s = is_signed(d);
+  if (d == JIT_BOOL) {
+    switch ((ir_op)in->ew) {
+    case IR_ADD:
+    case IR_MAX: return LLVMBuildOr(b, x, y, "");
+    case IR_SUB: return LLVMBuildXor(b, x, y, "");
+    case IR_MUL:
+    case IR_MIN: return LLVMBuildAnd(b, x, y, "");
+    case IR_DIV: return LLVMBuildSelect(b, y, x, LLVMConstInt(e->i1, 1, 0), "");
+    case IR_POW: return LLVMBuildOr(b, x, LLVMBuildNot(b, y, ""), "");
+    default: return x;
+    }
+  }
+  switch ((ir_op)in->ew) {
+  case IR_NEG: return LLVMBuildSub(b, LLVMConstInt(t, 0, 0), x, "");
+  case IR_ABS: {
+    if (!s) return x;
+    LLVMValueRef a[2] = {x, LLVMConstInt(e->i1, 0, 0)};
+    return intrinsic(e, "llvm.abs", &t, 1, a, 2);
+  }
+  case IR_FLOOR: return x;
+  case IR_ADD: return LLVMBuildAdd(b, x, y, "");
+  case IR_SUB: return LLVMBuildSub(b, x, y, "");
+  case IR_MUL: return LLVMBuildMul(b, x, y, "");
+  case IR_MAX: return intr2(e, s ? "llvm.smax" : "llvm.umax", x, y);
+  case IR_MIN: return intr2(e, s ? "llvm.smin" : "llvm.umin", x, y);
+  case IR_POW: return ipow(e, d, x, y);
+  case IR_DIV: {
+    /* x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN: no division ever traps */
+    LLVMValueRef zero = LLVMConstInt(t, 0, 0), ones = LLVMConstAllOnes(t);
+    LLVMValueRef is0 = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
+    if (!s) {
+      LLVMValueRef safe = LLVMBuildSelect(b, is0, LLVMConstInt(t, 1, 0), y, "");
+      return LLVMBuildSelect(b, is0, ones, LLVMBuildUDiv(b, x, safe, ""), "");
+    }
+    LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, y, ones, "");
+    LLVMValueRef safe = LLVMBuildSelect(b, LLVMBuildOr(b, is0, ism1, ""), LLVMConstInt(t, 1, 0), y, "");
+    LLVMValueRef q = LLVMBuildSDiv(b, x, safe, "");
+    q = LLVMBuildSelect(b, ism1, LLVMBuildSub(b, zero, x, ""), q, "");
+    return LLVMBuildSelect(b, is0, ones, q, "");
+  }
+  default: e->bad = true; return LLVMGetUndef(t);
+  }
+}
+
+static LLVMValueRef ew(le *e, const lp_ins *in) {
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef x = in->a >= 0 ? e->val[in->a] : NULL, y = in->b >= 0 ? e->val[in->b] : NULL;
+  switch ((ir_op)in->ew) {
+  case IR_SELECT: return LLVMBuildSelect(b, x, y, e->val[in->c], "");
+  case IR_CONVERT: return convert(e, in->in_dt, in->dt, x);
+  case IR_CMP: {
+    if (is_f(in->in_dt)) {
+      static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                             LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+      return LLVMBuildFCmp(b, fp[in->cmp % 6], x, y, "");
+    }
+    static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT,
+                                          LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+    return LLVMBuildICmp(b, (is_signed(in->in_dt) ? sp : up)[in->cmp % 6], x, y, "");
+  }
+  default: break;
+  }
+  return is_f(in->dt) ? ew_float(e, in, x, y) : ew_int(e, in, x, y);
+}
+
+/* ---- instructions and loops ------------------------------------------------------------------- */
+
+static void emit_block(le *e, int32_t block);
+
+static LLVMValueRef elem_ptr(le *e, jit_dtype d, int32_t buf, LLVMValueRef idx) {
+  return LLVMBuildInBoundsGEP2(e->b, stype(e, d), e->buf[buf], &idx, 1, "");
+}
+
+/* Float max/min accumulate as integers that order like the floats (NaN above everything for
+   max, below for min; -0 < +0): an integer max is associative, so the vectorizer keeps several
+   partial results instead of one chain of NaN-checking float maxima per vector. */
+static bool int_order(const lp_ins *in) { return is_f(in->dt) && in->ew != IR_ADD; }
+
+static LLVMTypeRef acc_type(le *e, const lp_ins *in) {
+  if (!int_order(in)) return ctype(e, in->dt);
+  return in->dt == JIT_F64 ? e->i64 : e->i32;
+}
+
+static LLVMValueRef to_ordered(le *e, const lp_ins *in, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  bool wide = in->dt == JIT_F64;
+  LLVMTypeRef it = wide ? e->i64 : e->i32;
+  unsigned bits = wide ? 64 : 32;
+  unsigned long long nan = in->ew == IR_MAX ? (wide ? 0x7ff8000000000000ull : 0x7fc00000ull)
+                                            : (wide ? 0xfff8000000000000ull : 0xffc00000ull);
+  LLVMValueRef u = LLVMBuildBitCast(b, x, it, "");
+  u = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), LLVMConstInt(it, nan, 0), u, "");
+  LLVMValueRef sign = LLVMBuildAShr(b, u, LLVMConstInt(it, bits - 1, 0), "");
+  LLVMValueRef mag = LLVMConstInt(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull, 0);
+  return LLVMBuildXor(b, u, LLVMBuildAnd(b, sign, mag, ""), "");
+}
+
+static LLVMValueRef from_ordered(le *e, const lp_ins *in, LLVMValueRef t) {
+  LLVMBuilderRef b = e->b;
+  bool wide = in->dt == JIT_F64;
+  LLVMTypeRef it = wide ? e->i64 : e->i32;
+  LLVMValueRef sign = LLVMBuildAShr(b, t, LLVMConstInt(it, wide ? 63 : 31, 0), "");
+  LLVMValueRef mag = LLVMConstInt(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull, 0);
+  LLVMValueRef u = LLVMBuildXor(b, t, LLVMBuildAnd(b, sign, mag, ""), "");
+  return LLVMBuildBitCast(b, u, ctype(e, in->dt), "");
+}
+
+static LLVMValueRef combine(le *e, const lp_ins *in, LLVMValueRef acc, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  jit_dtype d = in->dt;
+  if (is_f(d)) {
+    if (in->ew == IR_ADD) {
+      /* reassociation lets the vectorizer keep one partial sum per lane (kernel.h) */
+      LLVMValueRef r = LLVMBuildFAdd(b, acc, x, "");
+      LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
+      return r;
+    }
+    return intr2(e, in->ew == IR_MAX ? "llvm.smax" : "llvm.smin", acc, to_ordered(e, in, x));
+  }
+  if (d == JIT_BOOL)
+    return in->ew == IR_MIN ? LLVMBuildAnd(b, acc, x, "") : LLVMBuildOr(b, acc, x, "");
+  if (in->ew == IR_ADD) return LLVMBuildAdd(b, acc, x, "");
+  bool s = is_signed(d);
+  if (in->ew == IR_MAX) return intr2(e, s ? "llvm.smax" : "llvm.umax", acc, x);
+  return intr2(e, s ? "llvm.smin" : "llvm.umin", acc, x);
+}
+
+/* Loop metadata on a back edge: fold the tail into masked vector iterations instead of a vector
+   epilogue plus a scalar remainder, which would triple the code (and the time to compile it)
+   of loops whose bodies hold inline polynomials. */
+static void loop_hints(le *e, LLVMValueRef latch_br) {
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->c, NULL, 0);
+  static const char pred[] = "llvm.loop.vectorize.predicate.enable";
+  LLVMMetadataRef hint[2] = {LLVMMDStringInContext2(e->c, pred, sizeof pred - 1),
+                             LLVMValueAsMetadata(LLVMConstInt(e->i1, 1, 0))};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(e->c, hint, 2)};
+  LLVMMetadataRef node = LLVMMDNodeInContext2(e->c, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, node);
+  unsigned kind = LLVMGetMDKindIDInContext(e->c, "llvm.loop", 9);
+  LLVMSetMetadata(latch_br, kind, LLVMMetadataAsValue(e->c, node));
+}
+
+static void emit_for(le *e, const lp_ins *in) {
+  LLVMBuilderRef b = e->b;
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.head");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.body");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.done");
+  LLVMBuildBr(b, head);
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef i = LLVMBuildPhi(b, e->i64, "i");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, e->val[in->a], ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  e->val[in->b] = i;
+  emit_block(e, in->body);
+  LLVMValueRef next = LLVMBuildNSWAdd(b, i, LLVMConstInt(e->i64, 1, 0), "");
+  LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+  loop_hints(e, LLVMBuildBr(b, head));
+  LLVMValueRef vals[2] = {LLVMConstInt(e->i64, 0, 0), next};
+  LLVMBasicBlockRef from[2] = {pre, end};
+  LLVMAddIncoming(i, vals, from, 2);
+  LLVMPositionBuilderAtEnd(b, done);
+}
+
+static void emit_ins(le *e, int32_t id) {
+  const lp_ins *in = &e->lf->ins[id];
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef x = in->a >= 0 ? e->val[in->a] : NULL, y = in->b >= 0 ? e->val[in->b] : NULL;
+  LLVMValueRef r = NULL;
+  jit_dtype d = in->dt;
+  switch ((lp_op)in->op) {
+  case LP_CONST:
+    r = is_f(d) ? LLVMConstReal(ctype(e, d), in->imm.f)
+                : LLVMConstInt(ctype(e, d), (unsigned long long)in->imm.i, 1);
+    break;
+  case LP_ROW:
+  case LP_VAR: return; /* set by the loops */
+  case LP_IADD: r = LLVMBuildNSWAdd(b, x, y, ""); break;
+  case LP_ISUB: r = LLVMBuildNSWSub(b, x, y, ""); break;
+  case LP_IMUL: r = LLVMBuildNSWMul(b, x, y, ""); break;
+  case LP_IDIV: r = LLVMBuildSDiv(b, x, y, ""); break;
+  case LP_IREM: r = LLVMBuildSRem(b, x, y, ""); break;
+  case LP_IMIN: r = intr2(e, "llvm.smin", x, y); break;
+  case LP_IMAX: r = intr2(e, "llvm.smax", x, y); break;
+  case LP_ILT: r = LLVMBuildICmp(b, LLVMIntSLT, x, y, ""); break;
+  case LP_LOAD: {
+    LLVMValueRef p = elem_ptr(e, d, in->buf, x);
+    r = LLVMBuildLoad2(b, stype(e, d), p, "");
+    LLVMSetAlignment(r, (unsigned)jit_dtype_size(d));
+    if (d == JIT_F16) r = LLVMBuildFPExt(b, r, e->f32, "");
+    else if (d == JIT_BF16) r = bf16_to_f32(e, r);
+    else if (d == JIT_BOOL) r = LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstInt(e->i8, 0, 0), "");
+    break;
+  }
+  case LP_STORE: {
+    LLVMValueRef v = y;
+    if (d == JIT_F16) v = LLVMBuildFPTrunc(b, v, e->half, "");
+    else if (d == JIT_BF16) v = bf16_bits(e, v);
+    else if (d == JIT_BOOL) v = LLVMBuildZExt(b, v, e->i8, "");
+    LLVMValueRef s = LLVMBuildStore(b, v, elem_ptr(e, d, in->buf, x));
+    LLVMSetAlignment(s, (unsigned)jit_dtype_size(d));
+    return;
+  }
+  case LP_EW: r = ew(e, in); break;
+  case LP_ACC: {
+    /* an alloca in the entry block: mem2reg makes it the loop's reduction phi */
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(b);
+    LLVMValueRef first = LLVMGetFirstInstruction(e->alloca_bb);
+    if (first) LLVMPositionBuilderBefore(b, first);
+    else LLVMPositionBuilderAtEnd(b, e->alloca_bb);
+    e->slot[id] = LLVMBuildAlloca(b, acc_type(e, in), "acc");
+    LLVMPositionBuilderAtEnd(b, here);
+    LLVMBuildStore(b, int_order(in) ? to_ordered(e, in, x) : x, e->slot[id]);
+    return;
+  }
+  case LP_ACC_ADD: {
+    LLVMValueRef cur = LLVMBuildLoad2(b, acc_type(e, in), e->slot[in->a], "");
+    LLVMBuildStore(b, combine(e, in, cur, y), e->slot[in->a]);
+    return;
+  }
+  case LP_ACC_GET: {
+    const lp_ins *acc = &e->lf->ins[in->a];
+    r = LLVMBuildLoad2(b, acc_type(e, acc), e->slot[in->a], "");
+    if (int_order(acc)) r = from_ordered(e, acc, r);
+    r = round_to(e, d, r);
+    break;
+  }
+  case LP_FOR: emit_for(e, in); return;
+  default: e->bad = true; return;
+  }
+  e->val[id] = r;
+}
+
+static void emit_block(le *e, int32_t block) {
+  const lp_block *bl = &e->lf->blocks[block];
+  for (uint32_t i = 0; i < bl->n && !e->bad; i++) emit_ins(e, bl->ins[i]);
+}
+
+static jit_status emit_kernel(le *e, const lp_func *lf) {
+  LLVMContextRef c = e->c;
+  jit_status st = JIT_OK;
+  e->lf = lf;
+  e->bad = false;
+  uint32_t nb = lf->n_bufs;
+  LLVMTypeRef *params = malloc((nb + 2) * sizeof *params);
+  e->val = calloc(lf->n_ins ? lf->n_ins : 1, sizeof *e->val);
+  e->slot = calloc(lf->n_ins ? lf->n_ins : 1, sizeof *e->slot);
+  e->buf = malloc((nb ? nb : 1) * sizeof *e->buf);
+  if (!params || !e->val || !e->slot || !e->buf) {
+    st = jit_error(JIT_ENOMEM, "codegen: out of memory");
+    goto done;
+  }
+  for (uint32_t i = 0; i < nb; i++) params[i] = e->ptr;
+  params[nb] = params[nb + 1] = e->i64;
+
+  /* the body: noalias buffers, always inlined into the entry */
+  char name[48];
+  snprintf(name, sizeof name, "%s.body", lf->name);
+  LLVMTypeRef bty = LLVMFunctionType(e->vd, params, nb + 2, 0);
+  LLVMValueRef body = LLVMAddFunction(e->m, name, bty);
+  LLVMSetLinkage(body, LLVMInternalLinkage);
+  unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+  unsigned inl = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, inl, 0));
+  LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  for (uint32_t i = 0; i < nb; i++) {
+    LLVMAddAttributeAtIndex(body, i + 1, LLVMCreateEnumAttribute(c, noalias, 0));
+    e->buf[i] = LLVMGetParam(body, i);
+  }
+  e->fn = body;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c, body, "entry");
+  e->alloca_bb = entry;
+  LLVMPositionBuilderAtEnd(e->b, entry);
+  emit_block(e, lf->entry);
+
+  LLVMValueRef rb = LLVMGetParam(body, nb), re = LLVMGetParam(body, nb + 1);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c, body, "row.head");
+  LLVMBasicBlockRef rbody = LLVMAppendBasicBlockInContext(c, body, "row.body");
+  LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c, body, "exit");
+  LLVMBuildBr(e->b, head);
+  LLVMPositionBuilderAtEnd(e->b, head);
+  LLVMValueRef r = LLVMBuildPhi(e->b, e->i64, "r");
+  LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, r, re, ""), rbody, exit);
+  LLVMPositionBuilderAtEnd(e->b, rbody);
+  for (uint32_t i = 0; i < lf->n_ins; i++)
+    if (lf->ins[i].op == LP_ROW) e->val[i] = r;
+  emit_block(e, lf->row);
+  LLVMValueRef next = LLVMBuildNSWAdd(e->b, r, LLVMConstInt(e->i64, 1, 0), "");
+  LLVMBasicBlockRef end = LLVMGetInsertBlock(e->b);
+  LLVMBuildBr(e->b, head);
+  LLVMValueRef in_v[2] = {rb, next};
+  LLVMBasicBlockRef in_b[2] = {pre, end};
+  LLVMAddIncoming(r, in_v, in_b, 2);
+  LLVMPositionBuilderAtEnd(e->b, exit);
+  LLVMBuildRetVoid(e->b);
+  if (e->bad) {
+    st = jit_error(JIT_EUNSUPPORTED, "codegen: %s: an op with no LLVM form", lf->name);
+    goto done;
+  }
+
+  /* the entry: void NAME(void *const *bufs, int64_t row_begin, int64_t row_end) */
+  LLVMTypeRef eparams[3] = {e->ptr, e->i64, e->i64};
+  LLVMValueRef fn = LLVMAddFunction(e->m, lf->name, LLVMFunctionType(e->vd, eparams, 3, 0));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+  LLVMValueRef *vargs = malloc((nb + 2) * sizeof *vargs);
+  if (!vargs) {
+    st = jit_error(JIT_ENOMEM, "codegen: out of memory");
+    goto done;
+  }
+  for (uint32_t i = 0; i < nb; i++) {
+    LLVMValueRef idx = LLVMConstInt(e->i64, i, 0);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(e->b, e->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
+    vargs[i] = LLVMBuildLoad2(e->b, e->ptr, p, "");
+  }
+  vargs[nb] = LLVMGetParam(fn, 1);
+  vargs[nb + 1] = LLVMGetParam(fn, 2);
+  LLVMBuildCall2(e->b, bty, body, vargs, nb + 2, "");
+  LLVMBuildRetVoid(e->b);
+  free(vargs);
+done:
+  free(params);
+  free(e->val);
+  free(e->slot);
+  free(e->buf);
+  e->val = e->slot = e->buf = NULL;
+  return st;
+}
+
+jit_status lp_emit_llvm(lp_func *const *fns, uint32_t n, struct LLVMOpaqueContext *c,
+                        const char *module_name, struct LLVMOpaqueModule **out) {
+  jit_status st = JIT_OK;
+  le e;
+  memset(&e, 0, sizeof e);
+  e.c = c;
+  e.m = LLVMModuleCreateWithNameInContext(module_name, c);
+  e.b = LLVMCreateBuilderInContext(c);
+  e.i1 = LLVMInt1TypeInContext(c);
+  e.i8 = LLVMInt8TypeInContext(c);
+  e.i16 = LLVMInt16TypeInContext(c);
+  e.i32 = LLVMInt32TypeInContext(c);
+  e.i64 = LLVMInt64TypeInContext(c);
+  e.f32 = LLVMFloatTypeInContext(c);
+  e.f64 = LLVMDoubleTypeInContext(c);
+  e.half = LLVMHalfTypeInContext(c);
+  e.ptr = LLVMPointerTypeInContext(c, 0);
+  e.vd = LLVMVoidTypeInContext(c);
+  for (uint32_t i = 0; i < n && st == JIT_OK; i++)
+    if (fns[i]) st = emit_kernel(&e, fns[i]);
+  LLVMDisposeBuilder(e.b);
+  if (st != JIT_OK) {
+    LLVMDisposeModule(e.m);
+    *out = NULL;
+    return st;
+  }
+  *out = e.m;
+  return JIT_OK;
+}

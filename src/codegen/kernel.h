@@ -1,0 +1,178 @@
+/* kernel.h: what fusion hands to codegen (kernels: groups of IR instructions with a loop space)
+ * and the loop-nest IR that lowering makes of each kernel and both emitters translate 1:1.
+ *
+ * Loop space of a kernel. Size-1 dims of the root (the group's last instruction) are dropped;
+ * of the rest, an element-level root's last dim is the inner dim and the others are row dims; a
+ * reduction root's dims are all row dims (and so are a loop kernel's when a reduction of its
+ * shape joins it: sum(x) + 1). The kernel runs rows [row_begin, row_end) of the flattened row
+ * dims; per row it runs one inner loop nest per reduction and one to write the element-level
+ * outputs. Every value in a kernel is read through an index map from the loop indices, in which
+ * each value dim follows one loop dim (or is a constant).
+ */
+#ifndef TJIT_CODEGEN_KERNEL_H
+#define TJIT_CODEGEN_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+/* ---- index maps --------------------------------------------------------------------------------
+   Value dim d of a value read at map m: src[d] = k >= 0: scale * row_index[k] + off;
+   src[d] = FZ_INNER(k): scale * inner_index[k] + off (inner dims of the loop nest that
+   evaluates it: n_inner of them, extents inner_ext); src[d] = FZ_CONST: off. */
+#define FZ_CONST (-1)
+#define FZ_INNER(k) (-2 - (k))
+#define FZ_INNER_DIM(src) (-2 - (src))
+
+typedef struct fz_map {
+  int rank;                       /* the value's rank */
+  int n_inner;                    /* inner dims of the evaluating loop nest */
+  int8_t src[IR_MAX_RANK];
+  int64_t scale[IR_MAX_RANK], off[IR_MAX_RANK];
+  int64_t inner_ext[IR_MAX_RANK]; /* n_inner extents */
+} fz_map;
+
+/* The map of operand `slot` of instruction u, when u is read at mu. False when no index map
+   exists (a reshape that moves elements, a dot operand, an op that reads no operand). */
+bool fz_map_operand(const ir_func *f, ir_ref u, uint32_t slot, const fz_map *mu, fz_map *out);
+bool fz_map_equal(const fz_map *a, const fz_map *b);
+/* True when m reads no inner index. */
+bool fz_map_row_level(const fz_map *m);
+
+/* The default loop space of a kernel rooted at `root`: its row dims' extents, and the map at
+   which the root is written (its inner dims are those of the write loop). */
+void fz_space(const ir_func *f, ir_ref root, int *n_row, int64_t *row_ext, fz_map *root_map);
+
+/* ---- kernels (fusion.c) ---------------------------------------------------------------------- */
+typedef enum fz_kind {
+  FZ_LOOP, /* elementwise, broadcasts, movement: one pass over the root's elements */
+  FZ_ROW,  /* + reductions: per row, one inner loop per reduction, then the write loop */
+  FZ_DOT   /* a dot and its elementwise epilogue */
+} fz_kind;
+
+typedef struct fz_kernel {
+  fz_kind kind;
+  ir_ref root;        /* the group's last instruction; its type is the loop space */
+  ir_ref dot;         /* FZ_DOT: the dot; else IR_NOREF */
+  ir_ref *ops;        /* instructions computed inside (increasing; consts, iotas and moves of
+                         materialized values may also be in other kernels) */
+  uint32_t n_ops;
+  ir_ref *reads;      /* materialized values read (params, views, other kernels' writes) */
+  uint32_t n_reads;
+  ir_ref *writes;     /* values stored (increasing) */
+  fz_map *write_maps; /* the map each write is evaluated at */
+  uint32_t n_writes;
+  int n_row;          /* row dims */
+  int64_t row_ext[IR_MAX_RANK];
+  int64_t rows, cols; /* as printed: rows x elements per row */
+} fz_kernel;
+
+typedef enum fz_class {
+  FZ_DEAD,   /* not needed by a result */
+  FZ_PARAM,  /* a parameter's buffer */
+  FZ_MAT,    /* written to a buffer by kernel owner[] */
+  FZ_VIEW,   /* a reshape of a buffer: the bytes of base[] */
+  FZ_INLINE  /* computed inside the kernels that read it, never stored */
+} fz_class;
+
+typedef struct fz_prog {
+  const ir_func *f;      /* the optimized function (not owned) */
+  uint8_t *cls;          /* per ref: fz_class */
+  int32_t *owner;        /* per ref: FZ_MAT: the writing kernel; else -1 */
+  ir_ref *base;          /* per ref: the param or FZ_MAT value whose bytes it is (itself for those) */
+  fz_kernel *kernels;    /* in execution order */
+  uint32_t n_kernels;
+} fz_prog;
+
+/* Fusion's entry point ir_fuse is in ir/passes/passes.h. */
+void fz_prog_free(fz_prog *p);
+/* The function as kernels in execution order, each a group of the optimized IR's lines:
+   `kernel k0 row[16384 x 1024] reads %0 writes %9 {` ... `}`; views as `view %3 = reshape ..`. */
+jit_status fz_print(const fz_prog *p, FILE *out);
+
+/* ---- loop IR (lower.c) ----------------------------------------------------------------------------
+   A kernel function is  void NAME(void *const *bufs, int64_t row_begin, int64_t row_end):
+   bufs[0..n_reads) are read, the rest written. Values are SSA, named by their index in ins[].
+   Block `entry` runs once per call, block `row` once per row (LP_ROW is the row index), and
+   an LP_FOR runs its body block `trip` times with LP_VAR b = 0, 1, ... An instruction uses only
+   values defined before it in its block or in an enclosing block. Index values are JIT_I64 (a
+   clamped concat operand's may be negative before its clamp). Float values of dtype f16/bf16 are computed in f32 (loads widen, every op
+   result is rounded to the dtype, stores narrow); f32/f64 ops are IEEE ops of that width. */
+typedef enum lp_op {
+  LP_CONST,   /* imm (.f for float dtypes, .i otherwise) */
+  LP_ROW,     /* the row index */
+  LP_VAR,     /* the induction variable of an LP_FOR */
+  LP_IADD,    /* index arithmetic on a, b (int64; IDIV/IREM operands are >= 0) */
+  LP_ISUB,
+  LP_IMUL,
+  LP_IDIV,
+  LP_IREM,
+  LP_IMIN,
+  LP_IMAX,
+  LP_ILT,     /* a < b on indices, as bool */
+  LP_LOAD,    /* element a of bufs[buf] (of dtype dt) */
+  LP_STORE,   /* element a of bufs[buf] = b */
+  LP_EW,      /* elementwise op ew on a (b, c): result dtype dt, operand dtype in_dt (select: the
+                 branches'; the predicate is bool); with ir_eval_elementwise's semantics */
+  LP_ACC,     /* an accumulator of dtype dt combining with ew (add/max/min), set to a */
+  LP_ACC_ADD, /* accumulator a = ew(a, b) */
+  LP_ACC_GET, /* accumulator a's value (rounded to dt) */
+  LP_FOR,     /* run block body with LP_VAR b from 0 to trip count a - 1 */
+  LP_N_OPS
+} lp_op;
+
+typedef struct lp_ins {
+  uint8_t op;       /* lp_op */
+  uint8_t dt;       /* result dtype (jit_dtype) */
+  uint8_t in_dt;    /* LP_EW: operand dtype */
+  uint8_t ew;       /* LP_EW, LP_ACC: ir_op */
+  uint8_t cmp;      /* LP_EW cmp: jit_cmp_op */
+  int32_t a, b, c;  /* operand values (-1: none) */
+  int32_t buf;      /* LP_LOAD, LP_STORE */
+  int32_t body;     /* LP_FOR: block */
+  union {
+    double f;
+    int64_t i;
+  } imm;
+} lp_ins;
+
+typedef struct lp_block {
+  int32_t *ins;     /* instruction ids in order */
+  uint32_t n, cap;
+} lp_block;
+
+typedef struct lp_func {
+  char name[32];        /* "tjit_k3" */
+  uint32_t n_bufs, n_reads;
+  ir_ref *buf_refs;     /* the IR value whose buffer each is (a view's base for views) */
+  jit_dtype *buf_dt;
+  lp_ins *ins;
+  uint32_t n_ins, cap_ins;
+  lp_block *blocks;
+  uint32_t n_blocks, cap_blocks;
+  int32_t entry, row;   /* blocks */
+  int64_t n_rows;       /* the row range of a whole call: [0, n_rows) */
+  int64_t row_work;     /* elements touched per row (for splitting rows over threads) */
+} lp_func;
+
+/* Lowers kernel ki of p. *out is NULL when the kernel has nothing to loop over (a dot without
+   epilogue). JIT_EUNSUPPORTED when an op/dtype has no compiled form (the kernel is then
+   interpreted); JIT_ENOMEM. */
+jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out);
+void lp_free(lp_func *lf);
+
+/* ---- emitters (emit_c.c, emit_llvm.c) ------------------------------------------------------------ */
+/* The helpers every kernel's C text uses (includes, f16/bf16 conversions, XLA integer ops). */
+jit_status lp_emit_c_prelude(FILE *out);
+/* lf as a C function that compiles with cc -c -Wall -Werror after the prelude. */
+jit_status lp_emit_c(const lp_func *lf, FILE *out);
+
+struct LLVMOpaqueContext;
+struct LLVMOpaqueModule;
+/* Builds one module holding every non-NULL fns[i] in context c. */
+jit_status lp_emit_llvm(lp_func *const *fns, uint32_t n, struct LLVMOpaqueContext *c,
+                        const char *module_name, struct LLVMOpaqueModule **out);
+
+#endif /* TJIT_CODEGEN_KERNEL_H */

@@ -1,0 +1,406 @@
+/* llvm_jit.c: LLVM 19 C API wrapper: host target machines, the new pass manager, object
+ * emission to memory, and an ORC LLJIT with one JITDylib per compiled signature. */
+#include "codegen/llvm_jit.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "runtime/error.h"
+
+/* Target machines are not safe to use from two threads at once (ORC's own concurrent compiler
+   makes one per compile for that reason), so each optimize/emit borrows one from this pool and
+   gives it back; the pool grows to the number of threads that ever compiled at once. */
+#define TM_POOL_MAX 16
+
+struct cg_dylib {
+  cg_jit *jit;
+  LLVMOrcJITDylibRef jd;
+  cg_dylib *prev, *next; /* in jit->libs, so that cg_jit_destroy frees forgotten ones */
+};
+
+struct cg_jit {
+  LLVMOrcLLJITRef lljit;
+  LLVMTargetRef target;
+  char *triple;      /* LLVMDisposeMessage'd */
+  char *cpu;         /* LLVMDisposeMessage'd */
+  char *features;    /* LLVMDisposeMessage'd */
+  char *data_layout; /* LLVMDisposeMessage'd */
+  int opt_level;
+  LLVMCodeGenOptLevel cg_level;
+  pthread_mutex_t mu; /* guards tm_pool, n_tm, libs */
+  LLVMTargetMachineRef tm_pool[TM_POOL_MAX];
+  int n_tm;
+  cg_dylib *libs;
+  atomic_uint_fast64_t next_lib_id; /* JITDylib names are "tjit.<id>", never reused */
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_failed;
+
+static void init_native(void) {
+  /* Both return nonzero on failure (no native target compiled into this LLVM). */
+  if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) init_failed = 1;
+}
+
+/* Copies LLVM's message into the thread's error and disposes the error. */
+static jit_status llvm_err(LLVMErrorRef e, const char *what) {
+  char *msg = LLVMGetErrorMessage(e);
+  jit_status st = jit_error(JIT_ECOMPILE, "%s: %s", what, msg ? msg : "(no message)");
+  LLVMDisposeErrorMessage(msg);
+  return st;
+}
+
+/* ORC reports failures of materialization here as well as to the lookup that triggered them;
+   the library never prints, so this copy is dropped. */
+static void drop_error(void *ctx, LLVMErrorRef e) {
+  (void)ctx;
+  LLVMConsumeError(e);
+}
+
+static LLVMTargetMachineRef tm_create(cg_jit *jit) {
+  return LLVMCreateTargetMachine(jit->target, jit->triple, jit->cpu, jit->features, jit->cg_level,
+                                 LLVMRelocPIC, LLVMCodeModelSmall);
+}
+
+static jit_status tm_get(cg_jit *jit, LLVMTargetMachineRef *tm) {
+  pthread_mutex_lock(&jit->mu);
+  *tm = jit->n_tm > 0 ? jit->tm_pool[--jit->n_tm] : NULL;
+  pthread_mutex_unlock(&jit->mu);
+  if (!*tm) *tm = tm_create(jit);
+  if (!*tm) return jit_error(JIT_ECOMPILE, "llvm: cannot create a target machine for %s", jit->cpu);
+  return JIT_OK;
+}
+
+static void tm_put(cg_jit *jit, LLVMTargetMachineRef tm) {
+  pthread_mutex_lock(&jit->mu);
+  if (jit->n_tm < TM_POOL_MAX) {
+    jit->tm_pool[jit->n_tm++] = tm;
+    tm = NULL;
+  }
+  pthread_mutex_unlock(&jit->mu);
+  if (tm) LLVMDisposeTargetMachine(tm);
+}
+
+jit_status cg_jit_create(int opt_level, cg_jit **out) {
+  jit_status st = JIT_OK;
+  cg_jit *jit = NULL;
+  char *err = NULL;
+  LLVMTargetMachineRef tm = NULL;
+  LLVMTargetDataRef td = NULL;
+  LLVMOrcJITTargetMachineBuilderRef jtmb = NULL;
+  LLVMOrcLLJITBuilderRef builder = NULL;
+  LLVMErrorRef e;
+  if (!out) return jit_error(JIT_EINVAL, "cg_jit_create: out is NULL");
+  *out = NULL;
+  if (opt_level < 0 || opt_level > 3)
+    return jit_error(JIT_EINVAL, "cg_jit_create: opt_level %d is not in 0..3", opt_level);
+  pthread_once(&init_once, init_native);
+  if (init_failed) return jit_error(JIT_ECOMPILE, "llvm: the native target is not available");
+
+  jit = calloc(1, sizeof *jit);
+  if (!jit) return jit_error(JIT_ENOMEM, "cg_jit_create: out of memory");
+  pthread_mutex_init(&jit->mu, NULL);
+  jit->opt_level = opt_level;
+  static const LLVMCodeGenOptLevel levels[4] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
+                                                LLVMCodeGenLevelDefault,
+                                                LLVMCodeGenLevelAggressive};
+  jit->cg_level = levels[opt_level];
+  jit->triple = LLVMGetDefaultTargetTriple();
+  jit->cpu = LLVMGetHostCPUName();
+  jit->features = LLVMGetHostCPUFeatures();
+  if (!jit->triple || !jit->cpu || !jit->features) {
+    st = jit_error(JIT_ENOMEM, "cg_jit_create: out of memory");
+    goto fail;
+  }
+  if (LLVMGetTargetFromTriple(jit->triple, &jit->target, &err)) {
+    st = jit_error(JIT_ECOMPILE, "llvm: no target for %s: %s", jit->triple, err ? err : "");
+    goto fail;
+  }
+  TRY(tm_get(jit, &tm));
+  td = LLVMCreateTargetDataLayout(tm);
+  jit->data_layout = LLVMCopyStringRepOfTargetData(td);
+  LLVMDisposeTargetData(td);
+  tm_put(jit, tm);
+  if (!jit->data_layout) {
+    st = jit_error(JIT_ENOMEM, "cg_jit_create: out of memory");
+    goto fail;
+  }
+
+  if ((e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb))) {
+    st = llvm_err(e, "llvm: detecting the host");
+    goto fail;
+  }
+  builder = LLVMOrcCreateLLJITBuilder();
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* takes jtmb */
+  e = LLVMOrcCreateLLJIT(&jit->lljit, builder);                 /* takes builder, even on error */
+  if (e) {
+    jit->lljit = NULL;
+    st = llvm_err(e, "llvm: creating the LLJIT");
+    goto fail;
+  }
+  LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(jit->lljit), drop_error,
+                                          NULL);
+  *out = jit;
+  return JIT_OK;
+fail:
+  LLVMDisposeMessage(err);
+  cg_jit_destroy(jit);
+  return st;
+}
+
+void cg_jit_destroy(cg_jit *jit) {
+  if (!jit) return;
+  while (jit->libs) {
+    cg_dylib *l = jit->libs;
+    jit->libs = l->next;
+    free(l); /* the JITDylib goes with the LLJIT below */
+  }
+  if (jit->lljit) {
+    LLVMErrorRef e = LLVMOrcDisposeLLJIT(jit->lljit);
+    if (e) LLVMConsumeError(e);
+  }
+  for (int i = 0; i < jit->n_tm; i++)
+    LLVMDisposeTargetMachine(jit->tm_pool[i]);
+  LLVMDisposeMessage(jit->triple);
+  LLVMDisposeMessage(jit->cpu);
+  LLVMDisposeMessage(jit->features);
+  LLVMDisposeMessage(jit->data_layout);
+  pthread_mutex_destroy(&jit->mu);
+  free(jit);
+}
+
+int cg_jit_opt_level(const cg_jit *jit) { return jit->opt_level; }
+const char *cg_jit_cpu(const cg_jit *jit) { return jit->cpu; }
+const char *cg_jit_features(const cg_jit *jit) { return jit->features; }
+
+static char llvm_version[32];
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void set_version(void) {
+  unsigned major, minor, patch;
+  LLVMGetVersion(&major, &minor, &patch);
+  snprintf(llvm_version, sizeof llvm_version, "%u.%u.%u", major, minor, patch);
+}
+
+const char *cg_llvm_version(void) {
+  pthread_once(&version_once, set_version);
+  return llvm_version;
+}
+
+/* Host triple and layout, then the verifier: LLVM aborts on some broken modules in its
+   passes and code generator, so nothing unverified reaches them. */
+static jit_status prepare(cg_jit *jit, LLVMModuleRef m, const char *what) {
+  char *msg = NULL;
+  LLVMSetTarget(m, jit->triple);
+  LLVMSetDataLayout(m, jit->data_layout);
+  if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
+    jit_status st = jit_error(JIT_ECOMPILE, "%s: invalid LLVM module: %s", what,
+                              msg && msg[0] ? msg : "(no message)");
+    LLVMDisposeMessage(msg);
+    return st;
+  }
+  LLVMDisposeMessage(msg);
+  return JIT_OK;
+}
+
+jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m) {
+  jit_status st = JIT_OK;
+  LLVMTargetMachineRef tm = NULL;
+  LLVMPassBuilderOptionsRef opts = NULL;
+  if (!jit || !m) return jit_error(JIT_EINVAL, "cg_optimize: NULL argument");
+  TRY(prepare(jit, m, "cg_optimize"));
+  TRY(tm_get(jit, &tm));
+  static const char *const pipelines[4] = {"default<O0>", "default<O1>", "default<O2>",
+                                           "default<O3>"};
+  opts = LLVMCreatePassBuilderOptions();
+  LLVMPassBuilderOptionsSetLoopVectorization(opts, jit->opt_level >= 2);
+  LLVMPassBuilderOptionsSetSLPVectorization(opts, jit->opt_level >= 2);
+  LLVMPassBuilderOptionsSetLoopUnrolling(opts, jit->opt_level >= 2);
+  LLVMErrorRef e = LLVMRunPasses(m, pipelines[jit->opt_level], tm, opts);
+  if (e) st = llvm_err(e, "cg_optimize");
+fail:
+  if (opts) LLVMDisposePassBuilderOptions(opts);
+  if (tm) tm_put(jit, tm);
+  return st;
+}
+
+jit_status cg_emit_object(cg_jit *jit, LLVMModuleRef m, void **obj, size_t *len) {
+  jit_status st = JIT_OK;
+  LLVMTargetMachineRef tm = NULL;
+  LLVMMemoryBufferRef buf = NULL;
+  char *msg = NULL;
+  if (!jit || !m || !obj || !len) return jit_error(JIT_EINVAL, "cg_emit_object: NULL argument");
+  *obj = NULL;
+  *len = 0;
+  TRY(prepare(jit, m, "cg_emit_object"));
+  TRY(tm_get(jit, &tm));
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &msg, &buf)) {
+    st = jit_error(JIT_ECOMPILE, "cg_emit_object: %s", msg ? msg : "(no message)");
+    goto fail;
+  }
+  size_t n = LLVMGetBufferSize(buf);
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    st = jit_error(JIT_ENOMEM, "cg_emit_object: out of memory (%zu bytes)", n);
+    goto fail;
+  }
+  memcpy(p, LLVMGetBufferStart(buf), n);
+  *obj = p;
+  *len = n;
+fail:
+  LLVMDisposeMessage(msg);
+  if (buf) LLVMDisposeMemoryBuffer(buf);
+  if (tm) tm_put(jit, tm);
+  return st;
+}
+
+jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib) {
+  jit_status st = JIT_OK;
+  cg_dylib *l = NULL;
+  LLVMOrcDefinitionGeneratorRef gen = NULL;
+  LLVMErrorRef e;
+  char name[40];
+  if (!jit || !obj || !lib) return jit_error(JIT_EINVAL, "cg_add_object: NULL argument");
+  *lib = NULL;
+  if (len == 0) return jit_error(JIT_ECOMPILE, "cg_add_object: empty object");
+  l = calloc(1, sizeof *l);
+  if (!l) return jit_error(JIT_ENOMEM, "cg_add_object: out of memory");
+  l->jit = jit;
+
+  LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(jit->lljit);
+  snprintf(name, sizeof name, "tjit.%llu",
+           (unsigned long long)atomic_fetch_add(&jit->next_lib_id, 1));
+  if ((e = LLVMOrcExecutionSessionCreateJITDylib(es, &l->jd, name))) {
+    st = llvm_err(e, "cg_add_object: creating a JITDylib");
+    goto fail;
+  }
+  /* Kernels may call memset/memcpy (LLVM turns loops into them) or libm (f64 erf). */
+  if ((e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+           &gen, LLVMOrcLLJITGetGlobalPrefix(jit->lljit), NULL, NULL))) {
+    st = llvm_err(e, "cg_add_object: process symbols");
+    goto fail_jd;
+  }
+  LLVMOrcJITDylibAddGenerator(l->jd, gen); /* takes gen */
+
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)obj, len, name);
+  if (!buf) {
+    st = jit_error(JIT_ENOMEM, "cg_add_object: out of memory (%zu bytes)", len);
+    goto fail_jd;
+  }
+  if ((e = LLVMOrcLLJITAddObjectFile(jit->lljit, l->jd, buf))) { /* takes buf */
+    st = llvm_err(e, "cg_add_object");
+    goto fail_jd;
+  }
+  pthread_mutex_lock(&jit->mu);
+  l->next = jit->libs;
+  if (jit->libs) jit->libs->prev = l;
+  jit->libs = l;
+  pthread_mutex_unlock(&jit->mu);
+  *lib = l;
+  return JIT_OK;
+fail_jd:
+  if ((e = LLVMOrcJITDylibClear(l->jd))) LLVMConsumeError(e);
+fail:
+  free(l);
+  return st;
+}
+
+void cg_dylib_free(cg_dylib *lib) {
+  if (!lib) return;
+  cg_jit *jit = lib->jit;
+  pthread_mutex_lock(&jit->mu);
+  if (lib->prev)
+    lib->prev->next = lib->next;
+  else
+    jit->libs = lib->next;
+  if (lib->next) lib->next->prev = lib->prev;
+  pthread_mutex_unlock(&jit->mu);
+  LLVMErrorRef e = LLVMOrcJITDylibClear(lib->jd);
+  if (e) LLVMConsumeError(e);
+  free(lib);
+}
+
+/* ORC's session lookup is asynchronous in general (it may finish on a materialization thread),
+   so the caller waits on a condition variable for the handler. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  uint64_t addr;
+  char *err; /* malloc'd copy of LLVM's message, or NULL */
+  int err_nomem;
+} lookup_wait;
+
+static void lookup_done(LLVMErrorRef e, LLVMOrcCSymbolMapPairs res, size_t n, void *ctx) {
+  lookup_wait *w = ctx;
+  uint64_t addr = 0;
+  char *err = NULL;
+  int nomem = 0;
+  if (e) {
+    char *msg = LLVMGetErrorMessage(e);
+    err = strdup(msg ? msg : "(no message)");
+    nomem = !err;
+    LLVMDisposeErrorMessage(msg);
+  } else if (n > 0) {
+    addr = res[0].Sym.Address;
+  }
+  pthread_mutex_lock(&w->mu);
+  w->addr = addr;
+  w->err = err;
+  w->err_nomem = nomem;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+jit_status cg_lookup(cg_dylib *lib, const char *name, void **fn) {
+  jit_status st = JIT_OK;
+  if (!lib || !name || !fn) return jit_error(JIT_EINVAL, "cg_lookup: NULL argument");
+  *fn = NULL;
+  cg_jit *jit = lib->jit;
+  LLVMOrcCJITDylibSearchOrderElement order[1] = {
+      {lib->jd, LLVMOrcJITDylibLookupFlagsMatchAllSymbols}};
+  LLVMOrcCLookupSetElement sym[1] = {
+      {LLVMOrcLLJITMangleAndIntern(jit->lljit, name), LLVMOrcSymbolLookupFlagsRequiredSymbol}};
+  lookup_wait w = {.done = 0};
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  /* The lookup takes over the reference MangleAndIntern returned. */
+  LLVMOrcExecutionSessionLookup(LLVMOrcLLJITGetExecutionSession(jit->lljit),
+                                LLVMOrcLookupKindStatic, order, 1, sym, 1, lookup_done, &w);
+  pthread_mutex_lock(&w.mu);
+  while (!w.done)
+    pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  if (w.err || w.err_nomem) {
+    st = jit_error(JIT_ECOMPILE, "cg_lookup: %s: %s", name, w.err ? w.err : "out of memory");
+  } else if (!w.addr) {
+    st = jit_error(JIT_ECOMPILE, "cg_lookup: %s has address 0", name);
+  } else {
+    *fn = (void *)(uintptr_t)w.addr;
+  }
+  free(w.err);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  return st;
+}
+
+char *cg_module_text(LLVMModuleRef m) {
+  char *s = LLVMPrintModuleToString(m);
+  if (!s) return NULL;
+  char *copy = strdup(s);
+  LLVMDisposeMessage(s);
+  return copy;
+}

@@ -1,0 +1,58 @@
+/* llvm_jit.h: the only door to LLVM's optimizer, object emitter and ORC LLJIT; codegen builds a
+ * module, then cg_optimize -> cg_emit_object -> cg_add_object -> cg_lookup (objects are cacheable).
+ */
+#ifndef TJIT_CODEGEN_LLVM_JIT_H
+#define TJIT_CODEGEN_LLVM_JIT_H
+
+#include <stddef.h>
+
+#include <llvm-c/Core.h>
+
+#include "tjit.h"
+
+/* One LLJIT plus host target machines; one per jit_ctx. All functions taking a cg_jit may be
+   called from several threads at once. Each module must be built in its own LLVMContextRef
+   (an LLVMContext is single-threaded); the wrapper never shares one between calls. */
+typedef struct cg_jit cg_jit;
+
+/* The code of one compiled signature: a JITDylib of its own, so that kernels of different
+   signatures may use the same symbol names and one signature's code can be dropped alone. */
+typedef struct cg_dylib cg_dylib;
+
+/* opt_level 0..3: the pass pipeline default<ON> and the code generator's level (0 None,
+   1 Less, 2 Default, 3 Aggressive). Values outside 0..3 are JIT_EINVAL. */
+jit_status cg_jit_create(int opt_level, cg_jit **out);
+/* Frees the LLJIT and every cg_dylib still alive (their handles become invalid). NULL is a no-op.
+ */
+void cg_jit_destroy(cg_jit *jit);
+int cg_jit_opt_level(const cg_jit *jit);
+
+/* Sets M's target triple and data layout to the host's, verifies M (a broken module is
+   JIT_ECOMPILE with the verifier's message) and runs default<ON> for the host CPU. */
+jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m);
+
+/* Emits M as a relocatable host object into malloc'd memory (*obj, *len; free() it). Code
+   generation rewrites M in place: take cg_module_text (for hashing) before this call. */
+jit_status cg_emit_object(cg_jit *jit, LLVMModuleRef m, void **obj, size_t *len);
+
+/* Loads an object (copied; the caller keeps obj) into a fresh, uniquely named JITDylib that
+   also resolves symbols of the process (libc, libm). A malformed object may only fail at the
+   first cg_lookup, which then reports JIT_ECOMPILE. */
+jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib);
+/* Address of the function or global NAME (the IR name, unmangled) in LIB; links on first use. */
+jit_status cg_lookup(cg_dylib *lib, const char *name, void **fn);
+/* Removes LIB's code and data and frees the handle; pointers from cg_lookup die with it.
+   NULL is a no-op. The (now empty) JITDylib itself lives until cg_jit_destroy: ORC's C API
+   cannot remove one, and its name is never reused. */
+void cg_dylib_free(cg_dylib *lib);
+
+/* The module's textual IR, malloc'd (free() it), or NULL when out of memory. */
+char *cg_module_text(LLVMModuleRef m);
+
+/* Strings for cache keys, valid until cg_jit_destroy / forever: the host CPU name
+   ("znver5"), its feature string ("+avx512f,..."), and "19.1.7" for the linked LLVM. */
+const char *cg_jit_cpu(const cg_jit *jit);
+const char *cg_jit_features(const cg_jit *jit);
+const char *cg_llvm_version(void);
+
+#endif /* TJIT_CODEGEN_LLVM_JIT_H */

@@ -1,0 +1,36 @@
+/* llvm_math.h: transcendental functions emitted inline as LLVM IR (range reduction + minimax
+ * polynomials, no libm calls, no tables), so that loops using them vectorize at full width. */
+#ifndef TJIT_CODEGEN_LLVM_MATH_H
+#define TJIT_CODEGEN_LLVM_MATH_H
+
+#include <llvm-c/Core.h>
+
+/* _(name, text): the functions; error bounds per function and dtype are in docs/MATH.md. */
+#define CG_MATH_DEF(_)            \
+  _(CG_MATH_EXP, "exp")           \
+  _(CG_MATH_LOG, "log")           \
+  _(CG_MATH_TANH, "tanh")         \
+  _(CG_MATH_LOGISTIC, "logistic") \
+  _(CG_MATH_ERF, "erf")           \
+  _(CG_MATH_SIN, "sin")           \
+  _(CG_MATH_COS, "cos")
+
+typedef enum {
+#define CG_MATH_ENUM(name, text) name,
+  CG_MATH_DEF(CG_MATH_ENUM)
+#undef CG_MATH_ENUM
+  CG_MATH_COUNT
+} cg_math_fn;
+
+/* Emits FN(x) at B's insertion point (which must be inside a function of a module) and returns
+   the result, of x's type. x is float or double, scalar or a fixed vector of any width. Uses
+   only arithmetic, compares, selects, bitcasts and the intrinsics fma, fabs, rint, floor,
+   copysign; the one exception is f64 erf, which calls libm's erf per element (documented in
+   docs/MATH.md). NaN inputs give NaN. Returns NULL (and emits nothing) for any other type or an
+   unknown FN: a bug in the caller, not a user error. */
+LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x);
+
+/* "exp", "log", ...; NULL for an unknown FN. */
+const char *cg_math_name(cg_math_fn fn);
+
+#endif /* TJIT_CODEGEN_LLVM_MATH_H */

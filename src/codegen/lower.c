@@ -1,0 +1,941 @@
+/* lower.c: a fused kernel -> loop IR (codegen/kernel.h). Each value of the kernel is generated
+ * at the index map it is read at, from the writes down to the loads:
+ *   - a memo per (value, map, loop nest) computes nothing twice in one loop;
+ *   - an instruction lands in the outermost open block where its operands exist, so values that
+ *     do not depend on the inner loop are computed once per row, constants once per call;
+ *   - a reduction read per row opens its own inner loop nest (a phase) in the row block, before
+ *     the loop being generated when it is needed: softmax becomes max loop, sum loop, write loop;
+ *   - index arithmetic is folded and CSE'd; LLVM strength-reduces what is left.
+ * A 1-d space with few rows is split into rows of LP_BLOCK elements so that threads share it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/kernel.h"
+#include "runtime/error.h"
+
+#define LP_BLOCK 4096     /* elements per row when a long inner dim is split into rows */
+#define LP_SPLIT_ROWS 16  /* split when the kernel has fewer rows than this */
+#define LP_COLUMNS 256    /* output elements per row of a column reduction */
+#define MAX_DEPTH (2 + IR_MAX_RANK)
+
+typedef struct memo_ent {
+  int32_t id;       /* -1: empty */
+  ir_ref v;
+  uint32_t phase;
+  bool clamp;
+  fz_map m;
+} memo_ent;
+
+typedef struct saved_nest {
+  int depth;
+  int32_t stack[MAX_DEPTH], fors[MAX_DEPTH];
+  uint32_t phase;
+  int n_inner;
+  int32_t inner_idx[IR_MAX_RANK];
+} saved_nest;
+
+typedef struct lower {
+  const fz_prog *p;
+  const ir_func *f;
+  const fz_kernel *k;
+  lp_func *lf;
+  int8_t *lvl;            /* per ins: the depth of the block it is in */
+  int32_t stack[MAX_DEPTH];
+  int32_t fors[MAX_DEPTH]; /* fors[d]: the LP_FOR whose body is stack[d] (d >= 2) */
+  int depth;              /* open blocks: stack[0] entry, [1] row, [2..] loop bodies */
+  int32_t *cse;           /* open addressing: ins ids, -1 empty */
+  uint32_t cse_cap, cse_n;
+  memo_ent *memo;
+  uint32_t memo_cap, memo_n;
+  uint32_t phase, next_phase;
+  int n_inner;
+  int32_t inner_idx[IR_MAX_RANK];
+  int n_row;              /* row dims, including the split's block dim */
+  int64_t row_ext[IR_MAX_RANK + 1];
+  int32_t row_idx[IR_MAX_RANK + 1];
+  ir_ref *reads;          /* buffers loaded from (bases), discovery order */
+  uint32_t n_reads, cap_reads;
+  saved_nest *done;       /* closed reduction loops of the row (bodies still appendable) */
+  uint32_t n_done, cap_done;
+  uint32_t write_phase;   /* the write loop's nest (0: none yet) */
+  bool column;            /* column mode (write_columns) */
+  bool cached[64];        /* cached[w]: write w's row holds a value cached by a reduction loop */
+  bool oom;
+} lower;
+
+/* ---- building ------------------------------------------------------------------------------------ */
+
+static int32_t new_ins(lower *L, const lp_ins *in, int level) {
+  lp_func *lf = L->lf;
+  if (lf->n_ins == lf->cap_ins) {
+    uint32_t cap = lf->cap_ins ? 2 * lf->cap_ins : 256;
+    lp_ins *g = realloc(lf->ins, cap * sizeof *g);
+    int8_t *gl = g ? realloc(L->lvl, cap) : NULL;
+    if (g) lf->ins = g;
+    if (!g || !gl) {
+      L->oom = true;
+      return -1;
+    }
+    L->lvl = gl;
+    lf->cap_ins = cap;
+  }
+  int32_t id = (int32_t)lf->n_ins++;
+  lf->ins[id] = *in;
+  L->lvl[id] = (int8_t)level;
+  return id;
+}
+
+static int32_t new_block(lower *L) {
+  lp_func *lf = L->lf;
+  if (lf->n_blocks == lf->cap_blocks) {
+    uint32_t cap = lf->cap_blocks ? 2 * lf->cap_blocks : 8;
+    lp_block *g = realloc(lf->blocks, cap * sizeof *g);
+    if (!g) {
+      L->oom = true;
+      return -1;
+    }
+    lf->blocks = g;
+    lf->cap_blocks = cap;
+  }
+  memset(&lf->blocks[lf->n_blocks], 0, sizeof lf->blocks[0]);
+  return (int32_t)lf->n_blocks++;
+}
+
+static void append(lower *L, int32_t block, int32_t id) {
+  lp_block *b = &L->lf->blocks[block];
+  if (b->n == b->cap) {
+    uint32_t cap = b->cap ? 2 * b->cap : 16;
+    int32_t *g = realloc(b->ins, cap * sizeof *g);
+    if (!g) {
+      L->oom = true;
+      return;
+    }
+    b->ins = g;
+    b->cap = cap;
+  }
+  b->ins[b->n++] = id;
+}
+
+/* A side-effecting or stateful instruction, at an explicit depth. */
+static int32_t emit_at(lower *L, lp_ins in, int level) {
+  if (L->oom) return -1;
+  int32_t id = new_ins(L, &in, level);
+  if (id >= 0) append(L, L->stack[level], id);
+  return id;
+}
+
+static uint64_t ins_hash(const lp_ins *in) {
+  uint64_t h = 1469598103934665603ull;
+  const uint64_t v[] = {in->op, in->dt, in->in_dt, in->ew, in->cmp, (uint64_t)(uint32_t)in->a,
+                        (uint64_t)(uint32_t)in->b, (uint64_t)(uint32_t)in->c,
+                        (uint64_t)(uint32_t)in->buf, (uint64_t)in->imm.i};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = (h ^ v[i]) * 1099511628211ull;
+  return h ^ (h >> 29);
+}
+
+static bool ins_same(const lp_ins *x, const lp_ins *y) {
+  return x->op == y->op && x->dt == y->dt && x->in_dt == y->in_dt && x->ew == y->ew &&
+         x->cmp == y->cmp && x->a == y->a && x->b == y->b && x->c == y->c && x->buf == y->buf &&
+         x->imm.i == y->imm.i;
+}
+
+static bool cse_grow(lower *L) {
+  uint32_t cap = L->cse_cap ? 2 * L->cse_cap : 1024;
+  int32_t *t = malloc(cap * sizeof *t);
+  if (!t) return false;
+  for (uint32_t i = 0; i < cap; i++) t[i] = -1;
+  for (uint32_t i = 0; i < L->cse_cap; i++) {
+    if (L->cse[i] < 0) continue;
+    uint32_t h = (uint32_t)ins_hash(&L->lf->ins[L->cse[i]]) & (cap - 1);
+    while (t[h] >= 0) h = (h + 1) & (cap - 1);
+    t[h] = L->cse[i];
+  }
+  free(L->cse);
+  L->cse = t;
+  L->cse_cap = cap;
+  return true;
+}
+
+static int level_of(const lower *L, int32_t id) { return id < 0 ? 0 : L->lvl[id]; }
+
+/* A pure instruction: reused when an equal one exists (it is then visible here: an instruction
+   is placed by its operands, and an operand from a closed loop cannot be named again). */
+static int32_t emit(lower *L, lp_ins in) {
+  if (L->oom) return -1;
+  if (2 * (L->cse_n + 1) > L->cse_cap && !cse_grow(L)) {
+    L->oom = true;
+    return -1;
+  }
+  uint32_t h = (uint32_t)ins_hash(&in) & (L->cse_cap - 1);
+  while (L->cse[h] >= 0) {
+    if (ins_same(&L->lf->ins[L->cse[h]], &in)) return L->cse[h];
+    h = (h + 1) & (L->cse_cap - 1);
+  }
+  int level = in.op == LP_ROW ? 1 : 0;
+  int la = level_of(L, in.a), lb = level_of(L, in.b), lc = level_of(L, in.c);
+  if (la > level) level = la;
+  if (lb > level) level = lb;
+  if (lc > level) level = lc;
+  int32_t id = emit_at(L, in, level);
+  if (id < 0) return -1;
+  L->cse[h] = id;
+  L->cse_n++;
+  return id;
+}
+
+static lp_ins mk(lp_op op, jit_dtype dt, int32_t a, int32_t b, int32_t c) {
+  lp_ins in;
+  memset(&in, 0, sizeof in);
+  in.op = (uint8_t)op;
+  in.dt = (uint8_t)dt;
+  in.a = a;
+  in.b = b;
+  in.c = c;
+  in.buf = -1;
+  in.body = -1;
+  return in;
+}
+
+static bool is_iconst(const lower *L, int32_t id, int64_t *v) {
+  if (id < 0 || L->lf->ins[id].op != LP_CONST || L->lf->ins[id].dt != JIT_I64) return false;
+  *v = L->lf->ins[id].imm.i;
+  return true;
+}
+
+static int32_t iconst(lower *L, int64_t v) {
+  lp_ins in = mk(LP_CONST, JIT_I64, -1, -1, -1);
+  in.imm.i = v;
+  return emit(L, in);
+}
+
+/* Index arithmetic with the folds that keep the C dump readable. */
+static int32_t iop(lower *L, lp_op op, int32_t a, int32_t b) {
+  int64_t x = 0, y = 0;
+  bool ca = is_iconst(L, a, &x), cb = is_iconst(L, b, &y);
+  if (ca && cb) {
+    switch (op) {
+    case LP_IADD: return iconst(L, x + y);
+    case LP_ISUB: return iconst(L, x - y);
+    case LP_IMUL: return iconst(L, x * y);
+    case LP_IDIV: return iconst(L, y ? x / y : 0); /* / 0: only in code that never runs */
+    case LP_IREM: return iconst(L, y ? x % y : 0);
+    case LP_IMIN: return iconst(L, x < y ? x : y);
+    case LP_IMAX: return iconst(L, x > y ? x : y);
+    case LP_ILT: {
+      lp_ins c = mk(LP_CONST, JIT_BOOL, -1, -1, -1);
+      c.imm.i = x < y;
+      return emit(L, c);
+    }
+    default: break;
+    }
+  }
+  if ((op == LP_IMIN || op == LP_IMAX) && a == b) return a;
+  if (op == LP_ILT && a == b) {
+    lp_ins c = mk(LP_CONST, JIT_BOOL, -1, -1, -1);
+    return emit(L, c);
+  }
+  if (op == LP_IADD && ca && x == 0) return b;
+  if ((op == LP_IADD || op == LP_ISUB) && cb && y == 0) return a;
+  if (op == LP_IMUL && ((ca && x == 0) || (cb && y == 0))) return iconst(L, 0);
+  if (op == LP_IMUL && ca && x == 1) return b;
+  if (op == LP_IMUL && cb && y == 1) return a;
+  if (op == LP_IDIV && cb && y == 1) return a;
+  if ((op == LP_IADD || op == LP_IMUL) && ca && !cb) return emit(L, mk(op, JIT_I64, b, a, -1));
+  return emit(L, mk(op, op == LP_ILT ? JIT_BOOL : JIT_I64, a, b, -1));
+}
+
+/* ---- indices ----------------------------------------------------------------------------------- */
+
+static int32_t row_val(lower *L, int k) {
+  if (L->row_idx[k] >= 0) return L->row_idx[k];
+  int32_t r = emit(L, mk(LP_ROW, JIT_I64, -1, -1, -1));
+  int64_t inner = 1;
+  for (int j = k + 1; j < L->n_row; j++) inner *= L->row_ext[j];
+  if (inner == 0) inner = 1; /* no rows at all: the kernel is never called */
+  int32_t v = inner == 1 ? r : iop(L, LP_IDIV, r, iconst(L, inner));
+  if (k > 0) v = iop(L, LP_IREM, v, iconst(L, L->row_ext[k]));
+  return L->row_idx[k] = v;
+}
+
+static int32_t dim_index(lower *L, const fz_map *m, int d) {
+  int src = m->src[d];
+  if (src == FZ_CONST) return iconst(L, m->off[d]);
+  int32_t base;
+  if (src >= 0) {
+    base = row_val(L, src);
+  } else {
+    int k = FZ_INNER_DIM(src);
+    if (k >= L->n_inner) {
+      L->oom = true;
+      return -1;
+    }
+    base = L->inner_idx[k];
+  }
+  return iop(L, LP_IADD, iop(L, LP_IMUL, base, iconst(L, m->scale[d])), iconst(L, m->off[d]));
+}
+
+/* The element offset of value v (of v's own shape) read at m. */
+static int32_t address(lower *L, ir_ref v, const fz_map *m) {
+  const ir_type *t = ir_type_of(L->f, v);
+  int32_t a = iconst(L, 0);
+  int64_t stride = 1;
+  for (int d = t->rank; d-- > 0;) {
+    if (t->dims[d] != 1) a = iop(L, LP_IADD, a, iop(L, LP_IMUL, dim_index(L, m, d), iconst(L, stride)));
+    stride *= t->dims[d];
+  }
+  return a;
+}
+
+/* ---- loop nests -------------------------------------------------------------------------------- */
+
+static void save_nest(const lower *L, saved_nest *sv) {
+  sv->depth = L->depth;
+  memcpy(sv->stack, L->stack, sizeof sv->stack);
+  memcpy(sv->fors, L->fors, sizeof sv->fors);
+  sv->phase = L->phase;
+  sv->n_inner = L->n_inner;
+  memcpy(sv->inner_idx, L->inner_idx, sizeof sv->inner_idx);
+}
+
+static void load_nest(lower *L, const saved_nest *sv) {
+  L->depth = sv->depth;
+  memcpy(L->stack, sv->stack, sizeof L->stack);
+  memcpy(L->fors, sv->fors, sizeof L->fors);
+  L->phase = sv->phase;
+  L->n_inner = sv->n_inner;
+  memcpy(L->inner_idx, sv->inner_idx, sizeof L->inner_idx);
+}
+
+/* Opens n nested loops with the given trip counts, suspending any loops being generated: a
+   phase always hangs off the row block. */
+static void open_nest(lower *L, int n, const int32_t *trip, saved_nest *sv) {
+  save_nest(L, sv);
+  L->depth = 2;
+  L->phase = ++L->next_phase;
+  L->n_inner = n;
+  for (int k = 0; k < n && !L->oom; k++) {
+    int32_t body = new_block(L);
+    if (body < 0) return;
+    lp_ins var = mk(LP_VAR, JIT_I64, -1, -1, -1);
+    int32_t vid = new_ins(L, &var, L->depth); /* lives in the body, at stack[depth] */
+    lp_ins fo = mk(LP_FOR, JIT_I64, trip[k], vid, -1);
+    fo.body = body;
+    int32_t fid = vid >= 0 ? new_ins(L, &fo, L->depth - 1) : -1;
+    if (fid < 0) return;
+    L->lf->ins[vid].a = fid;
+    L->fors[L->depth] = fid;
+    L->stack[L->depth++] = body;
+    L->inner_idx[k] = vid;
+  }
+}
+
+/* Closes the loops opened by open_nest (placing each in its parent) and resumes what it suspended. */
+static void close_nest(lower *L, const saved_nest *sv) {
+  for (int d = L->depth - 1; d >= 2 && !L->oom; d--) append(L, L->stack[d - 1], L->fors[d]);
+  load_nest(L, sv);
+}
+
+/* ---- values ------------------------------------------------------------------------------------- */
+
+static uint64_t memo_hash(ir_ref v, uint32_t phase, bool clamp, const fz_map *m) {
+  uint64_t h = 1469598103934665603ull;
+  uint64_t head[] = {v, phase, clamp, (uint64_t)m->rank, (uint64_t)m->n_inner};
+  for (size_t i = 0; i < 5; i++) h = (h ^ head[i]) * 1099511628211ull;
+  for (int d = 0; d < m->rank; d++)
+    h = (((h ^ (uint64_t)(uint8_t)m->src[d]) * 1099511628211ull ^ (uint64_t)m->scale[d]) *
+             1099511628211ull ^
+         (uint64_t)m->off[d]) *
+        1099511628211ull;
+  return h ^ (h >> 31);
+}
+
+static memo_ent *memo_slot(lower *L, ir_ref v, uint32_t phase, bool clamp, const fz_map *m) {
+  if (2 * (L->memo_n + 1) > L->memo_cap) {
+    uint32_t cap = L->memo_cap ? 2 * L->memo_cap : 256;
+    memo_ent *t = malloc(cap * sizeof *t);
+    if (!t) {
+      L->oom = true;
+      return NULL;
+    }
+    for (uint32_t i = 0; i < cap; i++) t[i].id = -1;
+    for (uint32_t i = 0; i < L->memo_cap; i++) {
+      memo_ent *e = &L->memo[i];
+      if (e->id < 0) continue;
+      uint32_t h = (uint32_t)memo_hash(e->v, e->phase, e->clamp, &e->m) & (cap - 1);
+      while (t[h].id >= 0) h = (h + 1) & (cap - 1);
+      t[h] = *e;
+    }
+    free(L->memo);
+    L->memo = t;
+    L->memo_cap = cap;
+  }
+  uint32_t h = (uint32_t)memo_hash(v, phase, clamp, m) & (L->memo_cap - 1);
+  while (L->memo[h].id >= 0) {
+    memo_ent *e = &L->memo[h];
+    if (e->v == v && e->phase == phase && e->clamp == clamp && fz_map_equal(&e->m, m)) return e;
+    h = (h + 1) & (L->memo_cap - 1);
+  }
+  return &L->memo[h];
+}
+
+static bool computed(const lower *L, ir_ref v) {
+  const fz_kernel *k = L->k;
+  if (v == k->dot) return false;
+  uint32_t lo = 0, hi = k->n_ops;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (k->ops[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < k->n_ops && k->ops[lo] == v;
+}
+
+static void note_read(lower *L, ir_ref b) {
+  for (uint32_t i = 0; i < L->n_reads; i++)
+    if (L->reads[i] == b) return;
+  if (L->n_reads == L->cap_reads) {
+    uint32_t cap = L->cap_reads ? 2 * L->cap_reads : 8;
+    ir_ref *g = realloc(L->reads, cap * sizeof *g);
+    if (!g) {
+      L->oom = true;
+      return;
+    }
+    L->reads = g;
+    L->cap_reads = cap;
+  }
+  L->reads[L->n_reads++] = b;
+}
+
+static jit_status unsupported(const lower *L, ir_ref v) {
+  const ir_ins *in = &L->f->ins[v];
+  return jit_error(JIT_EUNSUPPORTED, "codegen: %%%u = %s on %s has no compiled form", v,
+                   ir_op_name[in->op], jit_dtype_name(ir_type_of(L->f, in->args[0])->dtype));
+}
+
+/* The constant c of dtype dt as the loop IR holds it (floats rounded to dt). */
+static int32_t value_const(lower *L, jit_dtype dt, double c) {
+  lp_ins in = mk(LP_CONST, dt, -1, -1, -1);
+  if (ir_dtype_is_float(dt)) {
+    unsigned char tmp[8];
+    ir_store_f64(dt, tmp, 0, c);
+    in.imm.f = ir_load_f64(dt, tmp, 0);
+  } else {
+    unsigned char tmp[8];
+    ir_store_f64(dt, tmp, 0, c);
+    in.imm.i = dt == JIT_BOOL ? c != 0 : ir_load_i64(dt, tmp, 0);
+  }
+  return emit(L, in);
+}
+
+static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
+
+/* ---- caching a reduction loop's values in the output row --------------------------------------
+   softmax's exp(x - max) is needed by the sum loop and again by the write loop. Rather than
+   computing it twice, the sum loop also stores it into the output's row (in L1 by then), and
+   the write loop loads it back: y = e / sum reads e from y. Done for transcendental values whose
+   type and index map are those of an element-level output, one value per output. */
+
+static void remember_nest(lower *L) {
+  if (L->n_done == L->cap_done) {
+    uint32_t cap = L->cap_done ? 2 * L->cap_done : 4;
+    saved_nest *g = realloc(L->done, cap * sizeof *g);
+    if (!g) {
+      L->oom = true;
+      return;
+    }
+    L->done = g;
+    L->cap_done = cap;
+  }
+  save_nest(L, &L->done[L->n_done++]);
+}
+
+static bool expensive(ir_op op) {
+  switch (op) {
+  case IR_EXP:
+  case IR_LOG:
+  case IR_TANH:
+  case IR_LOGISTIC:
+  case IR_ERF:
+  case IR_SIN:
+  case IR_COS:
+  case IR_POW: return true;
+  default: return false;
+  }
+}
+
+static memo_ent *memo_slot(lower *L, ir_ref v, uint32_t phase, bool clamp, const fz_map *m);
+
+/* v at m in the write loop, as computed by an earlier reduction loop of this row: -1 if none. */
+static int32_t from_cache(lower *L, ir_ref v, const fz_map *m, bool clamp) {
+  const fz_kernel *k = L->k;
+  const ir_type *t = ir_type_of(L->f, v);
+  for (uint32_t p = L->n_done; p-- > 0;) {
+    memo_ent *e = memo_slot(L, v, L->done[p].phase, clamp, m);
+    if (!e || e->id < 0) continue;
+    int32_t val = e->id;
+    for (uint32_t w = 0; w < k->n_writes && w < 64; w++) {
+      ir_ref wr = k->writes[w];
+      if (wr == k->dot || L->cached[w] || !ir_type_equal(ir_type_of(L->f, wr), t) ||
+          !fz_map_equal(&k->write_maps[w], m))
+        continue;
+      saved_nest here;
+      save_nest(L, &here);
+      load_nest(L, &L->done[p]);
+      lp_ins st = mk(LP_STORE, t->dtype, address(L, wr, m), val, -1);
+      st.buf = (int32_t)wr;
+      emit_at(L, st, L->depth - 1);
+      load_nest(L, &here);
+      lp_ins ld = mk(LP_LOAD, t->dtype, address(L, wr, m), -1, -1);
+      ld.buf = (int32_t)wr;
+      L->cached[w] = true;
+      return emit(L, ld);
+    }
+  }
+  return -1;
+}
+
+static jit_status gen_reduce(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
+  const ir_ins *in = &L->f->ins[v];
+  jit_dtype dt = ir_type_of(L->f, v)->dtype;
+  if (!fz_map_row_level(m))
+    return jit_error(JIT_EINTERNAL, "codegen: reduction %%%u read inside a loop", v);
+  ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  double init = 0;
+  if (comb != IR_ADD) {
+    bool mx = comb == IR_MAX;
+    if (ir_dtype_is_float(dt)) init = mx ? -INFINITY : INFINITY;
+    else if (dt == JIT_BOOL) init = mx ? 0 : 1;
+    else if (dt == JIT_U8) init = mx ? 0 : 255;
+    else if (dt == JIT_I8) init = mx ? -128 : 127;
+    else if (dt == JIT_I32) init = mx ? -2147483648.0 : 2147483647.0;
+    else init = mx ? -0x1p63 : 0x1p63; /* stored saturated to the i64 limits */
+  }
+  fz_map om;
+  if (!fz_map_operand(L->f, v, 0, m, &om))
+    return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", v);
+  lp_ins acc = mk(LP_ACC, dt, value_const(L, dt, init), -1, -1);
+  acc.ew = (uint8_t)comb;
+  int32_t aid = emit_at(L, acc, 1);
+  int32_t trip[IR_MAX_RANK];
+  for (int k = 0; k < om.n_inner; k++) trip[k] = iconst(L, om.inner_ext[k]);
+  saved_nest sv;
+  open_nest(L, om.n_inner, trip, &sv);
+  int32_t x = -1;
+  jit_status st = gen(L, in->args[0], &om, clamp, &x);
+  if (st == JIT_OK) {
+    lp_ins add = mk(LP_ACC_ADD, dt, aid, x, -1);
+    add.ew = (uint8_t)comb;
+    emit_at(L, add, L->depth - 1);
+    remember_nest(L);
+  }
+  close_nest(L, &sv);
+  if (st != JIT_OK) return st;
+  *out = emit_at(L, mk(LP_ACC_GET, dt, aid, -1, -1), 1);
+  return JIT_OK;
+}
+
+static jit_status gen_concat(lower *L, ir_ref v, const fz_map *m, int32_t *out) {
+  const ir_ins *in = &L->f->ins[v];
+  jit_dtype dt = ir_type_of(L->f, v)->dtype;
+  int axis = (int)in->attr.axis;
+  int32_t ia = dim_index(L, m, axis), acc = -1;
+  int64_t end = ir_type_of(L->f, v)->dims[axis];
+  for (uint32_t s = in->n_args; s-- > 0;) {
+    int64_t len = ir_type_of(L->f, in->args[s])->dims[axis];
+    end -= len;
+    if (len == 0) continue;
+    fz_map om;
+    int32_t x;
+    if (!fz_map_operand(L->f, v, s, m, &om))
+      return jit_error(JIT_EINTERNAL, "codegen: no map for operand %u of %%%u", s, v);
+    jit_status st = gen(L, in->args[s], &om, true, &x);
+    if (st != JIT_OK) return st;
+    if (acc < 0) {
+      acc = x;
+    } else {
+      int32_t pred = iop(L, LP_ILT, ia, iconst(L, end + len));
+      lp_ins sel = mk(LP_EW, dt, pred, x, acc);
+      sel.ew = IR_SELECT;
+      sel.in_dt = (uint8_t)dt;
+      acc = emit(L, sel);
+    }
+  }
+  /* every operand empty: so is the result, and this code never runs */
+  *out = acc >= 0 ? acc : value_const(L, dt, 0);
+  return JIT_OK;
+}
+
+static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
+  jit_status st = JIT_OK;
+  /* row-level values are shared by a row's loops, except in column mode where a row dim
+     follows the innermost loop */
+  uint32_t phase = fz_map_row_level(m) && !L->column ? 0 : L->phase;
+  memo_ent *e = memo_slot(L, v, phase, clamp, m);
+  if (!e) return jit_error(JIT_ENOMEM, "codegen: out of memory");
+  if (e->id >= 0) {
+    *out = e->id;
+    return JIT_OK;
+  }
+  const ir_func *f = L->f;
+  const ir_ins *in = &f->ins[v];
+  const ir_type *t = ir_type_of(f, v);
+  int32_t id = -1;
+  if (phase && phase == L->write_phase && computed(L, v) && expensive(in->op) &&
+      (id = from_cache(L, v, m, clamp)) >= 0)
+    goto done;
+  if (!computed(L, v)) {
+    ir_ref b = L->p->base[v];
+    note_read(L, b);
+    int32_t a = address(L, v, m);
+    if (clamp) {
+      int64_t n = ir_type_numel(t);
+      a = iop(L, LP_IMIN, iop(L, LP_IMAX, a, iconst(L, 0)), iconst(L, n > 0 ? n - 1 : 0));
+    }
+    lp_ins ld = mk(LP_LOAD, t->dtype, a, -1, -1);
+    ld.buf = (int32_t)b;
+    id = emit(L, ld);
+  } else if (ir_op_flags[in->op] & IR_EW) {
+    int32_t x[3] = {-1, -1, -1};
+    for (uint32_t k = 0; k < in->n_args && k < 3; k++) TRY(gen(L, in->args[k], m, clamp, &x[k]));
+    jit_dtype in_dt = ir_type_of(f, in->args[in->op == IR_SELECT ? 1 : 0])->dtype;
+    if ((ir_op_flags[in->op] & IR_UNARY_F) && in->op != IR_FLOOR && !ir_dtype_is_float(in_dt))
+      return unsupported(L, v);
+    /* folds on identical operands (that cc -Wall would otherwise point out in the C dump) */
+    bool same = in->n_args >= 2 && x[in->n_args - 2] == x[in->n_args - 1];
+    if (same && (in->op == IR_MAX || in->op == IR_MIN || in->op == IR_SELECT)) {
+      id = x[in->n_args - 1];
+      goto done;
+    }
+    if (same && in->op == IR_CMP && !ir_dtype_is_float(in_dt)) {
+      jit_cmp_op c = in->attr.cmp;
+      id = value_const(L, JIT_BOOL, c == JIT_EQ || c == JIT_LE || c == JIT_GE);
+      goto done;
+    }
+    lp_ins ew = mk(LP_EW, t->dtype, x[0], x[1], x[2]);
+    ew.ew = (uint8_t)in->op;
+    ew.in_dt = (uint8_t)in_dt;
+    ew.cmp = (uint8_t)in->attr.cmp;
+    id = emit(L, ew);
+  } else {
+    switch (in->op) {
+    case IR_CONST: id = value_const(L, t->dtype, in->attr.value); break;
+    case IR_IOTA: {
+      int32_t i = t->rank ? dim_index(L, m, (int)in->attr.axis) : iconst(L, 0);
+      lp_ins cv = mk(LP_EW, t->dtype, i, -1, -1);
+      cv.ew = IR_CONVERT;
+      cv.in_dt = JIT_I64;
+      id = emit(L, cv);
+      break;
+    }
+    case IR_BROADCAST:
+    case IR_TRANSPOSE:
+    case IR_SLICE:
+    case IR_RESHAPE: {
+      fz_map om;
+      if (!fz_map_operand(f, v, 0, m, &om))
+        return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", v);
+      TRY(gen(L, in->args[0], &om, clamp, &id));
+      break;
+    }
+    case IR_CONCAT: TRY(gen_concat(L, v, m, &id)); break;
+    case IR_REDUCE_SUM:
+    case IR_REDUCE_MAX:
+    case IR_REDUCE_MIN: TRY(gen_reduce(L, v, m, clamp, &id)); break;
+    default: return unsupported(L, v);
+    }
+  }
+done:
+  if (L->oom || id < 0) return jit_error(JIT_ENOMEM, "codegen: out of memory");
+  /* the table may have grown while generating operands */
+  e = memo_slot(L, v, phase, clamp, m);
+  if (!e) return jit_error(JIT_ENOMEM, "codegen: out of memory");
+  e->v = v;
+  e->phase = phase;
+  e->clamp = clamp;
+  e->m = *m;
+  e->id = id;
+  L->memo_n++;
+  *out = id;
+  return JIT_OK;
+fail:
+  return st;
+}
+
+/* Generates every reduction that the value v read at m needs, before the write loop opens: then
+   the write loop finds their loops already there and can take values cached by them. */
+static jit_status prewalk(lower *L, ir_ref v, const fz_map *m) {
+  if (!computed(L, v)) return JIT_OK;
+  memo_ent *e = memo_slot(L, v, UINT32_MAX, false, m); /* UINT32_MAX: "walked" marks */
+  if (!e) return jit_error(JIT_ENOMEM, "codegen: out of memory");
+  if (e->id >= 0) return JIT_OK;
+  e->v = v;
+  e->phase = UINT32_MAX;
+  e->clamp = false;
+  e->m = *m;
+  e->id = 0;
+  L->memo_n++;
+  const ir_ins *in = &L->f->ins[v];
+  if (ir_op_flags[in->op] & IR_REDUCE) {
+    if (!fz_map_row_level(m)) return JIT_OK; /* gen reports it */
+    int32_t id;
+    return gen(L, v, m, false, &id);
+  }
+  if (in->op == IR_CONCAT) return JIT_OK; /* reads only buffers and cheap values */
+  for (uint32_t k = 0; k < in->n_args; k++) {
+    fz_map om;
+    if (!fz_map_operand(L->f, v, k, m, &om)) continue;
+    jit_status st = prewalk(L, in->args[k], &om);
+    if (st != JIT_OK) return st;
+  }
+  return JIT_OK;
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------------ */
+
+void lp_free(lp_func *lf) {
+  if (!lf) return;
+  for (uint32_t i = 0; i < lf->n_blocks; i++) free(lf->blocks[i].ins);
+  free(lf->blocks);
+  free(lf->ins);
+  free(lf->buf_refs);
+  free(lf->buf_dt);
+  free(lf);
+}
+
+static bool has_reduce(const fz_kernel *k, const ir_func *f) {
+  for (uint32_t i = 0; i < k->n_ops; i++)
+    if (ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE) return true;
+  return false;
+}
+
+static int cmp_ref(const void *a, const void *b) {
+  ir_ref x = *(const ir_ref *)a, y = *(const ir_ref *)b;
+  return x < y ? -1 : x > y;
+}
+
+static jit_status write_values(lower *L) {
+  jit_status st = JIT_OK;
+  const fz_kernel *k = L->k;
+  const fz_map rm = k->write_maps[k->n_writes - 1]; /* the root's: the kernel's loop space */
+  bool split = false;
+  int64_t n_inner = rm.n_inner ? rm.inner_ext[0] : 1;
+  if (rm.n_inner == 1 && !has_reduce(k, L->f)) {
+    int64_t rows = 1;
+    for (int d = 0; d < L->n_row; d++) rows *= L->row_ext[d];
+    split = rows < LP_SPLIT_ROWS && n_inner >= 2 * LP_BLOCK;
+  }
+  if (split) L->row_ext[L->n_row++] = (n_inner + LP_BLOCK - 1) / LP_BLOCK;
+  L->lf->n_rows = 1;
+  for (int d = 0; d < L->n_row; d++) L->lf->n_rows *= L->row_ext[d];
+  L->lf->row_work = split ? LP_BLOCK : n_inner;
+
+  for (uint32_t w = 0; w < k->n_writes; w++)
+    if (k->writes[w] != k->dot) TRY(prewalk(L, k->writes[w], &k->write_maps[w]));
+
+  /* element-level writes share one loop (none for a 0-d or reduction root) */
+  bool any_elem = false;
+  for (uint32_t w = 0; w < k->n_writes; w++)
+    if (k->writes[w] != k->dot && !fz_map_row_level(&k->write_maps[w])) any_elem = true;
+  saved_nest sv;
+  bool open = false;
+  if (any_elem) {
+    int32_t trip;
+    int32_t blk = -1;
+    if (split) {
+      blk = row_val(L, L->n_row - 1);
+      int32_t start = iop(L, LP_IMUL, blk, iconst(L, LP_BLOCK));
+      trip = iop(L, LP_IMIN, iop(L, LP_ISUB, iconst(L, n_inner), start), iconst(L, LP_BLOCK));
+    } else {
+      trip = iconst(L, n_inner);
+    }
+    open_nest(L, 1, &trip, &sv);
+    open = true;
+    L->write_phase = L->phase;
+    if (split) L->inner_idx[0] = iop(L, LP_IADD, iop(L, LP_IMUL, blk, iconst(L, LP_BLOCK)), L->inner_idx[0]);
+  }
+  for (uint32_t w = 0; w < k->n_writes; w++) {
+    ir_ref v = k->writes[w];
+    const fz_map *m = &k->write_maps[w];
+    if (v == k->dot || fz_map_row_level(m) == any_elem) continue;
+    int32_t x;
+    TRY(gen(L, v, m, false, &x));
+    lp_ins stv = mk(LP_STORE, ir_type_of(L->f, v)->dtype, address(L, v, m), x, -1);
+    stv.buf = (int32_t)v;
+    emit_at(L, stv, L->depth - 1);
+  }
+  if (open) close_nest(L, &sv);
+  open = false;
+  if (any_elem)
+    for (uint32_t w = 0; w < k->n_writes; w++) {
+      ir_ref v = k->writes[w];
+      const fz_map *m = &k->write_maps[w];
+      if (v == k->dot || !fz_map_row_level(m)) continue;
+      int32_t x;
+      TRY(gen(L, v, m, false, &x));
+      lp_ins stv = mk(LP_STORE, ir_type_of(L->f, v)->dtype, address(L, v, m), x, -1);
+      stv.buf = (int32_t)v;
+      emit_at(L, stv, 1);
+    }
+  return L->oom ? jit_error(JIT_ENOMEM, "codegen: out of memory") : JIT_OK;
+fail:
+  if (open) close_nest(L, &sv);
+  return st;
+}
+
+/* ---- column reductions ------------------------------------------------------------------------
+   A reduction over leading axes (sum over the rows of x[N, M]) read as a row kernel would run
+   one strided loop per output element. Instead each row of the kernel owns LP_COLUMNS outputs
+   of the last kept dim: it sets them to the identity, then for every reduced index adds a
+   contiguous strip of the operand into them (the output row stays in L1; the operand is read
+   once, in order, vectorized along the kept dim). Sums of f16/bf16 would round at every step
+   in the output, so they stay row reductions (accumulating in f32). */
+static bool column_mode(const lower *L) {
+  const fz_kernel *k = L->k;
+  const ir_func *f = L->f;
+  ir_ref r = k->root;
+  const ir_ins *in = &f->ins[r];
+  if (k->kind != FZ_ROW || k->n_writes != 1 || !(ir_op_flags[in->op] & IR_REDUCE) || k->n_row < 1)
+    return false;
+  for (uint32_t i = 0; i < k->n_ops; i++)
+    if (k->ops[i] != r && (ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE)) return false;
+  jit_dtype dt = ir_type_of(f, r)->dtype;
+  if ((dt == JIT_F16 || dt == JIT_BF16) && in->op == IR_REDUCE_SUM) return false;
+  const ir_type *at = ir_type_of(f, in->args[0]);
+  int last = -1;
+  for (int d = 0; d < at->rank; d++)
+    if (at->dims[d] != 1) last = d;
+  if (last < 0) return false;
+  for (int i = 0; i < in->attr.dims.n; i++)
+    if (in->attr.dims.d[i] == last) return false;
+  return true;
+}
+
+static jit_status write_columns(lower *L) {
+  jit_status st = JIT_OK;
+  const fz_kernel *k = L->k;
+  ir_ref r = k->root;
+  const ir_ins *in = &L->f->ins[r];
+  const fz_map *rm = &k->write_maps[0];
+  jit_dtype dt = ir_type_of(L->f, r)->dtype;
+  int c = L->n_row - 1;
+  int64_t n = L->row_ext[c], b = n < LP_COLUMNS ? n : LP_COLUMNS;
+  L->row_ext[c] = b ? (n + b - 1) / b : 0;
+  L->lf->n_rows = 1;
+  for (int d = 0; d < L->n_row; d++) L->lf->n_rows *= L->row_ext[d];
+  fz_map om;
+  if (!fz_map_operand(L->f, r, 0, rm, &om))
+    return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", r);
+  int64_t red = 1;
+  for (int i = 0; i < om.n_inner; i++) red *= om.inner_ext[i];
+  L->lf->row_work = b * red;
+  L->column = true;
+  ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  double init = 0;
+  if (comb != IR_ADD) {
+    bool mx = comb == IR_MAX;
+    if (ir_dtype_is_float(dt)) init = mx ? -INFINITY : INFINITY;
+    else if (dt == JIT_BOOL) init = mx ? 0 : 1;
+    else if (dt == JIT_U8) init = mx ? 0 : 255;
+    else if (dt == JIT_I8) init = mx ? -128 : 127;
+    else if (dt == JIT_I32) init = mx ? -2147483648.0 : 2147483647.0;
+    else init = mx ? -0x1p63 : 0x1p63;
+  }
+  int32_t start = iop(L, LP_IMUL, row_val(L, c), iconst(L, b));
+  int32_t trip = iop(L, LP_IMIN, iop(L, LP_ISUB, iconst(L, n), start), iconst(L, b));
+  saved_nest sv;
+  /* the outputs of this row start at the identity */
+  open_nest(L, 1, &trip, &sv);
+  L->row_idx[c] = iop(L, LP_IADD, start, L->inner_idx[0]);
+  lp_ins st0 = mk(LP_STORE, dt, address(L, r, rm), value_const(L, dt, init), -1);
+  st0.buf = (int32_t)r;
+  emit_at(L, st0, L->depth - 1);
+  close_nest(L, &sv);
+  /* then every reduced index adds its strip */
+  int32_t trips[IR_MAX_RANK + 1];
+  for (int i = 0; i < om.n_inner; i++) trips[i] = iconst(L, om.inner_ext[i]);
+  trips[om.n_inner] = trip;
+  open_nest(L, om.n_inner + 1, trips, &sv);
+  L->row_idx[c] = iop(L, LP_IADD, start, L->inner_idx[om.n_inner]);
+  int32_t x = -1;
+  st = gen(L, in->args[0], &om, false, &x);
+  if (st == JIT_OK) {
+    int32_t a = address(L, r, rm);
+    lp_ins ld = mk(LP_LOAD, dt, a, -1, -1); /* not CSE'd: the loop stores to it */
+    ld.buf = (int32_t)r;
+    int32_t acc = emit_at(L, ld, L->depth - 1);
+    lp_ins ew = mk(LP_EW, dt, acc, x, -1);
+    ew.ew = (uint8_t)comb;
+    ew.in_dt = (uint8_t)dt;
+    lp_ins stv = mk(LP_STORE, dt, a, emit(L, ew), -1);
+    stv.buf = (int32_t)r;
+    emit_at(L, stv, L->depth - 1);
+  }
+  close_nest(L, &sv);
+  if (st == JIT_OK && L->oom) st = jit_error(JIT_ENOMEM, "codegen: out of memory");
+  return st;
+}
+
+jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
+  jit_status st = JIT_OK;
+  *out = NULL;
+  const fz_kernel *k = &p->kernels[ki];
+  uint32_t n_writes = 0;
+  for (uint32_t w = 0; w < k->n_writes; w++) n_writes += k->writes[w] != k->dot;
+  if (n_writes == 0) return JIT_OK;
+  lower L;
+  memset(&L, 0, sizeof L);
+  L.p = p;
+  L.f = p->f;
+  L.k = k;
+  L.lf = calloc(1, sizeof *L.lf);
+  if (!L.lf) return jit_error(JIT_ENOMEM, "codegen: out of memory");
+  snprintf(L.lf->name, sizeof L.lf->name, "tjit_k%u", ki);
+  L.n_row = k->n_row;
+  memcpy(L.row_ext, k->row_ext, sizeof k->row_ext);
+  for (int d = 0; d < IR_MAX_RANK + 1; d++) L.row_idx[d] = -1;
+  L.lf->entry = new_block(&L);
+  L.lf->row = new_block(&L);
+  L.stack[0] = L.lf->entry;
+  L.stack[1] = L.lf->row;
+  L.depth = 2;
+  if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
+  if (column_mode(&L)) TRY(write_columns(&L));
+  else TRY(write_values(&L));
+
+  /* buffers: reads in increasing order, then the writes; LOAD/STORE name them by index */
+  lp_func *lf = L.lf;
+  if (L.n_reads) qsort(L.reads, L.n_reads, sizeof *L.reads, cmp_ref);
+  lf->n_reads = L.n_reads;
+  lf->n_bufs = L.n_reads + n_writes;
+  lf->buf_refs = malloc(lf->n_bufs * sizeof *lf->buf_refs);
+  lf->buf_dt = malloc(lf->n_bufs * sizeof *lf->buf_dt);
+  if (!lf->buf_refs || !lf->buf_dt) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
+  uint32_t nb = 0;
+  for (uint32_t i = 0; i < L.n_reads; i++) lf->buf_refs[nb++] = L.reads[i];
+  for (uint32_t w = 0; w < k->n_writes; w++)
+    if (k->writes[w] != k->dot) lf->buf_refs[nb++] = k->writes[w];
+  for (uint32_t i = 0; i < nb; i++) lf->buf_dt[i] = ir_type_of(L.f, lf->buf_refs[i])->dtype;
+  for (uint32_t i = 0; i < lf->n_ins; i++) {
+    lp_ins *in = &lf->ins[i];
+    if (in->op != LP_LOAD && in->op != LP_STORE) continue;
+    /* a load may read a write's buffer: a value cached in the output row */
+    uint32_t lo = in->op == LP_LOAD ? 0 : lf->n_reads, hi = nb;
+    int32_t found = -1;
+    for (uint32_t b = lo; b < hi; b++)
+      if (lf->buf_refs[b] == (ir_ref)in->buf) found = (int32_t)b;
+    if (found < 0) TRY(jit_error(JIT_EINTERNAL, "codegen: %s: a buffer without an index", lf->name));
+    in->buf = found;
+  }
+  *out = lf;
+  L.lf = NULL;
+fail:
+  lp_free(L.lf);
+  free(L.lvl);
+  free(L.cse);
+  free(L.memo);
+  free(L.reads);
+  free(L.done);
+  return st;
+}

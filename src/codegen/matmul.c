@@ -1,0 +1,1012 @@
+/* matmul.c: emits dot_general as a packed, register-blocked LLVM kernel with a fused epilogue
+ * (see matmul.h for the loop structure, the buffers and the numerics).
+ */
+#include "codegen/matmul.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <llvm-c/DebugInfo.h>
+
+#include "runtime/error.h"
+
+/* ---- the plan: sizes, strides, tile and block sizes, scratch layout
+ * ------------------------------- */
+
+/* One index group (batch, M, N or K) as (extent, stride) dims, outermost first, with adjacent
+   dims merged where the strides allow on both sides (s[1] is the rhs side of batch and K). An
+   index i of the group is at element offset sum_d ((i / inner_d) % ext_d) * s[side][d]. */
+typedef struct grp {
+  int n;
+  int64_t ext[IR_MAX_RANK];
+  int64_t s[2][IR_MAX_RANK];
+  int64_t numel;
+} grp;
+
+/* Tile and block sizes come from this machine's caches (Zen 5: L1d 48 KiB, L2 1 MiB per core,
+   L3 32 MiB) and were tuned on it: the micro-kernel streams an NR-wide strip of packed rhs
+   (KC x NR, 128 KiB) and an MR-tall strip of packed lhs (MR x KC) from L2, which delivers the
+   160 bytes per 16 FMAs easily; the MC x KC block of packed lhs stays in L2 across the strips of
+   rhs, and the KC x NC panel of rhs in L3 across the MC blocks. A long KC matters most: each K
+   block beyond the first reads and writes the output tile once more (a 4x shorter KC cost a
+   fifth of the speed of 512x1024x4096). */
+#define MM_KC_STRIP (128 << 10) /* bytes of one packed rhs strip, KC x NR */
+#define MM_MC_BLOCK (256 << 10) /* bytes of the packed lhs block, MC x KC */
+#define MM_NC_PANEL (4 << 20)   /* bytes of the packed rhs panel, KC x NC */
+#define MM_RC_ROWS 512          /* rows per chunk when partial sums live in scratch */
+
+typedef struct plan {
+  jit_dtype dt; /* the operands' (and the dot's) dtype */
+  jit_dtype out_dt;
+  int64_t B, M, N, K;
+  grp bat, m, n, k;   /* bat, k: s[0] lhs, s[1] rhs; m: lhs; n: rhs */
+  int vw, nv, mr, nr; /* lanes per vector, vectors per tile row, tile rows, tile columns */
+  int64_t kc, mc, nc, rc;
+  bool c_in_out;  /* partial sums over K blocks accumulate in the output buffer */
+  bool c_scratch; /* ... else in scratch at c_off (only when K > kc) */
+  int64_t c_ld;   /* row length of the scratch partial sums */
+  size_t a_off, b_off, c_off, bytes;
+} plan;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Appends dims to g (exts, lhs strides, rhs strides) merging and dropping size-1 dims. */
+static void grp_add(grp *g, int64_t ext, int64_t s0, int64_t s1) {
+  g->numel *= ext;
+  if (ext == 1)
+    return;
+  if (g->n > 0) {
+    int j = g->n - 1;
+    if (g->s[0][j] == ext * s0 && g->s[1][j] == ext * s1) {
+      g->ext[j] *= ext;
+      g->s[0][j] = s0;
+      g->s[1][j] = s1;
+      return;
+    }
+  }
+  g->ext[g->n] = ext;
+  g->s[0][g->n] = s0;
+  g->s[1][g->n] = s1;
+  g->n++;
+}
+
+static void grp_init(grp *g) {
+  memset(g, 0, sizeof *g);
+  g->numel = 1;
+}
+
+static bool dtype_ok(jit_dtype d) { return ir_dtype_is_int(d) || ir_dtype_is_float(d); }
+
+static size_t csize(jit_dtype dt) { return dt == JIT_F64 || dt == JIT_I64 ? 8 : 4; }
+
+/* The compute type of the accumulators is also the storage type of out_dt exactly when out
+   can hold the partial sums. */
+static bool acc_is_storage(jit_dtype dt, jit_dtype out) {
+  switch (dt) {
+  case JIT_F32:
+  case JIT_F16:
+  case JIT_BF16:
+    return out == JIT_F32;
+  case JIT_F64:
+    return out == JIT_F64;
+  case JIT_I64:
+    return out == JIT_I64;
+  default:
+    return out == JIT_I32; /* i8, u8, i32 accumulate in i32 */
+  }
+}
+
+static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
+  memset(p, 0, sizeof *p);
+  const ir_type *lt = &d->lhs, *rt = &d->rhs;
+  const ir_dot_dims *dd = &d->dims;
+  if (lt->dtype != rt->dtype || !dtype_ok(lt->dtype))
+    return jit_error(JIT_EINVAL, "matmul: operand dtypes %s x %s", jit_dtype_name(lt->dtype),
+                     jit_dtype_name(rt->dtype));
+  if (!ir_dtype_valid(d->out_dtype))
+    return jit_error(JIT_EINVAL, "matmul: bad output dtype %d", (int)d->out_dtype);
+  if (!d->epilogue && d->out_dtype != lt->dtype)
+    return jit_error(JIT_EINVAL, "matmul: output dtype %s without an epilogue for a %s dot",
+                     jit_dtype_name(d->out_dtype), jit_dtype_name(lt->dtype));
+  int nb = dd->n_batch, nc = dd->n_contract;
+  if (lt->rank < 0 || lt->rank > IR_MAX_RANK || rt->rank < 0 || rt->rank > IR_MAX_RANK ||
+      nb + nc > lt->rank || nb + nc > rt->rank)
+    return jit_error(JIT_EINVAL, "matmul: bad ranks or dot dims");
+  int bufs[4] = {d->lhs_buf, d->rhs_buf, d->out_buf, d->scratch_buf};
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < i; j++)
+      if (bufs[i] < 0 || bufs[i] == bufs[j])
+        return jit_error(JIT_EINVAL, "matmul: bad buffer indices");
+  bool lused[IR_MAX_RANK] = {0}, rused[IR_MAX_RANK] = {0};
+  int64_t ls[IR_MAX_RANK], rs[IR_MAX_RANK];
+  int64_t acc = 1;
+  for (int i = lt->rank - 1; i >= 0; i--) {
+    if (lt->dims[i] < 0)
+      return jit_error(JIT_EINVAL, "matmul: negative dim");
+    ls[i] = acc;
+    acc *= lt->dims[i] ? lt->dims[i] : 1;
+  }
+  acc = 1;
+  for (int i = rt->rank - 1; i >= 0; i--) {
+    if (rt->dims[i] < 0)
+      return jit_error(JIT_EINVAL, "matmul: negative dim");
+    rs[i] = acc;
+    acc *= rt->dims[i] ? rt->dims[i] : 1;
+  }
+  grp_init(&p->bat);
+  grp_init(&p->m);
+  grp_init(&p->n);
+  grp_init(&p->k);
+  for (int i = 0; i < nb + nc; i++) {
+    int l = i < nb ? dd->lhs_batch[i] : dd->lhs_contract[i - nb];
+    int r = i < nb ? dd->rhs_batch[i] : dd->rhs_contract[i - nb];
+    if (l >= lt->rank || r >= rt->rank || lused[l] || rused[r] || lt->dims[l] != rt->dims[r])
+      return jit_error(JIT_EINVAL, "matmul: bad batch/contract dims");
+    lused[l] = rused[r] = true;
+    grp_add(i < nb ? &p->bat : &p->k, lt->dims[l], ls[l], rs[r]);
+  }
+  for (int i = 0; i < lt->rank; i++)
+    if (!lused[i])
+      grp_add(&p->m, lt->dims[i], ls[i], 0);
+  for (int i = 0; i < rt->rank; i++)
+    if (!rused[i])
+      grp_add(&p->n, rt->dims[i], rs[i], 0);
+  p->dt = lt->dtype;
+  p->out_dt = d->out_dtype;
+  p->B = p->bat.numel;
+  p->M = p->m.numel;
+  p->N = p->n.numel;
+  p->K = p->k.numel;
+  if (p->B > ((int64_t)1 << 40) / (p->M ? p->M : 1))
+    return jit_error(JIT_EINVAL, "matmul: too many rows");
+
+  size_t es = csize(p->dt);
+  p->vw = (int)(64 / es);
+  p->nv = 2;
+  p->nr = p->vw * p->nv;
+  p->mr = 8;
+  int64_t kc = MM_KC_STRIP / ((int64_t)p->nr * (int64_t)es);
+  int64_t mc = round_up(MM_MC_BLOCK / (kc * (int64_t)es), p->mr);
+  int64_t ncb = round_up(MM_NC_PANEL / (kc * (int64_t)es), p->nr);
+  p->kc = kc;
+  p->mc = min64(mc, round_up(max64(p->M, 1), p->mr));
+  p->nc = min64(ncb, round_up(max64(p->N, 1), p->nr));
+  p->c_in_out = acc_is_storage(p->dt, p->out_dt);
+  p->c_scratch = !p->c_in_out && p->K > kc;
+  /* a chunk bounds the scratch partial sums; with them in out, a whole batch is one chunk so
+     that the rhs is packed once per call */
+  p->rc = p->c_scratch ? round_up(MM_RC_ROWS, p->mc) : INT64_MAX / 4;
+  p->c_ld = p->nc;
+  size_t kce = (size_t)min64(kc, p->K);
+  size_t a_bytes = (size_t)p->mc * kce * es, b_bytes = kce * (size_t)p->nc * es;
+  size_t c_bytes =
+      p->c_scratch ? (size_t)min64(p->rc, round_up(p->M, p->mr)) * (size_t)p->nc * es : 0;
+  p->a_off = 0;
+  p->b_off = (size_t)round_up((int64_t)a_bytes, 64);
+  p->c_off = p->b_off + (size_t)round_up((int64_t)b_bytes, 64);
+  p->bytes = p->c_off + (size_t)round_up((int64_t)c_bytes, 64);
+  return JIT_OK;
+}
+
+/* ---- public helpers -----------------------------------------------------------------------------
+ */
+
+void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *rhs,
+                         const ir_dot_dims *dims, uint32_t n_epi) {
+  memset(d, 0, sizeof *d);
+  d->lhs = *lhs;
+  d->rhs = *rhs;
+  d->dims = *dims;
+  d->out_dtype = lhs->dtype;
+  d->lhs_buf = 0;
+  d->rhs_buf = 1;
+  d->out_buf = 2 + (int)n_epi;
+  d->scratch_buf = 3 + (int)n_epi;
+}
+
+void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi) {
+  const ir_ins *in = &f->ins[dot];
+  cg_matmul_desc_init(d, ir_type_of(f, in->args[0]), ir_type_of(f, in->args[1]), &in->attr.dot,
+                      n_epi);
+}
+
+jit_status cg_matmul_shape(const cg_matmul_desc *d, int64_t *batch, int64_t *m, int64_t *n,
+                           int64_t *k) {
+  plan p;
+  jit_status st = make_plan(d, &p);
+  if (st != JIT_OK)
+    return st;
+  *batch = p.B;
+  *m = p.M;
+  *n = p.N;
+  *k = p.K;
+  return JIT_OK;
+}
+
+int64_t cg_matmul_rows(const cg_matmul_desc *d) {
+  plan p;
+  return make_plan(d, &p) == JIT_OK ? p.B * p.M : 0;
+}
+
+int64_t cg_matmul_row_grain(const cg_matmul_desc *d) {
+  plan p;
+  if (make_plan(d, &p) != JIT_OK)
+    return 0;
+  return p.M >= 4 * p.mc ? p.mc : p.mr;
+}
+
+size_t cg_matmul_scratch_bytes(const cg_matmul_desc *d) {
+  plan p;
+  return make_plan(d, &p) == JIT_OK ? p.bytes : 0;
+}
+
+/* ---- emission
+ * ------------------------------------------------------------------------------------ */
+
+typedef struct mm {
+  LLVMContextRef c;
+  LLVMModuleRef m;
+  LLVMBuilderRef b;
+  LLVMValueRef fn;
+  const cg_matmul_desc *d;
+  plan p;
+  LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, half, ptr;
+  LLVMTypeRef T, VT; /* accumulator scalar and vector (vw lanes) types */
+  LLVMTypeRef S;     /* operand storage type */
+  bool fail;         /* the epilogue failed */
+} mm;
+
+static LLVMValueRef ci(mm *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+
+static LLVMBasicBlockRef block(mm *e, const char *name) {
+  return LLVMAppendBasicBlockInContext(e->c, e->fn, name);
+}
+
+/* The compute type of dtype d as the emitters use it (bool i1, i8/u8 i8, 16-bit floats f32). */
+static LLVMTypeRef ctype(mm *e, jit_dtype d) {
+  switch (d) {
+  case JIT_BOOL:
+    return e->i1;
+  case JIT_I8:
+  case JIT_U8:
+    return e->i8;
+  case JIT_I32:
+    return e->i32;
+  case JIT_I64:
+    return e->i64;
+  case JIT_F64:
+    return e->f64;
+  default:
+    return e->f32;
+  }
+}
+
+/* The in-memory type of dtype d. */
+static LLVMTypeRef stype(mm *e, jit_dtype d) {
+  switch (d) {
+  case JIT_BOOL:
+    return e->i8;
+  case JIT_F16:
+    return e->half;
+  case JIT_BF16:
+    return e->i16;
+  default:
+    return ctype(e, d);
+  }
+}
+
+static LLVMTypeRef vec(LLVMTypeRef t, int n) { return LLVMVectorType(t, (unsigned)n); }
+
+/* The same-shaped type (scalar or vector) with element type t. */
+static LLVMTypeRef like(LLVMValueRef x, LLVMTypeRef t) {
+  LLVMTypeRef xt = LLVMTypeOf(x);
+  return LLVMGetTypeKind(xt) == LLVMVectorTypeKind ? vec(t, (int)LLVMGetVectorSize(xt)) : t;
+}
+
+/* Constant v of integer type t, or a splat of it when t is a vector type. */
+static LLVMValueRef kint(LLVMTypeRef t, uint64_t v) {
+  if (LLVMGetTypeKind(t) != LLVMVectorTypeKind)
+    return LLVMConstInt(t, v, 0);
+  LLVMValueRef lanes[64], s = LLVMConstInt(LLVMGetElementType(t), v, 0);
+  unsigned n = LLVMGetVectorSize(t);
+  for (unsigned i = 0; i < n; i++)
+    lanes[i] = s;
+  return LLVMConstVector(lanes, n);
+}
+
+static LLVMValueRef call_intrinsic(mm *e, const char *name, LLVMTypeRef *tys, unsigned n_tys,
+                                   LLVMValueRef *args, unsigned n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(e->m, id, tys, n_tys);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(e->c, id, tys, n_tys);
+  return LLVMBuildCall2(e->b, fty, fn, args, n, "");
+}
+
+static LLVMValueRef gep(mm *e, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i) {
+  return LLVMBuildGEP2(e->b, t, p, &i, 1, "");
+}
+
+static LLVMValueRef load(mm *e, LLVMTypeRef t, LLVMValueRef p, unsigned align) {
+  LLVMValueRef v = LLVMBuildLoad2(e->b, t, p, "");
+  LLVMSetAlignment(v, align);
+  return v;
+}
+
+static void store(mm *e, LLVMValueRef v, LLVMValueRef p, unsigned align) {
+  LLVMSetAlignment(LLVMBuildStore(e->b, v, p), align);
+}
+
+static unsigned esize(mm *e, LLVMTypeRef t) {
+  if (t == e->f64 || t == e->i64)
+    return 8;
+  if (t == e->f32 || t == e->i32)
+    return 4;
+  if (t == e->half || t == e->i16)
+    return 2;
+  return 1;
+}
+
+static LLVMValueRef masked_load(mm *e, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask,
+                                unsigned align) {
+  LLVMValueRef args[4] = {p, LLVMConstInt(e->i32, align, 0), mask, LLVMConstNull(vt)};
+  LLVMTypeRef tys[2] = {vt, e->ptr};
+  return call_intrinsic(e, "llvm.masked.load", tys, 2, args, 4);
+}
+
+static void masked_store(mm *e, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align) {
+  LLVMValueRef args[4] = {v, p, LLVMConstInt(e->i32, align, 0), mask};
+  LLVMTypeRef tys[2] = {LLVMTypeOf(v), e->ptr};
+  call_intrinsic(e, "llvm.masked.store", tys, 2, args, 4);
+}
+
+static LLVMValueRef splat(mm *e, LLVMValueRef s, int n) {
+  LLVMTypeRef vt = vec(LLVMTypeOf(s), n);
+  LLVMValueRef v =
+      LLVMBuildInsertElement(e->b, LLVMGetUndef(vt), s, LLVMConstInt(e->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(e->b, v, LLVMGetUndef(vt), LLVMConstNull(vec(e->i32, n)), "");
+}
+
+static LLVMValueRef imin(mm *e, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+/* Lanes 0..n-1 of an n-lane mask: lane < count (count i64, any value). */
+static LLVMValueRef lane_mask(mm *e, LLVMValueRef count, int n) {
+  LLVMValueRef lanes[64];
+  for (int i = 0; i < n; i++)
+    lanes[i] = ci(e, i);
+  LLVMValueRef iota = LLVMConstVector(lanes, (unsigned)n);
+  return LLVMBuildICmp(e->b, LLVMIntSLT, iota, splat(e, count, n), "");
+}
+
+/* Operand element(s) of storage type S widened to the compute type T. */
+static LLVMValueRef widen(mm *e, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  switch (e->p.dt) {
+  case JIT_F16:
+    return LLVMBuildFPExt(b, x, like(x, e->f32), "");
+  case JIT_BF16: {
+    LLVMValueRef w = LLVMBuildZExt(b, x, like(x, e->i32), "");
+    w = LLVMBuildShl(b, w, kint(like(x, e->i32), 16), "");
+    return LLVMBuildBitCast(b, w, like(x, e->f32), "");
+  }
+  case JIT_I8:
+    return LLVMBuildSExt(b, x, like(x, e->i32), "");
+  case JIT_U8:
+    return LLVMBuildZExt(b, x, like(x, e->i32), "");
+  default:
+    return x;
+  }
+}
+
+/* The bf16 bits (i16) of float(s) x, rounded to nearest even; NaN stays a quiet NaN. */
+static LLVMValueRef bf16_bits(mm *e, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  LLVMTypeRef it = like(x, e->i32);
+  LLVMValueRef u = LLVMBuildBitCast(b, x, it, "");
+  LLVMValueRef hi = LLVMBuildLShr(b, u, kint(it, 16), "");
+  LLVMValueRef nan = LLVMBuildOr(b, hi, kint(it, 0x40), "");
+  LLVMValueRef bias = LLVMBuildAdd(b, kint(it, 0x7fff), LLVMBuildAnd(b, hi, kint(it, 1), ""), "");
+  LLVMValueRef r = LLVMBuildLShr(b, LLVMBuildAdd(b, u, bias, ""), kint(it, 16), "");
+  LLVMValueRef isnan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  return LLVMBuildTrunc(b, LLVMBuildSelect(b, isnan, nan, r, ""), like(x, e->i16), "");
+}
+
+/* Finished sums (type T) as the dot's value in the compute type of its dtype. */
+static LLVMValueRef to_dot_value(mm *e, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  switch (e->p.dt) {
+  case JIT_F16:
+    return LLVMBuildFPExt(b, LLVMBuildFPTrunc(b, x, like(x, e->half), ""), like(x, e->f32), "");
+  case JIT_BF16: {
+    LLVMValueRef w = LLVMBuildZExt(b, bf16_bits(e, x), like(x, e->i32), "");
+    w = LLVMBuildShl(b, w, kint(like(x, e->i32), 16), "");
+    return LLVMBuildBitCast(b, w, like(x, e->f32), "");
+  }
+  case JIT_I8:
+  case JIT_U8:
+    return LLVMBuildTrunc(b, x, like(x, e->i8), "");
+  default:
+    return x;
+  }
+}
+
+/* A value in the compute type of out_dt as stored in memory. */
+static LLVMValueRef to_storage(mm *e, LLVMValueRef x) {
+  switch (e->p.out_dt) {
+  case JIT_F16:
+    return LLVMBuildFPTrunc(e->b, x, like(x, e->half), "");
+  case JIT_BF16:
+    return bf16_bits(e, x);
+  case JIT_BOOL:
+    return LLVMBuildZExt(e->b, x, like(x, e->i8), "");
+  default:
+    return x;
+  }
+}
+
+/* Element offset of index idx (i64) of group g, side s. */
+static LLVMValueRef grp_off(mm *e, const grp *g, int side, LLVMValueRef idx) {
+  LLVMBuilderRef b = e->b;
+  if (g->n == 0 || g->numel == 0)
+    return ci(e, 0);
+  if (g->n == 1)
+    return LLVMBuildMul(b, idx, ci(e, g->s[side][0]), "");
+  LLVMValueRef off = ci(e, 0), q = idx;
+  for (int d = g->n - 1; d >= 0; d--) {
+    LLVMValueRef i = d ? LLVMBuildURem(b, q, ci(e, g->ext[d]), "") : q;
+    off = LLVMBuildAdd(b, off, LLVMBuildMul(b, i, ci(e, g->s[side][d]), ""), "");
+    if (d)
+      q = LLVMBuildUDiv(b, q, ci(e, g->ext[d]), "");
+  }
+  return off;
+}
+
+/* for (iv = lo; iv < hi; iv = next) { ... }: open positions the builder in the body; close
+   takes the next value (computed in the body) and positions the builder after the loop. */
+typedef struct loop {
+  LLVMBasicBlockRef head, exit;
+  LLVMValueRef iv;
+  bool unroll; /* the optimizer may unroll it (set after loop_open) */
+} loop;
+
+static LLVMValueRef loop_open(mm *e, loop *L, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
+  char nm[48];
+  snprintf(nm, sizeof nm, "%s.head", name);
+  L->unroll = false;
+  L->head = block(e, nm);
+  snprintf(nm, sizeof nm, "%s.body", name);
+  LLVMBasicBlockRef body = block(e, nm);
+  snprintf(nm, sizeof nm, "%s.exit", name);
+  L->exit = block(e, nm);
+  LLVMBuildBr(e->b, L->head);
+  LLVMPositionBuilderAtEnd(e->b, L->head);
+  L->iv = LLVMBuildPhi(e->b, e->i64, name);
+  LLVMAddIncoming(L->iv, &lo, &pre, 1);
+  LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, L->iv, hi, ""), body, L->exit);
+  LLVMPositionBuilderAtEnd(e->b, body);
+  return L->iv;
+}
+
+/* !llvm.loop metadata: no loop here is for the vectorizer (the vector code is explicit; left to
+   it, the packing loops became scatters, slow on this CPU), and the loops around the register
+   tile must not be unrolled either (a constant trip count would copy the micro-kernel). */
+static LLVMValueRef loop_md(mm *e, bool unroll) {
+  LLVMMetadataRef opts[2];
+  unsigned n = 0;
+  const char *vk = "llvm.loop.vectorize.enable";
+  LLVMMetadataRef vec_off[2] = {
+      LLVMMDStringInContext2(e->c, vk, strlen(vk)),
+      LLVMValueAsMetadata(LLVMConstInt(LLVMInt1TypeInContext(e->c), 0, 0))};
+  opts[n++] = LLVMMDNodeInContext2(e->c, vec_off, 2);
+  if (!unroll) {
+    const char *uk = "llvm.loop.unroll.disable";
+    LLVMMetadataRef u = LLVMMDStringInContext2(e->c, uk, strlen(uk));
+    opts[n++] = LLVMMDNodeInContext2(e->c, &u, 1);
+  }
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->c, NULL, 0);
+  LLVMMetadataRef ops[3] = {tmp, opts[0], n > 1 ? opts[1] : NULL};
+  LLVMMetadataRef node = LLVMMDNodeInContext2(e->c, ops, 1 + n);
+  LLVMMetadataReplaceAllUsesWith(tmp, node);
+  return LLVMMetadataAsValue(e->c, node);
+}
+
+static void loop_close(mm *e, loop *L, LLVMValueRef next) {
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
+  LLVMValueRef br = LLVMBuildBr(e->b, L->head);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->c, "llvm.loop", 9), loop_md(e, L->unroll));
+  LLVMAddIncoming(L->iv, &next, &latch, 1);
+  LLVMPositionBuilderAtEnd(e->b, L->exit);
+}
+
+static LLVMValueRef step(mm *e, LLVMValueRef iv, int64_t by) {
+  return LLVMBuildAdd(e->b, iv, ci(e, by), "");
+}
+
+/* Transposes n vectors of n lanes (n a power of two) in registers: r[i][k] becomes r[k][i].
+   Each stage swaps the off-diagonal s x s blocks of every 2s x 2s block (s = n/2 .. 1). */
+static void transpose(mm *e, LLVMValueRef *r, int n) {
+  LLVMValueRef lo[32], hi[32], nr[32];
+  for (int s = n / 2; s >= 1; s /= 2) {
+    for (int t = 0; t < n; t++) {
+      int blk = t / (2 * s) * (2 * s), o = t % (2 * s);
+      lo[t] = LLVMConstInt(e->i32, (unsigned)(o < s ? blk + o : n + blk + o - s), 0);
+      hi[t] = LLVMConstInt(e->i32, (unsigned)(o < s ? blk + s + o : n + blk + o), 0);
+    }
+    LLVMValueRef ml = LLVMConstVector(lo, (unsigned)n), mh = LLVMConstVector(hi, (unsigned)n);
+    for (int i = 0; i < n; i++) {
+      if (i & s)
+        continue;
+      nr[i] = LLVMBuildShuffleVector(e->b, r[i], r[i + s], ml, "");
+      nr[i + s] = LLVMBuildShuffleVector(e->b, r[i], r[i + s], mh, "");
+    }
+    for (int i = 0; i < n; i++)
+      r[i] = nr[i];
+  }
+}
+
+/* One strip of a pack whose k is contiguous in memory and w is one dim (a normal lhs, a
+   transposed rhs): n x n blocks (w x k) are loaded as n vectors along k, transposed in
+   registers and stored as n vectors along w; the last kc % n columns go element by element.
+   Rows at or past `valid` are zeros. */
+static void emit_pack_transpose(mm *e, LLVMValueRef sdst, LLVMValueRef src, const grp *gw, int ks,
+                                LLVMValueRef w0, LLVMValueRef valid, LLVMValueRef k0,
+                                LLVMValueRef kc, int W, const char *name) {
+  LLVMBuilderRef b = e->b;
+  const grp *gk = &e->p.k;
+  int n = W < e->p.vw ? W : e->p.vw;
+  char nm[32];
+  LLVMValueRef kmain = LLVMBuildAnd(b, kc, ci(e, ~(int64_t)(n - 1)), "");
+  LLVMValueRef ksrc = gep(e, e->S, src, grp_off(e, gk, ks, k0));
+  for (int jb = 0; jb < W; jb += n) {
+    LLVMValueRef rowp[32], rowm[32], r[32];
+    for (int q = 0; q < n; q++) {
+      LLVMValueRef j = ci(e, jb + q);
+      rowp[q] = gep(e, e->S, ksrc, grp_off(e, gw, 0, LLVMBuildAdd(b, w0, j, "")));
+      rowm[q] = splat(e, LLVMBuildICmp(b, LLVMIntSLT, j, valid, ""), n);
+    }
+    loop lk;
+    snprintf(nm, sizeof nm, "%s.t%d", name, jb);
+    LLVMValueRef kb = loop_open(e, &lk, ci(e, 0), kmain, nm);
+    for (int q = 0; q < n; q++)
+      r[q] = widen(
+          e, masked_load(e, vec(e->S, n), gep(e, e->S, rowp[q], kb), rowm[q], esize(e, e->S)));
+    transpose(e, r, n);
+    for (int q = 0; q < n; q++) {
+      LLVMValueRef at = LLVMBuildAdd(
+          b, LLVMBuildMul(b, LLVMBuildAdd(b, kb, ci(e, q), ""), ci(e, W), ""), ci(e, jb), "");
+      store(e, r[q], gep(e, e->T, sdst, at), esize(e, e->T));
+    }
+    loop_close(e, &lk, step(e, kb, n));
+  }
+  /* the last kc % n columns: rows past `valid` read row 0 (in bounds) and store 0 */
+  loop lj, lk;
+  snprintf(nm, sizeof nm, "%s.tj", name);
+  LLVMValueRef j = loop_open(e, &lj, ci(e, 0), ci(e, W), nm);
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, j, valid, "");
+  LLVMValueRef jsrc =
+      gep(e, e->S, ksrc,
+          grp_off(e, gw, 0, LLVMBuildAdd(b, w0, LLVMBuildSelect(b, ok, j, ci(e, 0), ""), "")));
+  snprintf(nm, sizeof nm, "%s.tk", name);
+  LLVMValueRef k = loop_open(e, &lk, kmain, kc, nm);
+  LLVMValueRef x = widen(e, load(e, e->S, gep(e, e->S, jsrc, k), esize(e, e->S)));
+  x = LLVMBuildSelect(b, ok, x, LLVMConstNull(e->T), "");
+  store(e, x, gep(e, e->T, sdst, LLVMBuildAdd(b, LLVMBuildMul(b, k, ci(e, W), ""), j, "")),
+        esize(e, e->T));
+  loop_close(e, &lk, step(e, k, 1));
+  loop_close(e, &lj, step(e, j, 1));
+}
+
+/* Packs a panel into strips W wide:
+     dst[(s * kc + k) * W + j] = src[off_w(w0 + s*W + j) + off_k(k0 + k)]  (0 past wn)
+   for strips s while s*W < wn, k < kc, j < W. w is group gw (side 0), k is group k (side ks). */
+static void emit_pack(mm *e, LLVMValueRef dst, LLVMValueRef src, const grp *gw, int ks,
+                      LLVMValueRef w0, LLVMValueRef wn, LLVMValueRef k0, LLVMValueRef kc, int W,
+                      const char *name) {
+  LLVMBuilderRef b = e->b;
+  const grp *gk = &e->p.k;
+  char nm[32];
+  loop ls, lk, lj;
+  snprintf(nm, sizeof nm, "%s.s", name);
+  LLVMValueRef ws = loop_open(e, &ls, ci(e, 0), wn, nm);
+  LLVMValueRef valid = imin(e, ci(e, W), LLVMBuildSub(b, wn, ws, ""));
+  LLVMValueRef sdst = gep(e, e->T, dst, LLVMBuildMul(b, ws, kc, ""));
+  if (gw->n == 1 && gw->s[0][0] == 1) {
+    /* w is contiguous: a masked vector load per k */
+    LLVMValueRef mask = lane_mask(e, valid, W);
+    LLVMValueRef wsrc = gep(e, e->S, src, LLVMBuildAdd(b, w0, ws, ""));
+    snprintf(nm, sizeof nm, "%s.k", name);
+    LLVMValueRef k = loop_open(e, &lk, ci(e, 0), kc, nm);
+    lk.unroll = true;
+    LLVMValueRef p = gep(e, e->S, wsrc, grp_off(e, gk, ks, LLVMBuildAdd(b, k0, k, "")));
+    LLVMValueRef v = widen(e, masked_load(e, vec(e->S, W), p, mask, esize(e, e->S)));
+    store(e, v, gep(e, e->T, sdst, LLVMBuildMul(b, k, ci(e, W), "")), esize(e, e->T));
+    loop_close(e, &lk, step(e, k, 1));
+  } else if (gw->n <= 1 && gk->n == 1 && gk->s[ks][0] == 1) {
+    emit_pack_transpose(e, sdst, src, gw, ks, LLVMBuildAdd(b, w0, ws, ""), valid, k0, kc, W, name);
+  } else {
+    /* any layout: element by element, k innermost (contiguous when k has the smaller stride) */
+    snprintf(nm, sizeof nm, "%s.j", name);
+    LLVMValueRef j = loop_open(e, &lj, ci(e, 0), valid, nm);
+    LLVMValueRef jsrc =
+        gep(e, e->S, src, grp_off(e, gw, 0, LLVMBuildAdd(b, w0, LLVMBuildAdd(b, ws, j, ""), "")));
+    LLVMValueRef jdst = gep(e, e->T, sdst, j);
+    snprintf(nm, sizeof nm, "%s.k", name);
+    LLVMValueRef k = loop_open(e, &lk, ci(e, 0), kc, nm);
+    LLVMValueRef x =
+        load(e, e->S, gep(e, e->S, jsrc, grp_off(e, gk, ks, LLVMBuildAdd(b, k0, k, ""))),
+             esize(e, e->S));
+    store(e, widen(e, x), gep(e, e->T, jdst, LLVMBuildMul(b, k, ci(e, W), "")), esize(e, e->T));
+    loop_close(e, &lk, step(e, k, 1));
+    loop_close(e, &lj, step(e, j, 1));
+    /* zero the padding columns of the last strip */
+    snprintf(nm, sizeof nm, "%s.z", name);
+    j = loop_open(e, &lj, valid, ci(e, W), nm);
+    jdst = gep(e, e->T, sdst, j);
+    snprintf(nm, sizeof nm, "%s.zk", name);
+    k = loop_open(e, &lk, ci(e, 0), kc, nm);
+    store(e, LLVMConstNull(e->T), gep(e, e->T, jdst, LLVMBuildMul(b, k, ci(e, W), "")),
+          esize(e, e->T));
+    loop_close(e, &lk, step(e, k, 1));
+    loop_close(e, &lj, step(e, j, 1));
+  }
+  loop_close(e, &ls, step(e, ws, W));
+}
+
+/* acc += a * b on vectors of the accumulator type. */
+static LLVMValueRef madd(mm *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
+  if (e->T == e->f32 || e->T == e->f64) {
+    LLVMValueRef args[3] = {a, b, acc};
+    LLVMTypeRef t = e->VT;
+    return call_intrinsic(e, "llvm.fma", &t, 1, args, 3);
+  }
+  return LLVMBuildAdd(e->b, acc, LLVMBuildMul(e->b, a, b, ""), "");
+}
+
+static LLVMValueRef vadd(mm *e, LLVMValueRef a, LLVMValueRef b) {
+  return e->T == e->f32 || e->T == e->f64 ? LLVMBuildFAdd(e->b, a, b, "")
+                                          : LLVMBuildAdd(e->b, a, b, "");
+}
+
+/* The register tile: MR x NV accumulator vectors over kc steps of the packed strips, left in
+   acc[i * nv + v]. */
+static void emit_microkernel(mm *e, LLVMValueRef ap, LLVMValueRef bp, LLVMValueRef kc,
+                             LLVMValueRef *acc) {
+  LLVMBuilderRef b = e->b;
+  int mr = e->p.mr, nv = e->p.nv, vw = e->p.vw, nr = e->p.nr, na = mr * nv;
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b), head = block(e, "mk.head"),
+                    body = block(e, "mk.body"), done = block(e, "mk.exit");
+  LLVMBuildBr(b, head);
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef k = LLVMBuildPhi(b, e->i64, "k"), zero = ci(e, 0), vzero = LLVMConstNull(e->VT);
+  LLVMAddIncoming(k, &zero, &pre, 1);
+  LLVMValueRef phis[64];
+  for (int a = 0; a < na; a++) {
+    phis[a] = LLVMBuildPhi(b, e->VT, "acc");
+    LLVMAddIncoming(phis[a], &vzero, &pre, 1);
+  }
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, k, kc, ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  LLVMValueRef arow = gep(e, e->T, ap, LLVMBuildMul(b, k, ci(e, mr), ""));
+  LLVMValueRef brow = gep(e, e->T, bp, LLVMBuildMul(b, k, ci(e, nr), ""));
+  LLVMValueRef bv[8], next[64];
+  for (int v = 0; v < nv; v++)
+    bv[v] = load(e, e->VT, gep(e, e->T, brow, ci(e, v * vw)), 64);
+  for (int i = 0; i < mr; i++) {
+    LLVMValueRef s = splat(e, load(e, e->T, gep(e, e->T, arow, ci(e, i)), esize(e, e->T)), vw);
+    for (int v = 0; v < nv; v++)
+      next[i * nv + v] = madd(e, s, bv[v], phis[i * nv + v]);
+  }
+  LLVMValueRef k1 = step(e, k, 1);
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+  LLVMBuildBr(b, head);
+  LLVMAddIncoming(k, &k1, &latch, 1);
+  for (int a = 0; a < na; a++)
+    LLVMAddIncoming(phis[a], &next[a], &latch, 1);
+  LLVMPositionBuilderAtEnd(b, done);
+  for (int a = 0; a < na; a++)
+    acc[a] = phis[a];
+}
+
+/* Per-call values the tile store needs. */
+typedef struct tile_ctx {
+  LLVMValueRef bufs, out, cbuf; /* cbuf: scratch partial sums (c_scratch) */
+  LLVMValueRef tile;            /* alloca of mr * nr T */
+  LLVMValueRef orow0, ocol0;    /* the tile's first output row (global) and column */
+  LLVMValueRef crow0, ccol0;    /* its first row and column in the scratch partial sums */
+  LLVMValueRef obase, pbase;    /* its first element in out, in the partial sums (or NULL) */
+  int64_t pld;                  /* row length of the partial sums */
+  LLVMValueRef mv, nvalid;      /* valid rows and columns of the tile */
+  LLVMValueRef first, last;     /* i1: first / last K block */
+} tile_ctx;
+
+/* A vector of a finished tile is at row i (of the tile) and column offset cofs (i64 values);
+   mask: its lanes inside N, NULL when all are (a whole tile needs no masking). */
+
+/* Where the vector's partial sums over earlier K blocks live, or NULL (a single K block). */
+static LLVMValueRef partial_ptr(mm *e, const tile_ctx *t, LLVMValueRef i, LLVMValueRef cofs) {
+  if (!t->pbase)
+    return NULL;
+  return gep(e, e->T, t->pbase,
+             LLVMBuildAdd(e->b, LLVMBuildMul(e->b, i, ci(e, t->pld), ""), cofs, ""));
+}
+
+/* x plus the partial sums of earlier K blocks (no memory access at all in the first block). */
+static LLVMValueRef add_partial(mm *e, const tile_ctx *t, LLVMValueRef x, LLVMValueRef i,
+                                LLVMValueRef cofs, LLVMValueRef mask) {
+  LLVMValueRef pp = partial_ptr(e, t, i, cofs);
+  if (!pp)
+    return x;
+  LLVMValueRef pm = splat(e, LLVMBuildNot(e->b, t->first, ""), e->p.vw);
+  if (mask)
+    pm = LLVMBuildAnd(e->b, mask, pm, "");
+  return vadd(e, x, masked_load(e, e->VT, pp, pm, esize(e, e->T)));
+}
+
+/* Keeps x as the partial sums for the next K block. */
+static void store_partial(mm *e, const tile_ctx *t, LLVMValueRef x, LLVMValueRef i,
+                          LLVMValueRef cofs, LLVMValueRef mask) {
+  LLVMValueRef pp = partial_ptr(e, t, i, cofs);
+  if (!pp)
+    return;
+  if (mask)
+    masked_store(e, x, pp, mask, esize(e, e->T));
+  else
+    store(e, x, pp, esize(e, e->T));
+}
+
+/* The finished sums x through the epilogue into out. */
+static void store_final(mm *e, const tile_ctx *t, LLVMValueRef x, LLVMValueRef i, LLVMValueRef cofs,
+                        LLVMValueRef mask) {
+  LLVMBuilderRef b = e->b;
+  const plan *p = &e->p;
+  int vw = p->vw;
+  LLVMTypeRef OS = stype(e, p->out_dt);
+  LLVMValueRef y = to_dot_value(e, x);
+  if (e->d->epilogue) {
+    cg_mm_epi ep = {b,
+                    t->bufs,
+                    y,
+                    LLVMBuildAdd(b, t->orow0, i, ""),
+                    LLVMBuildAdd(b, t->ocol0, cofs, ""),
+                    mask ? mask : LLVMConstAllOnes(vec(e->i1, vw)),
+                    (unsigned)vw};
+    y = e->d->epilogue(e->d->epilogue_ctx, &ep);
+    if (!y || LLVMTypeOf(y) != vec(ctype(e, p->out_dt), vw)) {
+      e->fail = true;
+      y = LLVMGetUndef(vec(ctype(e, p->out_dt), vw));
+    }
+  }
+  LLVMValueRef op =
+      gep(e, OS, t->obase, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, p->N), ""), cofs, ""));
+  if (mask)
+    masked_store(e, to_storage(e, y), op, mask, esize(e, OS));
+  else
+    store(e, to_storage(e, y), op, esize(e, OS));
+}
+
+/* Stores a finished register tile: straight from the registers when it is whole (the usual
+   case), else through a stack copy, vector by vector, with masks. Either way the K block decides
+   once whether the sums are partial (kept) or final (epilogue, out). */
+static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
+  LLVMBuilderRef b = e->b;
+  const plan *p = &e->p;
+  int mr = p->mr, nv = p->nv, vw = p->vw, nr = p->nr;
+  LLVMBasicBlockRef whole = block(e, "tile.whole"), edge = block(e, "tile.edge"),
+                    done = block(e, "tile.done");
+  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, t->mv, ci(e, mr), ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, t->nvalid, ci(e, nr), ""), "");
+  LLVMBuildCondBr(b, full, whole, edge);
+
+  LLVMPositionBuilderAtEnd(b, whole);
+  LLVMValueRef x[64];
+  for (int a = 0; a < mr * nv; a++)
+    x[a] = add_partial(e, t, acc[a], ci(e, a / nv), ci(e, a % nv * vw), NULL);
+  LLVMBasicBlockRef fin = block(e, "tile.final"), part = block(e, "tile.partial");
+  LLVMBuildCondBr(b, t->last, fin, part);
+  LLVMPositionBuilderAtEnd(b, part);
+  for (int a = 0; a < mr * nv; a++)
+    store_partial(e, t, x[a], ci(e, a / nv), ci(e, a % nv * vw), NULL);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, fin);
+  for (int a = 0; a < mr * nv; a++)
+    store_final(e, t, x[a], ci(e, a / nv), ci(e, a % nv * vw), NULL);
+  LLVMBuildBr(b, done);
+
+  LLVMPositionBuilderAtEnd(b, edge);
+  for (int a = 0; a < mr * nv; a++)
+    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), 64);
+  loop li, lv;
+  LLVMValueRef i = loop_open(e, &li, ci(e, 0), t->mv, "st.i");
+  LLVMValueRef v = loop_open(e, &lv, ci(e, 0), ci(e, nv), "st.v");
+  LLVMValueRef cofs = LLVMBuildMul(b, v, ci(e, vw), "");
+  LLVMValueRef mask = lane_mask(e, LLVMBuildSub(b, t->nvalid, cofs, ""), vw);
+  LLVMValueRef y =
+      load(e, e->VT,
+           gep(e, e->T, t->tile, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, nr), ""), cofs, "")), 64);
+  y = add_partial(e, t, y, i, cofs, mask);
+  LLVMBasicBlockRef efin = block(e, "edge.final"), epart = block(e, "edge.partial"),
+                    ejoin = block(e, "edge.join");
+  LLVMBuildCondBr(b, t->last, efin, epart);
+  LLVMPositionBuilderAtEnd(b, epart);
+  store_partial(e, t, y, i, cofs, mask);
+  LLVMBuildBr(b, ejoin);
+  LLVMPositionBuilderAtEnd(b, efin);
+  store_final(e, t, y, i, cofs, mask);
+  LLVMBuildBr(b, ejoin);
+  LLVMPositionBuilderAtEnd(b, ejoin);
+  loop_close(e, &lv, step(e, v, 1));
+  loop_close(e, &li, step(e, i, 1));
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+}
+
+/* Asks for the lines the tile's store will read or write while the micro-kernel runs: the rows
+   of a tile are a row length apart in out, so the hardware prefetchers do not find them. */
+static void emit_prefetch_tile(mm *e, const tile_ctx *t) {
+  const plan *p = &e->p;
+  LLVMTypeRef tys[1] = {e->ptr};
+  LLVMValueRef base = t->pbase ? t->pbase : t->obase;
+  LLVMTypeRef et = t->pbase ? e->T : stype(e, p->out_dt);
+  int64_t ld = t->pbase ? t->pld : p->N;
+  for (int i = 0; i < p->mr; i++)
+    for (int at = 0; at < 2; at++) {
+      LLVMValueRef q = gep(e, et, base, ci(e, i * ld + (at ? p->nr - 1 : 0)));
+      LLVMValueRef args[4] = {q, LLVMConstInt(e->i32, 1, 0), LLVMConstInt(e->i32, 3, 0),
+                              LLVMConstInt(e->i32, 1, 0)};
+      call_intrinsic(e, "llvm.prefetch", tys, 1, args, 4);
+    }
+}
+
+static LLVMValueRef buf_ptr(mm *e, LLVMValueRef bufs, int i) {
+  return load(e, e->ptr, gep(e, e->ptr, bufs, ci(e, i)), 8);
+}
+
+static void add_attr(mm *e, LLVMValueRef fn, const char *k, const char *v) {
+  LLVMAddAttributeAtIndex(
+      fn, LLVMAttributeFunctionIndex,
+      LLVMCreateStringAttribute(e->c, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
+}
+
+static void emit_body(mm *e) {
+  LLVMBuilderRef b = e->b;
+  const plan *p = &e->p;
+  const cg_matmul_desc *d = e->d;
+  LLVMValueRef bufs = LLVMGetParam(e->fn, 0), rb = LLVMGetParam(e->fn, 1),
+               re = LLVMGetParam(e->fn, 2);
+  LLVMBasicBlockRef entry = block(e, "entry");
+  LLVMPositionBuilderAtEnd(b, entry);
+  tile_ctx t;
+  memset(&t, 0, sizeof t);
+  t.bufs = bufs;
+  LLVMValueRef lhs = buf_ptr(e, bufs, d->lhs_buf), rhs = buf_ptr(e, bufs, d->rhs_buf);
+  t.out = buf_ptr(e, bufs, d->out_buf);
+  LLVMValueRef scratch = buf_ptr(e, bufs, d->scratch_buf);
+  LLVMValueRef ap = gep(e, e->i8, scratch, ci(e, (int64_t)p->a_off));
+  LLVMValueRef bp = gep(e, e->i8, scratch, ci(e, (int64_t)p->b_off));
+  t.cbuf = gep(e, e->i8, scratch, ci(e, (int64_t)p->c_off));
+  t.tile = LLVMBuildArrayAlloca(b, e->T, ci(e, p->mr * p->nr), "tile");
+  LLVMSetAlignment(t.tile, 64);
+  if (p->M == 0 || p->N == 0 || p->B == 0) {
+    LLVMBuildRetVoid(b);
+    return;
+  }
+
+  /* chunks of rows, never across a batch */
+  loop lr, ljc, lpc, lic, ljr, lir;
+  LLVMValueRef r = loop_open(e, &lr, rb, re, "chunk");
+  LLVMValueRef bi = LLVMBuildUDiv(b, r, ci(e, p->M), "batch");
+  LLVMValueRef brow = LLVMBuildMul(b, bi, ci(e, p->M), "");
+  LLVMValueRef m0 = LLVMBuildSub(b, r, brow, "m0");
+  LLVMValueRef m1 = imin(e, imin(e, ci(e, p->M), LLVMBuildSub(b, re, brow, "")),
+                         LLVMBuildAdd(b, m0, ci(e, p->rc), ""));
+  LLVMValueRef lhs_b = gep(e, e->S, lhs, grp_off(e, &p->bat, 0, bi));
+  LLVMValueRef rhs_b = gep(e, e->S, rhs, grp_off(e, &p->bat, 1, bi));
+
+  LLVMValueRef jc = loop_open(e, &ljc, ci(e, 0), ci(e, p->N), "jc");
+  LLVMValueRef nc = imin(e, ci(e, p->nc), LLVMBuildSub(b, ci(e, p->N), jc, ""));
+  LLVMValueRef pc = loop_open(e, &lpc, ci(e, 0), ci(e, p->K > 0 ? p->K : 1), "pc");
+  LLVMValueRef kc = imin(e, ci(e, p->kc), LLVMBuildSub(b, ci(e, p->K), pc, ""));
+  t.first = LLVMBuildICmp(b, LLVMIntEQ, pc, ci(e, 0), "first");
+  t.last = LLVMBuildICmp(b, LLVMIntSGE, LLVMBuildAdd(b, pc, ci(e, p->kc), ""), ci(e, p->K), "last");
+  emit_pack(e, bp, rhs_b, &p->n, 1, jc, nc, pc, kc, p->nr, "pb");
+
+  LLVMValueRef ic = loop_open(e, &lic, m0, m1, "ic");
+  LLVMValueRef mc = imin(e, ci(e, p->mc), LLVMBuildSub(b, m1, ic, ""));
+  emit_pack(e, ap, lhs_b, &p->m, 0, ic, mc, pc, kc, p->mr, "pa");
+
+  LLVMValueRef jr = loop_open(e, &ljr, ci(e, 0), nc, "jr");
+  t.nvalid = imin(e, ci(e, p->nr), LLVMBuildSub(b, nc, jr, ""));
+  LLVMValueRef bstrip = gep(e, e->T, bp, LLVMBuildMul(b, jr, kc, ""));
+  LLVMValueRef ir = loop_open(e, &lir, ci(e, 0), mc, "ir");
+  t.mv = imin(e, ci(e, p->mr), LLVMBuildSub(b, mc, ir, ""));
+  LLVMValueRef astrip = gep(e, e->T, ap, LLVMBuildMul(b, ir, kc, ""));
+  LLVMValueRef acc[64];
+  LLVMValueRef mrow = LLVMBuildAdd(b, ic, ir, "");
+  t.orow0 = LLVMBuildAdd(b, brow, mrow, "");
+  t.ocol0 = LLVMBuildAdd(b, jc, jr, "");
+  t.crow0 = LLVMBuildSub(b, mrow, m0, "");
+  t.ccol0 = jr;
+  t.obase = gep(e, stype(e, p->out_dt), t.out,
+                LLVMBuildAdd(b, LLVMBuildMul(b, t.orow0, ci(e, p->N), ""), t.ocol0, ""));
+  t.pbase = NULL;
+  if (p->c_in_out) {
+    t.pbase = t.obase;
+    t.pld = p->N;
+  } else if (p->c_scratch) {
+    t.pbase = gep(e, e->T, t.cbuf,
+                  LLVMBuildAdd(b, LLVMBuildMul(b, t.crow0, ci(e, p->c_ld), ""), t.ccol0, ""));
+    t.pld = p->c_ld;
+  }
+  emit_prefetch_tile(e, &t);
+  emit_microkernel(e, astrip, bstrip, kc, acc);
+  emit_tile_store(e, &t, acc);
+  loop_close(e, &lir, step(e, ir, p->mr));
+  loop_close(e, &ljr, step(e, jr, p->nr));
+  loop_close(e, &lic, step(e, ic, p->mc));
+  loop_close(e, &lpc, step(e, pc, p->kc));
+  loop_close(e, &ljc, step(e, jc, p->nc));
+  loop_close(e, &lr, LLVMBuildAdd(b, brow, m1, ""));
+  LLVMBuildRetVoid(b);
+}
+
+jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d) {
+  mm e;
+  memset(&e, 0, sizeof e);
+  jit_status st = make_plan(d, &e.p);
+  if (st != JIT_OK)
+    return st;
+  if (!m || !name)
+    return jit_error(JIT_EINVAL, "matmul: no module or name");
+  e.d = d;
+  e.m = m;
+  e.c = LLVMGetModuleContext(m);
+  e.i1 = LLVMInt1TypeInContext(e.c);
+  e.i8 = LLVMInt8TypeInContext(e.c);
+  e.i16 = LLVMInt16TypeInContext(e.c);
+  e.i32 = LLVMInt32TypeInContext(e.c);
+  e.i64 = LLVMInt64TypeInContext(e.c);
+  e.f32 = LLVMFloatTypeInContext(e.c);
+  e.f64 = LLVMDoubleTypeInContext(e.c);
+  e.half = LLVMHalfTypeInContext(e.c);
+  e.ptr = LLVMPointerTypeInContext(e.c, 0);
+  switch (e.p.dt) {
+  case JIT_F64:
+    e.T = e.f64;
+    break;
+  case JIT_I64:
+    e.T = e.i64;
+    break;
+  case JIT_F32:
+  case JIT_F16:
+  case JIT_BF16:
+    e.T = e.f32;
+    break;
+  default:
+    e.T = e.i32;
+    break;
+  }
+  e.VT = vec(e.T, e.p.vw);
+  e.S = stype(&e, e.p.dt);
+  if (LLVMGetNamedFunction(m, name))
+    return jit_error(JIT_EINVAL, "matmul: the module already has a function %s", name);
+  LLVMTypeRef params[3] = {e.ptr, e.i64, e.i64};
+  e.fn = LLVMAddFunction(m, name, LLVMFunctionType(LLVMVoidTypeInContext(e.c), params, 3, 0));
+  if (!e.fn)
+    return jit_error(JIT_ENOMEM, "matmul: out of memory");
+  add_attr(&e, e.fn, "min-legal-vector-width", "512");
+  add_attr(&e, e.fn, "prefer-vector-width", "512");
+  e.b = LLVMCreateBuilderInContext(e.c);
+  if (!e.b)
+    return jit_error(JIT_ENOMEM, "matmul: out of memory");
+  emit_body(&e);
+  LLVMDisposeBuilder(e.b);
+  if (e.fail)
+    return jit_error(JIT_EUNSUPPORTED, "matmul: %s: the epilogue gave no value of type <%d x %s>",
+                     name, e.p.vw, jit_dtype_name(e.p.out_dt));
+  return JIT_OK;
+}

@@ -1,0 +1,687 @@
+/* grad.c: reverse-mode differentiation over the IR (value_and_grad's transformation): the
+ * forward pass of a traced body emitted once into the caller, then its VJP, as ordinary IR ops.
+ *
+ * What it does: emits body's instructions into dst (params mapped to the caller's args), then
+ * walks them backwards keeping one cotangent per value (IR_NOREF: zero), seeded with 1 at the
+ * scalar loss (result 0); each instruction's VJP rule adds its contribution to its operands'
+ * cotangents. Only values that depend on a wrt param through float values get cotangents, so
+ * integer and bool data, comparisons, floor, iota and constants emit nothing. The rules follow
+ * JAX's (lax.py): max/min split ties half/half, reduce_max/min split evenly among the positions
+ * equal to the result, pow's exponent derivative is guarded where the base is 0. The backward
+ * instructions carry the location of the forward instruction they come from, so dumps and
+ * errors point at the user's line; since they are plain IR, grad of grad and fusion need nothing
+ * special.
+ *
+ * Checkpointing (remat): an instruction with a nonzero attr.remat is not kept for the backward
+ * pass: the first backward rule that needs its value re-emits it (and, recursively, the tagged
+ * instructions it depends on) from untagged values, under a fresh tag, so that CSE, which keys
+ * on the tag, cannot merge the recomputation back into the forward value. jit_checkpoint tags a
+ * region's instructions except its results; outside grad a tag changes nothing but CSE's key.
+ * Tags are per function: body's tags are offset past dst's so that spliced regions stay apart.
+ *
+ * Needs: a verified body; args of body's param types in dst. Keeps: dst's existing refs.
+ * Cost: O(body instructions) emitted forward, a few instructions per differentiated one
+ * backward, plus the recomputed regions.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/error.h"
+
+typedef struct grad {
+  ir_func *dst;
+  const ir_func *body;
+  ir_ty *tymap;      /* body ty -> dst ty */
+  ir_ref *fwd;       /* body ref -> its forward value in dst */
+  ir_ref *rc;        /* body ref -> its recomputation in dst (tagged refs; IR_NOREF: not yet) */
+  ir_ref *ct;        /* body ref -> its cotangent in dst (IR_NOREF: zero) */
+  bool *dep;         /* body ref is a float value that depends on a wrt param */
+  ir_ref *stack;     /* scratch of primal() */
+  uint32_t n_stack, cap_stack;
+  uint32_t tag_base; /* added to body's remat tags */
+  uint32_t rc_tag;   /* the tag of recomputed instructions */
+  ir_loc loc;        /* of the forward instruction whose rule is being emitted */
+  jit_status st;     /* sticky: the first failure */
+} grad;
+
+static const char *const who = "value_and_grad";
+
+uint32_t ir_remat_max_tag(const ir_func *f) {
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < f->n_ins; i++)
+    if (f->ins[i].attr.remat > m) m = f->ins[i].attr.remat;
+  return m;
+}
+
+/* ---- emission helpers ------------------------------------------------------------------------
+   Each returns IR_NOREF once g has failed, and accepts IR_NOREF operands in that state. */
+
+static ir_type type_of(const grad *g, ir_ref r) { return *ir_type_of(g->dst, r); }
+
+static ir_ref emit(grad *g, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
+                   const ir_type *declared) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  const ir_type *tys[4];
+  ir_type copies[4];
+  if (n > 4) {
+    g->st = jit_error(JIT_EINTERNAL, "%s: %s with %u operands", who, ir_op_name[op], n);
+    return IR_NOREF;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    copies[i] = type_of(g, args[i]);
+    tys[i] = &copies[i];
+  }
+  ir_type out;
+  char why[256];
+  jit_status st = ir_infer_type(op, n, tys, attr, declared, &out, why, sizeof why);
+  if (st != JIT_OK) {
+    g->st = jit_error(JIT_EINTERNAL, "%s: backward %s: %s", who, ir_op_name[op], why);
+    return IR_NOREF;
+  }
+  ir_ref r = ir_emit(g->dst, op, ir_type_intern(g->dst, &out), n, args, attr, g->loc);
+  if (r == IR_NOREF) g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+  return r;
+}
+
+static ir_ref cst(grad *g, const ir_type *like, double v) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_attr a = {0};
+  a.value = v;
+  return emit(g, IR_CONST, 0, NULL, &a, like);
+}
+
+/* A constant of r's type. */
+static ir_ref cst_like(grad *g, ir_ref r, double v) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, r);
+  return cst(g, &t, v);
+}
+
+static ir_ref un(grad *g, ir_op op, ir_ref a) { return emit(g, op, 1, &a, NULL, NULL); }
+
+static ir_ref bin(grad *g, ir_op op, ir_ref a, ir_ref b) {
+  ir_ref x[2] = {a, b};
+  return emit(g, op, 2, x, NULL, NULL);
+}
+
+static ir_ref cmp(grad *g, jit_cmp_op dir, ir_ref a, ir_ref b) {
+  ir_attr at = {0};
+  at.cmp = dir;
+  ir_ref x[2] = {a, b};
+  return emit(g, IR_CMP, 2, x, &at, NULL);
+}
+
+static ir_ref sel(grad *g, ir_ref p, ir_ref a, ir_ref b) {
+  ir_ref x[3] = {p, a, b};
+  return emit(g, IR_SELECT, 3, x, NULL, NULL);
+}
+
+static ir_ref convert(grad *g, ir_ref a, jit_dtype dt) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, a);
+  if (t.dtype == dt) return a;
+  t.dtype = dt;
+  return emit(g, IR_CONVERT, 1, &a, NULL, &t);
+}
+
+/* a reshaped to t's dims (a itself when already there). */
+static ir_ref reshape(grad *g, ir_ref a, int rank, const int64_t *dims) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, a), to = {.dtype = t.dtype, .rank = rank};
+  for (int i = 0; i < rank; i++) to.dims[i] = dims[i];
+  if (ir_type_equal(&t, &to)) return a;
+  return emit(g, IR_RESHAPE, 1, &a, NULL, &to);
+}
+
+static ir_ref transpose(grad *g, ir_ref a, int rank, const int *perm) {
+  bool identity = true;
+  ir_attr at = {0};
+  at.dims.n = (uint8_t)rank;
+  for (int i = 0; i < rank; i++) {
+    at.dims.d[i] = (uint8_t)perm[i];
+    if (perm[i] != i) identity = false;
+  }
+  return identity ? a : emit(g, IR_TRANSPOSE, 1, &a, &at, NULL);
+}
+
+/* a summed over the n increasing axes (a itself when n == 0). */
+static ir_ref reduce_sum(grad *g, ir_ref a, int n, const int *axes) {
+  if (n == 0) return a;
+  ir_attr at = {0};
+  at.dims.n = (uint8_t)n;
+  for (int i = 0; i < n; i++) at.dims.d[i] = (uint8_t)axes[i];
+  return emit(g, IR_REDUCE_SUM, 1, &a, &at, NULL);
+}
+
+/* a broadcast to `to`, a's dim i going to result dim dims[i]. */
+static ir_ref broadcast(grad *g, ir_ref a, int n, const int *dims, const ir_type *to) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, a);
+  if (ir_type_equal(&t, to)) return a;
+  ir_attr at = {0};
+  at.dims.n = (uint8_t)n;
+  for (int i = 0; i < n; i++) at.dims.d[i] = (uint8_t)dims[i];
+  ir_type d = *to;
+  d.dtype = t.dtype;
+  return emit(g, IR_BROADCAST, 1, &a, &at, &d);
+}
+
+/* a[lo:hi] along axis, everything else whole. */
+static ir_ref slice_axis(grad *g, ir_ref a, int axis, int64_t lo, int64_t hi) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, a);
+  if (lo == 0 && hi == t.dims[axis]) return a;
+  ir_attr at = {0};
+  for (int i = 0; i < t.rank; i++) {
+    at.slice.start[i] = i == axis ? lo : 0;
+    at.slice.limit[i] = i == axis ? hi : t.dims[i];
+    at.slice.stride[i] = 1;
+  }
+  return emit(g, IR_SLICE, 1, &a, &at, NULL);
+}
+
+/* a with `before` zeros in front of and `after` zeros behind it along axis. */
+static ir_ref pad_axis(grad *g, ir_ref a, int axis, int64_t before, int64_t after) {
+  if (g->st != JIT_OK || (before == 0 && after == 0)) return a;
+  ir_ref parts[3];
+  uint32_t n = 0;
+  ir_type t = type_of(g, a);
+  if (before) {
+    t.dims[axis] = before;
+    parts[n++] = cst(g, &t, 0);
+  }
+  parts[n++] = a;
+  if (after) {
+    t.dims[axis] = after;
+    parts[n++] = cst(g, &t, 0);
+  }
+  ir_attr at = {0};
+  at.axis = axis;
+  return emit(g, IR_CONCAT, n, parts, &at, NULL);
+}
+
+/* ---- cotangents and primal values ----------------------------------------------------------- */
+
+/* Adds c to the cotangent of body value r (when r needs one). */
+static void accum(grad *g, ir_ref r, ir_ref c) {
+  if (g->st != JIT_OK || !g->dep[r]) return;
+  g->ct[r] = g->ct[r] == IR_NOREF ? c : bin(g, IR_ADD, g->ct[r], c);
+}
+
+static bool tagged(const grad *g, ir_ref r) {
+  return r >= g->body->n_params && g->body->ins[r].attr.remat != 0;
+}
+
+static bool push(grad *g, ir_ref r) {
+  if (g->n_stack == g->cap_stack) {
+    uint32_t cap = g->cap_stack ? g->cap_stack * 2 : 64;
+    ir_ref *s = realloc(g->stack, cap * sizeof *s);
+    if (!s) {
+      g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+      return false;
+    }
+    g->stack = s;
+    g->cap_stack = cap;
+  }
+  g->stack[g->n_stack++] = r;
+  return true;
+}
+
+/* Emits body instruction r into dst on operands ops, its remat tag given. */
+static ir_ref copy_ins(grad *g, ir_ref r, const ir_ref *ops, uint32_t remat) {
+  const ir_ins *in = &g->body->ins[r];
+  ir_attr a = in->attr;
+  a.remat = remat;
+  ir_ref out = ir_emit(g->dst, in->op, g->tymap[in->ty], in->n_args, ops, &a, in->loc);
+  if (out == IR_NOREF) g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+  return out;
+}
+
+/* The value of body ref r for the backward pass: its forward value, or for a checkpointed
+   (tagged) value its recomputation, emitted here on first use with what it needs, operands
+   first (an explicit stack: regions may be long chains). */
+static ir_ref primal(grad *g, ir_ref r) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  if (!tagged(g, r)) return g->fwd[r];
+  if (g->rc[r] != IR_NOREF) return g->rc[r];
+  ir_ref small[8], *ops = small;
+  uint32_t cap = 8;
+  g->n_stack = 0;
+  if (!push(g, r)) return IR_NOREF;
+  while (g->n_stack && g->st == JIT_OK) {
+    ir_ref top = g->stack[g->n_stack - 1];
+    if (g->rc[top] != IR_NOREF) {
+      g->n_stack--;
+      continue;
+    }
+    const ir_ins *in = &g->body->ins[top];
+    bool ready = true;
+    for (uint32_t k = 0; k < in->n_args; k++) {
+      ir_ref a = in->args[k];
+      if (tagged(g, a) && g->rc[a] == IR_NOREF) {
+        ready = false;
+        if (!push(g, a)) break;
+      }
+    }
+    if (!ready) continue;
+    g->n_stack--;
+    if (in->n_args > cap) {
+      ir_ref *grown = malloc(in->n_args * sizeof *grown);
+      if (!grown) {
+        g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+        break;
+      }
+      if (ops != small) free(ops);
+      ops = grown;
+      cap = in->n_args;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++)
+      ops[k] = tagged(g, in->args[k]) ? g->rc[in->args[k]] : g->fwd[in->args[k]];
+    g->rc[top] = copy_ins(g, top, ops, g->rc_tag);
+  }
+  if (ops != small) free(ops);
+  return g->st == JIT_OK ? g->rc[r] : IR_NOREF;
+}
+
+/* ---- VJP rules --------------------------------------------------------------------------------- */
+
+/* max/min: the cotangent goes to the operand equal to the result, half to each on a tie. */
+static void vjp_minmax(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
+  for (int k = 0; k < 2; k++) {
+    ir_ref self = in->args[k], other = in->args[1 - k];
+    if (!g->dep[self]) continue;
+    ir_ref xs = primal(g, self), xo = primal(g, other);
+    ir_ref one = cst_like(g, ct, 1), half = cst_like(g, ct, 0.5), zero = cst_like(g, ct, 0);
+    ir_ref w = sel(g, cmp(g, JIT_EQ, xs, y), sel(g, cmp(g, JIT_EQ, xo, y), half, one), zero);
+    accum(g, self, bin(g, IR_MUL, ct, w));
+  }
+}
+
+static void vjp_pow(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
+  ir_ref a = primal(g, in->args[0]), b = primal(g, in->args[1]);
+  ir_ref zero = cst_like(g, ct, 0), one = cst_like(g, ct, 1);
+  if (g->dep[in->args[0]]) { /* b * a^(b-1), 0 where b == 0 */
+    ir_ref jac = bin(g, IR_MUL, b, bin(g, IR_POW, a, bin(g, IR_SUB, b, one)));
+    accum(g, in->args[0], bin(g, IR_MUL, ct, sel(g, cmp(g, JIT_EQ, b, zero), zero, jac)));
+  }
+  if (g->dep[in->args[1]]) { /* log(a) * a^b, with log(1) where a == 0 */
+    ir_ref safe = sel(g, cmp(g, JIT_EQ, a, zero), one, a);
+    accum(g, in->args[1], bin(g, IR_MUL, ct, bin(g, IR_MUL, un(g, IR_LOG, safe), y)));
+  }
+}
+
+/* broadcast: sum over the result dims the operand lacks or stretched from 1, then reshape. */
+static void vjp_broadcast(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_type *x = &g->body->types[g->body->ins[in->args[0]].ty];
+  const ir_type *r = &g->body->types[in->ty];
+  bool keep[IR_MAX_RANK] = {false};
+  for (int i = 0; i < in->attr.dims.n; i++)
+    if (x->dims[i] == r->dims[in->attr.dims.d[i]]) keep[in->attr.dims.d[i]] = true;
+  int axes[IR_MAX_RANK], n = 0;
+  for (int j = 0; j < r->rank; j++)
+    if (!keep[j]) axes[n++] = j;
+  accum(g, in->args[0], reshape(g, reduce_sum(g, ct, n, axes), x->rank, x->dims));
+}
+
+/* slice: the cotangent scattered back into zeros, dim by dim: a stride s > 1 interleaves s-1
+   zero rows after each row (reshape, concat, reshape, slice: no scatter op needed), then zero
+   blocks pad the front and the back. */
+static void vjp_slice(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_type *x = &g->body->types[g->body->ins[in->args[0]].ty];
+  const ir_slice *s = &in->attr.slice;
+  ir_ref c = ct;
+  if (ir_type_numel(&g->body->types[in->ty]) == 0) return; /* nothing flows back */
+  for (int d = 0; d < x->rank && g->st == JIT_OK; d++) {
+    ir_type t = type_of(g, c);
+    int64_t m = t.dims[d], span = m;
+    if (s->stride[d] > 1 && m > 1) {
+      int64_t before = 1, after = 1, st = s->stride[d];
+      for (int i = 0; i < d; i++) before *= t.dims[i];
+      for (int i = d + 1; i < t.rank; i++) after *= t.dims[i];
+      int64_t d4[4] = {before, m, 1, after}, d3[3] = {before, m * st, after};
+      ir_ref r4 = reshape(g, c, 4, d4);
+      ir_type z = type_of(g, r4);
+      z.dims[2] = st - 1;
+      ir_ref parts[2] = {r4, cst(g, &z, 0)};
+      ir_attr at = {0};
+      at.axis = 2;
+      ir_ref wide = reshape(g, emit(g, IR_CONCAT, 2, parts, &at, NULL), 3, d3);
+      span = (m - 1) * st + 1;
+      ir_ref cut = slice_axis(g, wide, 1, 0, span);
+      t.dims[d] = span;
+      c = reshape(g, cut, t.rank, t.dims);
+    }
+    c = pad_axis(g, c, d, s->start[d], x->dims[d] - s->start[d] - span);
+  }
+  accum(g, in->args[0], c);
+}
+
+static void vjp_concat(grad *g, const ir_ins *in, ir_ref ct) {
+  int axis = (int)in->attr.axis;
+  int64_t off = 0;
+  for (uint32_t k = 0; k < in->n_args; k++) {
+    int64_t n = g->body->types[g->body->ins[in->args[k]].ty].dims[axis];
+    if (g->dep[in->args[k]]) accum(g, in->args[k], slice_axis(g, ct, axis, off, off + n));
+    off += n;
+  }
+}
+
+/* The dims of x kept by a reduction over axes (increasing). */
+static int kept_dims(const ir_type *x, const ir_dims *axes, int *out) {
+  int n = 0;
+  for (int i = 0, k = 0; i < x->rank; i++) {
+    if (k < axes->n && axes->d[k] == i)
+      k++;
+    else
+      out[n++] = i;
+  }
+  return n;
+}
+
+static void vjp_reduce(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
+  const ir_type *x = &g->body->types[g->body->ins[in->args[0]].ty];
+  ir_type xt = *x;
+  int kept[IR_MAX_RANK];
+  int nk = kept_dims(x, &in->attr.dims, kept);
+  if (in->op == IR_REDUCE_SUM) {
+    accum(g, in->args[0], broadcast(g, ct, nk, kept, &xt));
+    return;
+  }
+  /* max/min: an even share to every position equal to the result */
+  ir_ref xv = primal(g, in->args[0]);
+  ir_ref hit = convert(g, cmp(g, JIT_EQ, xv, broadcast(g, y, nk, kept, &xt)), xt.dtype);
+  int axes[IR_MAX_RANK];
+  for (int i = 0; i < in->attr.dims.n; i++) axes[i] = in->attr.dims.d[i];
+  ir_ref count = reduce_sum(g, hit, in->attr.dims.n, axes);
+  ir_ref share = broadcast(g, bin(g, IR_DIV, ct, count), nk, kept, &xt);
+  accum(g, in->args[0], bin(g, IR_MUL, share, hit));
+}
+
+/* dot: each operand's cotangent is a dot of the result's cotangent with the other operand,
+   batch dims kept as batch dims. The lhs's is dot(ct, rhs) and the rhs's dot(lhs, ct), as JAX
+   does, so that for a plain matmul both come out in the operand's layout; otherwise a transpose
+   puts the dims back in place. */
+static void vjp_dot(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_dot_dims *d = &in->attr.dot;
+  int nb = d->n_batch, nc = d->n_contract;
+  for (int side = 0; side < 2; side++) {
+    ir_ref self = in->args[side], other = in->args[1 - side];
+    if (!g->dep[self]) continue;
+    const ir_type *st = &g->body->types[g->body->ins[self].ty];
+    const ir_type *ot = &g->body->types[g->body->ins[other].ty];
+    const uint8_t *sb = side ? d->rhs_batch : d->lhs_batch, *ob = side ? d->lhs_batch : d->rhs_batch;
+    const uint8_t *sc = side ? d->rhs_contract : d->lhs_contract;
+    const uint8_t *oc = side ? d->lhs_contract : d->rhs_contract;
+    /* free dims of each side, increasing; ct is [batch, lhs free, rhs free] */
+    bool sused[IR_MAX_RANK] = {false}, oused[IR_MAX_RANK] = {false};
+    for (int i = 0; i < nb; i++) sused[sb[i]] = oused[ob[i]] = true;
+    for (int i = 0; i < nc; i++) sused[sc[i]] = oused[oc[i]] = true;
+    int sfree[IR_MAX_RANK], ofree[IR_MAX_RANK], nsf = 0, nof = 0;
+    for (int i = 0; i < st->rank; i++)
+      if (!sused[i]) sfree[nsf++] = i;
+    for (int i = 0; i < ot->rank; i++)
+      if (!oused[i]) ofree[nof++] = i;
+    int other_at = side ? nb : nb + nsf; /* where other's free dims sit in ct */
+    /* batch ct[i] x other[ob[i]]; contract ct's other-free dims with other's free dims */
+    uint8_t cb[IR_MAX_RANK], ccon[IR_MAX_RANK], obat[IR_MAX_RANK], ocon[IR_MAX_RANK];
+    for (int i = 0; i < nb; i++) {
+      cb[i] = (uint8_t)i;
+      obat[i] = ob[i];
+    }
+    for (int k = 0; k < nof; k++) {
+      ccon[k] = (uint8_t)(other_at + k);
+      ocon[k] = (uint8_t)ofree[k];
+    }
+    ir_attr at = {0};
+    at.dot.n_batch = (uint8_t)nb;
+    at.dot.n_contract = (uint8_t)nof;
+    memcpy(side ? at.dot.rhs_batch : at.dot.lhs_batch, cb, (size_t)nb);
+    memcpy(side ? at.dot.lhs_batch : at.dot.rhs_batch, obat, (size_t)nb);
+    memcpy(side ? at.dot.rhs_contract : at.dot.lhs_contract, ccon, (size_t)nof);
+    memcpy(side ? at.dot.lhs_contract : at.dot.rhs_contract, ocon, (size_t)nof);
+    ir_ref po = primal(g, other);
+    ir_ref x[2] = {side ? po : ct, side ? ct : po};
+    ir_ref r = emit(g, IR_DOT, 2, x, &at, NULL);
+    /* r is [batch, self free, other's contract dims in increasing order] for the lhs, and
+       [batch, other's contract dims in increasing order, self free] for the rhs */
+    int pos[IR_MAX_RANK];
+    for (int i = 0; i < nb; i++) pos[sb[i]] = i;
+    for (int k = 0; k < nsf; k++) pos[sfree[k]] = nb + (side ? nc : 0) + k;
+    for (int i = 0; i < nc; i++) {
+      int q = 0; /* rank of oc[i] among other's contract dims */
+      for (int j = 0; j < nc; j++) q += oc[j] < oc[i];
+      pos[sc[i]] = nb + (side ? 0 : nsf) + q;
+    }
+    accum(g, self, transpose(g, r, st->rank, pos));
+  }
+}
+
+static void vjp(grad *g, ir_ref i) {
+  const ir_ins *in = &g->body->ins[i];
+  ir_ref ct = g->ct[i];
+  ir_ref x0 = in->args ? in->args[0] : IR_NOREF;
+  switch (in->op) {
+  case IR_NEG: accum(g, x0, un(g, IR_NEG, ct)); break;
+  case IR_ABS: {
+    ir_ref x = primal(g, x0), zero = cst_like(g, ct, 0);
+    ir_ref neg = sel(g, cmp(g, JIT_LT, x, zero), un(g, IR_NEG, ct), zero);
+    accum(g, x0, sel(g, cmp(g, JIT_GT, x, zero), ct, neg));
+    break;
+  }
+  case IR_EXP: accum(g, x0, bin(g, IR_MUL, ct, primal(g, i))); break;
+  case IR_LOG: accum(g, x0, bin(g, IR_DIV, ct, primal(g, x0))); break;
+  case IR_SQRT:
+    accum(g, x0, bin(g, IR_DIV, bin(g, IR_MUL, ct, cst_like(g, ct, 0.5)), primal(g, i)));
+    break;
+  case IR_RSQRT: { /* -0.5 * y / x */
+    ir_ref d = bin(g, IR_DIV, primal(g, i), primal(g, x0));
+    accum(g, x0, bin(g, IR_MUL, ct, bin(g, IR_MUL, cst_like(g, ct, -0.5), d)));
+    break;
+  }
+  case IR_TANH: {
+    ir_ref y = primal(g, i);
+    accum(g, x0, bin(g, IR_MUL, ct, bin(g, IR_SUB, cst_like(g, ct, 1), bin(g, IR_MUL, y, y))));
+    break;
+  }
+  case IR_LOGISTIC: {
+    ir_ref y = primal(g, i);
+    ir_ref d = bin(g, IR_MUL, y, bin(g, IR_SUB, cst_like(g, ct, 1), y));
+    accum(g, x0, bin(g, IR_MUL, ct, d));
+    break;
+  }
+  case IR_SIN: accum(g, x0, bin(g, IR_MUL, ct, un(g, IR_COS, primal(g, x0)))); break;
+  case IR_COS: accum(g, x0, un(g, IR_NEG, bin(g, IR_MUL, ct, un(g, IR_SIN, primal(g, x0))))); break;
+  case IR_ERF: { /* 2/sqrt(pi) exp(-x^2) */
+    ir_ref x = primal(g, x0);
+    ir_ref e = un(g, IR_EXP, un(g, IR_NEG, bin(g, IR_MUL, x, x)));
+    accum(g, x0, bin(g, IR_MUL, ct, bin(g, IR_MUL, cst_like(g, ct, 1.1283791670955126), e)));
+    break;
+  }
+  case IR_CONVERT: /* float -> float (dep is false through ints and bool) */
+    accum(g, x0, convert(g, ct, g->body->types[g->body->ins[x0].ty].dtype));
+    break;
+  case IR_ADD:
+    accum(g, x0, ct);
+    accum(g, in->args[1], ct);
+    break;
+  case IR_SUB:
+    accum(g, x0, ct);
+    if (g->dep[in->args[1]]) accum(g, in->args[1], un(g, IR_NEG, ct));
+    break;
+  case IR_MUL:
+    if (g->dep[x0]) accum(g, x0, bin(g, IR_MUL, ct, primal(g, in->args[1])));
+    if (g->dep[in->args[1]]) accum(g, in->args[1], bin(g, IR_MUL, primal(g, x0), ct));
+    break;
+  case IR_DIV: {
+    ir_ref b = primal(g, in->args[1]);
+    if (g->dep[x0]) accum(g, x0, bin(g, IR_DIV, ct, b));
+    if (g->dep[in->args[1]]) { /* -ct * a / b^2 */
+      ir_ref num = bin(g, IR_MUL, un(g, IR_NEG, ct), primal(g, x0));
+      accum(g, in->args[1], bin(g, IR_DIV, num, bin(g, IR_MUL, b, b)));
+    }
+    break;
+  }
+  case IR_MAX:
+  case IR_MIN: vjp_minmax(g, in, ct, primal(g, i)); break;
+  case IR_POW: vjp_pow(g, in, ct, primal(g, i)); break;
+  case IR_SELECT: {
+    ir_ref p = primal(g, x0), zero = cst_like(g, ct, 0);
+    if (g->dep[in->args[1]]) accum(g, in->args[1], sel(g, p, ct, zero));
+    if (g->dep[in->args[2]]) accum(g, in->args[2], sel(g, p, zero, ct));
+    break;
+  }
+  case IR_RESHAPE: {
+    const ir_type *x = &g->body->types[g->body->ins[x0].ty];
+    accum(g, x0, reshape(g, ct, x->rank, x->dims));
+    break;
+  }
+  case IR_TRANSPOSE: {
+    int inv[IR_MAX_RANK];
+    for (int k = 0; k < in->attr.dims.n; k++) inv[in->attr.dims.d[k]] = k;
+    accum(g, x0, transpose(g, ct, in->attr.dims.n, inv));
+    break;
+  }
+  case IR_BROADCAST: vjp_broadcast(g, in, ct); break;
+  case IR_SLICE: vjp_slice(g, in, ct); break;
+  case IR_CONCAT: vjp_concat(g, in, ct); break;
+  case IR_REDUCE_SUM: vjp_reduce(g, in, ct, IR_NOREF); break;
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN: vjp_reduce(g, in, ct, primal(g, i)); break;
+  case IR_DOT: vjp_dot(g, in, ct); break;
+  default: break; /* param, const, iota, cmp, floor: no cotangent flows through them */
+  }
+}
+
+/* Whether a value of op computed from dependent operands carries a derivative. */
+static bool differentiable(ir_op op) {
+  switch (op) {
+  case IR_PARAM:
+  case IR_CONST:
+  case IR_IOTA:
+  case IR_CMP:
+  case IR_FLOOR: return false;
+  default: return true;
+  }
+}
+
+/* ---- the transformation ------------------------------------------------------------------- */
+
+static jit_status check(const ir_func *body, uint64_t wrt_mask, uint32_t n_aux) {
+  if (body->n_results < 1 + (uint64_t)n_aux)
+    return jit_error(JIT_EINVAL, "%s: the function has %u results, fewer than 1 + %u aux", who,
+                     (unsigned)body->n_results, (unsigned)n_aux);
+  if (!wrt_mask) return jit_error(JIT_EINVAL, "%s: wrt_mask selects no argument", who);
+  if (body->n_params < 64 && wrt_mask >> body->n_params)
+    return jit_error(JIT_EINVAL, "%s: wrt_mask %#llx selects an argument past the %u given", who,
+                     (unsigned long long)wrt_mask, (unsigned)body->n_params);
+  const ir_type *loss = ir_type_of(body, body->results[0]);
+  char buf[96];
+  if (loss->rank != 0) {
+    ir_format_type(loss, buf, sizeof buf);
+    return jit_error(JIT_ESHAPE, "%s: the loss (result 0) must be a scalar, got %s", who, buf);
+  }
+  if (!ir_dtype_is_float(loss->dtype)) {
+    ir_format_type(loss, buf, sizeof buf);
+    return jit_error(JIT_EDTYPE, "%s: the loss (result 0) must be a float, got %s", who, buf);
+  }
+  for (uint32_t p = 0; p < body->n_params && p < 64; p++) {
+    const ir_type *t = ir_type_of(body, p);
+    if ((wrt_mask >> p & 1) && !ir_dtype_is_float(t->dtype)) {
+      ir_format_type(t, buf, sizeof buf);
+      return jit_error(JIT_EDTYPE, "%s: argument %u is %s: only float arguments have gradients",
+                       who, (unsigned)p, buf);
+    }
+  }
+  return JIT_OK;
+}
+
+jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_ref *args,
+                                  uint64_t wrt_mask, uint32_t n_aux, ir_ref *results, ir_loc loc) {
+  jit_status st = check(body, wrt_mask, n_aux);
+  if (st != JIT_OK) return st;
+  grad g = {.dst = dst, .body = body, .loc = loc};
+  size_t n = body->n_ins ? body->n_ins : 1;
+  g.tymap = malloc((body->n_types ? body->n_types : 1) * sizeof *g.tymap);
+  g.fwd = malloc(n * sizeof *g.fwd);
+  g.rc = malloc(n * sizeof *g.rc);
+  g.ct = malloc(n * sizeof *g.ct);
+  g.dep = calloc(n, sizeof *g.dep);
+  if (!g.tymap || !g.fwd || !g.rc || !g.ct || !g.dep) {
+    g.st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+    goto done;
+  }
+  for (uint32_t i = 0; i < body->n_types; i++) {
+    g.tymap[i] = ir_type_intern(dst, &body->types[i]);
+    if (g.tymap[i] == UINT32_MAX) {
+      g.st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+      goto done;
+    }
+  }
+  g.tag_base = ir_remat_max_tag(dst);
+  uint32_t body_max = ir_remat_max_tag(body);
+  if (g.tag_base > UINT32_MAX - body_max - 1) {
+    g.st = jit_error(JIT_EUNSUPPORTED, "%s: too many checkpointed regions", who);
+    goto done;
+  }
+  g.rc_tag = g.tag_base + body_max + 1;
+
+  /* forward, once; dep marks what the cotangent must reach */
+  for (uint32_t i = 0; i < body->n_ins; i++) {
+    const ir_ins *in = &body->ins[i];
+    g.rc[i] = g.ct[i] = IR_NOREF;
+    bool fl = ir_dtype_is_float(body->types[in->ty].dtype);
+    if (i < body->n_params) {
+      g.fwd[i] = args[i];
+      g.dep[i] = fl && i < 64 && (wrt_mask >> i & 1);
+      continue;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) {
+      if (in->args[k] >= i) {
+        g.st = jit_error(JIT_EINTERNAL, "%s: %%%u uses %%%u, defined later", who, (unsigned)i,
+                         (unsigned)in->args[k]);
+        goto done;
+      }
+      if (g.dep[in->args[k]]) g.dep[i] = fl && differentiable(in->op);
+    }
+    ir_ref small[8], *ops = small;
+    if (in->n_args > 8 && !(ops = malloc(in->n_args * sizeof *ops))) {
+      g.st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+      goto done;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = g.fwd[in->args[k]];
+    g.fwd[i] = copy_ins(&g, i, ops, in->attr.remat ? in->attr.remat + g.tag_base : 0);
+    if (ops != small) free(ops);
+    if (g.st != JIT_OK) goto done;
+  }
+
+  /* backward */
+  ir_ref loss = body->results[0];
+  if (g.dep[loss]) {
+    g.loc = loss < body->n_params ? loc : body->ins[loss].loc;
+    g.ct[loss] = cst(&g, &body->types[body->ins[loss].ty], 1);
+  }
+  for (uint32_t i = body->n_ins; i-- > body->n_params && g.st == JIT_OK;) {
+    if (g.ct[i] == IR_NOREF || !g.dep[i]) continue;
+    g.loc = body->ins[i].loc;
+    vjp(&g, i);
+  }
+  if (g.st != JIT_OK) goto done;
+
+  g.loc = loc;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i <= n_aux; i++) results[k++] = g.fwd[body->results[i]];
+  for (uint32_t p = 0; p < body->n_params && p < 64; p++) {
+    if (!(wrt_mask >> p & 1)) continue;
+    results[k++] = g.ct[p] != IR_NOREF ? g.ct[p] : cst(&g, &body->types[body->ins[p].ty], 0);
+  }
+
+done:
+  free(g.stack);
+  free(g.tymap);
+  free(g.fwd);
+  free(g.rc);
+  free(g.ct);
+  free(g.dep);
+  return g.st;
+}

@@ -1,0 +1,372 @@
+/* vmap.c: the batching transformation: emits into a destination function the batched version of
+ * a traced body, one batching rule per op (jit_vmap's work; not a pass of the pipeline).
+ *
+ * What it does: walks the body once in order. Each body value is either unbatched (the same
+ * value as in the body, emitted once) or batched with the batch dim at some position k of its
+ * dst value. Rules keep the batch dim where it already is whenever the op allows it, so a
+ * chain of elementwise ops, slices, reductions and dots emits no transposes; it moves only for
+ * a reshape that mixes the dims on both sides of it (to 0), where two batched operands
+ * disagree, and for the results (to out_axes). Dots take batched operands as dot batch dims
+ * (one batched operand: its batch dim becomes a free dim), never a loop.
+ * Needs: body verified; args typed as the params with the batch dim inserted at in_axes.
+ * Keeps: every emitted instruction carries the location (and checkpoint tag, attr.remat) of the
+ * body instruction it comes from; the ops that move results to out_axes carry the vmap's.
+ * Cost: O(instructions), at most a few dst instructions per body instruction.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/error.h"
+
+typedef struct vm {
+  ir_func *dst;
+  const ir_func *body;
+  ir_ref *map;    /* body ref -> dst ref */
+  int8_t *bd;     /* body ref -> batch dim in the dst value, -1: unbatched */
+  int64_t batch;  /* the batch size */
+  ir_loc loc;     /* location of what is being emitted */
+  const char *op; /* the body op being batched, for messages */
+  uint32_t remat; /* its checkpoint tag, kept by everything emitted for it */
+  jit_status st;  /* the first failure (the last error holds its message) */
+} vm;
+
+static jit_status vfail(vm *v, jit_status s, const char *fmt, ...) JIT_PRINTF(3, 4);
+static jit_status vfail(vm *v, jit_status s, const char *fmt, ...) {
+  if (v->st != JIT_OK) return v->st;
+  char reason[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  if (v->loc.file)
+    jit_error(s, "%s at %s:%d: %s", v->op, v->loc.file, v->loc.line, reason);
+  else
+    jit_error(s, "%s: %s", v->op, reason);
+  v->st = s;
+  return s;
+}
+
+/* t with the batch dim inserted at k; false (recorded) if the rank would exceed the limit. */
+static bool batched_type(vm *v, const ir_type *t, int k, ir_type *out) {
+  if (t->rank + 1 > IR_MAX_RANK) {
+    char s[128];
+    ir_format_type(t, s, sizeof s);
+    vfail(v, JIT_ESHAPE, "batching %s would need rank %d (at most %d)", s, t->rank + 1,
+          IR_MAX_RANK);
+    return false;
+  }
+  *out = (ir_type){.dtype = t->dtype, .rank = t->rank + 1};
+  for (int i = 0, j = 0; i < out->rank; i++) out->dims[i] = i == k ? v->batch : t->dims[j++];
+  return true;
+}
+
+/* Infers the type (declared where the op needs one) and emits at v->loc. */
+static ir_ref emit(vm *v, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
+                   const ir_type *declared) {
+  if (v->st != JIT_OK) return IR_NOREF;
+  const ir_type *tys[3], **t = tys;
+  if (n > 3 && !(t = malloc(n * sizeof *t))) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    return IR_NOREF;
+  }
+  for (uint32_t i = 0; i < n; i++) t[i] = ir_type_of(v->dst, args[i]);
+  ir_type out;
+  char why[512];
+  ir_ref r = IR_NOREF;
+  ir_attr a = {0};
+  if (attr) a = *attr;
+  a.remat = v->remat;
+  attr = &a;
+  jit_status st = ir_infer_type(op, n, t, attr, declared, &out, why, sizeof why);
+  if (st != JIT_OK) {
+    /* the body passed these rules: only the batched rank can break them */
+    vfail(v, st == JIT_EINVAL ? JIT_EINTERNAL : st, "batched %s: %s", ir_op_name[op], why);
+  } else {
+    r = ir_emit(v->dst, op, ir_type_intern(v->dst, &out), n, args, attr, v->loc);
+    if (r == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  }
+  if (t != tys) free(t);
+  return r;
+}
+
+/* x (batched at from) with its batch dim moved to position to. */
+static ir_ref move_bdim(vm *v, ir_ref x, int from, int to) {
+  if (from == to || x == IR_NOREF) return x;
+  int rank = ir_type_of(v->dst, x)->rank;
+  ir_attr a = {0};
+  a.dims.n = (uint8_t)rank;
+  for (int j = 0, i = 0; j < rank; j++) {
+    if (j == to) {
+      a.dims.d[j] = (uint8_t)from;
+      continue;
+    }
+    if (i == from) i++;
+    a.dims.d[j] = (uint8_t)i++;
+  }
+  return emit(v, IR_TRANSPOSE, 1, &x, &a, NULL);
+}
+
+/* Body value b as a dst value batched at k: broadcast when unbatched, moved when elsewhere. */
+static ir_ref batched_at(vm *v, ir_ref b, int k) {
+  if (v->st != JIT_OK) return IR_NOREF;
+  ir_ref x = v->map[b];
+  if (v->bd[b] >= 0) return move_bdim(v, x, v->bd[b], k);
+  ir_type to, xt = *ir_type_of(v->dst, x);
+  if (!batched_type(v, &xt, k, &to)) return IR_NOREF;
+  ir_attr a = {0};
+  a.dims.n = (uint8_t)xt.rank;
+  for (int i = 0; i < xt.rank; i++) a.dims.d[i] = (uint8_t)(i < k ? i : i + 1);
+  return emit(v, IR_BROADCAST, 1, &x, &a, &to);
+}
+
+/* Body dim d of a value batched at k, as a dst dim. */
+static inline int shift(int d, int k) { return k >= 0 && d >= k ? d + 1 : d; }
+
+/* ---- rules: each sets map[r] and bd[r] for body instruction r ------------------------------- */
+
+static void copy_unbatched(vm *v, ir_ref r, const ir_ins *in) {
+  ir_ref small[8], *args = small;
+  if (in->n_args > 8 && !(args = malloc(in->n_args * sizeof *args))) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < in->n_args; i++) args[i] = v->map[in->args[i]];
+  ir_ty ty = ir_type_intern(v->dst, &v->body->types[in->ty]);
+  v->map[r] = ir_emit(v->dst, in->op, ty, in->n_args, args, &in->attr, v->loc);
+  if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  v->bd[r] = -1;
+  if (args != small) free(args);
+}
+
+/* Elementwise (incl. convert, cmp, select): every operand batched at the first batched
+   operand's position. */
+static void rule_elementwise(vm *v, ir_ref r, const ir_ins *in) {
+  int k = -1;
+  for (uint32_t i = 0; i < in->n_args && k < 0; i++) k = v->bd[in->args[i]];
+  ir_ref args[3];
+  for (uint32_t i = 0; i < in->n_args; i++) args[i] = batched_at(v, in->args[i], k);
+  ir_type decl;
+  if (!batched_type(v, &v->body->types[in->ty], k, &decl)) return;
+  v->map[r] = emit(v, in->op, in->n_args, args, &in->attr, &decl);
+  v->bd[r] = (int8_t)k;
+}
+
+static int64_t suffix_numel(const ir_type *t, int from) {
+  int64_t n = 1;
+  for (int i = from; i < t->rank; i++) n *= t->dims[i];
+  return n;
+}
+
+/* Row-major order: with the batch dim at k in the operand and at j in the result, the reshape
+   is the per-example one exactly when the dims after the batch hold as many elements on both
+   sides. Such a j (k itself preferred) avoids a transpose; otherwise the batch dim moves to 0,
+   where j = 0 always works. */
+static void rule_reshape(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_type *from = &v->body->types[v->body->ins[in->args[0]].ty];
+  const ir_type *to = &v->body->types[in->ty];
+  int k = v->bd[in->args[0]], j = -1;
+  int64_t after = suffix_numel(from, k);
+  if (k <= to->rank && suffix_numel(to, k) == after) j = k;
+  for (int i = 0; j < 0 && i <= to->rank; i++)
+    if (suffix_numel(to, i) == after) j = i;
+  ir_ref x = v->map[in->args[0]];
+  if (j < 0) {
+    x = move_bdim(v, x, k, 0);
+    j = 0;
+  }
+  ir_type decl;
+  if (!batched_type(v, to, j, &decl)) return;
+  v->map[r] = emit(v, IR_RESHAPE, 1, &x, NULL, &decl);
+  v->bd[r] = (int8_t)j;
+}
+
+/* The batch dim stays at k in the result: the other dims permute around it. */
+static void rule_transpose(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]], n = in->attr.dims.n;
+  ir_attr a = {0};
+  a.dims.n = (uint8_t)(n + 1);
+  for (int j = 0; j <= n; j++)
+    a.dims.d[j] = (uint8_t)(j == k ? k : shift(in->attr.dims.d[j < k ? j : j - 1], k));
+  v->map[r] = emit(v, IR_TRANSPOSE, 1, &v->map[in->args[0]], &a, NULL);
+  v->bd[r] = (int8_t)k;
+}
+
+/* Operand batch dim k goes to the result position right after where operand dim k-1 goes, so
+   the dims list stays increasing and no transpose is needed. */
+static void rule_broadcast(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]], n = in->attr.dims.n;
+  int q = k == 0 ? 0 : in->attr.dims.d[k - 1] + 1;
+  ir_attr a = {0};
+  a.dims.n = (uint8_t)(n + 1);
+  for (int j = 0; j <= n; j++)
+    a.dims.d[j] = (uint8_t)(j == k ? q : shift(in->attr.dims.d[j < k ? j : j - 1], q));
+  ir_type decl;
+  if (!batched_type(v, &v->body->types[in->ty], q, &decl)) return;
+  v->map[r] = emit(v, IR_BROADCAST, 1, &v->map[in->args[0]], &a, &decl);
+  v->bd[r] = (int8_t)q;
+}
+
+static void rule_slice(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]], n = v->body->types[v->body->ins[in->args[0]].ty].rank;
+  ir_attr a = {0};
+  for (int j = 0; j <= n; j++) {
+    int d = j < k ? j : j - 1;
+    a.slice.start[j] = j == k ? 0 : in->attr.slice.start[d];
+    a.slice.limit[j] = j == k ? v->batch : in->attr.slice.limit[d];
+    a.slice.stride[j] = j == k ? 1 : in->attr.slice.stride[d];
+  }
+  v->map[r] = emit(v, IR_SLICE, 1, &v->map[in->args[0]], &a, NULL);
+  v->bd[r] = (int8_t)k;
+}
+
+static void rule_concat(vm *v, ir_ref r, const ir_ins *in) {
+  int k = -1;
+  for (uint32_t i = 0; i < in->n_args && k < 0; i++) k = v->bd[in->args[i]];
+  ir_ref *args = malloc(in->n_args * sizeof *args);
+  if (!args) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < in->n_args; i++) args[i] = batched_at(v, in->args[i], k);
+  ir_attr a = {0};
+  a.axis = shift((int)in->attr.axis, k);
+  v->map[r] = emit(v, IR_CONCAT, in->n_args, args, &a, NULL);
+  v->bd[r] = (int8_t)k;
+  free(args);
+}
+
+static void rule_reduce(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]], before = 0;
+  ir_attr a = {0};
+  a.dims.n = in->attr.dims.n;
+  for (int i = 0; i < in->attr.dims.n; i++) {
+    a.dims.d[i] = (uint8_t)shift(in->attr.dims.d[i], k);
+    before += in->attr.dims.d[i] < k;
+  }
+  v->map[r] = emit(v, in->op, 1, &v->map[in->args[0]], &a, NULL);
+  v->bd[r] = (int8_t)(k - before);
+}
+
+/* Index of dst dim k among the free dims (neither batch nor contracting) of a dot operand. */
+static int free_index(int k, const uint8_t *batch, const uint8_t *contract, int nb, int nc) {
+  int idx = 0;
+  for (int d = 0; d < k; d++) {
+    bool used = false;
+    for (int i = 0; i < nb; i++) used |= batch[i] == d;
+    for (int i = 0; i < nc; i++) used |= contract[i] == d;
+    idx += !used;
+  }
+  return idx;
+}
+
+/* Both operands batched: the batch dims pair up as a new leading dot batch dim. One batched:
+   its batch dim is one more free dim of that operand, so the other is not broadcast. */
+static void rule_dot(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_dot_dims *d = &in->attr.dot;
+  int kl = v->bd[in->args[0]], kr = v->bd[in->args[1]], nb = d->n_batch, nc = d->n_contract;
+  int both = kl >= 0 && kr >= 0;
+  ir_attr a = {0};
+  a.dot.n_batch = (uint8_t)(nb + both);
+  a.dot.n_contract = (uint8_t)nc;
+  if (both) {
+    a.dot.lhs_batch[0] = (uint8_t)kl;
+    a.dot.rhs_batch[0] = (uint8_t)kr;
+  }
+  for (int i = 0; i < nb; i++) {
+    a.dot.lhs_batch[i + both] = (uint8_t)shift(d->lhs_batch[i], kl);
+    a.dot.rhs_batch[i + both] = (uint8_t)shift(d->rhs_batch[i], kr);
+  }
+  for (int i = 0; i < nc; i++) {
+    a.dot.lhs_contract[i] = (uint8_t)shift(d->lhs_contract[i], kl);
+    a.dot.rhs_contract[i] = (uint8_t)shift(d->rhs_contract[i], kr);
+  }
+  ir_ref args[2] = {v->map[in->args[0]], v->map[in->args[1]]};
+  v->map[r] = emit(v, IR_DOT, 2, args, &a, NULL);
+  if (both) {
+    v->bd[r] = 0;
+  } else if (kl >= 0) {
+    v->bd[r] = (int8_t)(nb + free_index(kl, a.dot.lhs_batch, a.dot.lhs_contract, nb, nc));
+  } else {
+    int lhs_rank = v->body->types[v->body->ins[in->args[0]].ty].rank;
+    v->bd[r] = (int8_t)(nb + (lhs_rank - nb - nc) +
+                        free_index(kr, a.dot.rhs_batch, a.dot.rhs_contract, nb, nc));
+  }
+}
+
+static void batch_ins(vm *v, ir_ref r) {
+  const ir_ins *in = &v->body->ins[r];
+  bool any = false;
+  for (uint32_t i = 0; i < in->n_args; i++) any |= v->bd[in->args[i]] >= 0;
+  v->loc = in->loc;
+  v->op = ir_op_name[in->op];
+  v->remat = in->attr.remat;
+  if (!any) { /* also CONST and IOTA: the same value for every example */
+    copy_unbatched(v, r, in);
+    return;
+  }
+  switch (in->op) {
+  case IR_RESHAPE: rule_reshape(v, r, in); break;
+  case IR_TRANSPOSE: rule_transpose(v, r, in); break;
+  case IR_BROADCAST: rule_broadcast(v, r, in); break;
+  case IR_SLICE: rule_slice(v, r, in); break;
+  case IR_CONCAT: rule_concat(v, r, in); break;
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN: rule_reduce(v, r, in); break;
+  case IR_DOT: rule_dot(v, r, in); break;
+  default:
+    if (ir_op_flags[in->op] & IR_EW)
+      rule_elementwise(v, r, in);
+    else
+      vfail(v, JIT_EUNSUPPORTED, "no batching rule for %s", ir_op_name[in->op]);
+    break;
+  }
+}
+
+jit_status ir_vmap_into(ir_func *dst, const ir_func *body, const ir_ref *args, const int *in_axes,
+                        int64_t batch, const int *out_axes, ir_ref *results, ir_loc loc) {
+  vm v = {.dst = dst, .body = body, .batch = batch, .loc = loc, .op = "vmap"};
+  size_t n = body->n_ins ? body->n_ins : 1;
+  v.map = malloc(n * sizeof *v.map);
+  v.bd = malloc(n);
+  if (!v.map || !v.bd) {
+    vfail(&v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (uint32_t p = 0; p < body->n_params; p++) {
+    const ir_type *pt = &body->types[body->ins[p].ty], *at = ir_type_of(dst, args[p]);
+    ir_type want = *pt;
+    if (in_axes[p] >= 0 && !batched_type(&v, pt, in_axes[p], &want)) goto done;
+    if (!ir_type_equal(&want, at)) {
+      char ws[128], as[128];
+      ir_format_type(&want, ws, sizeof ws);
+      ir_format_type(at, as, sizeof as);
+      vfail(&v, JIT_EINTERNAL, "argument %u is %s, expected %s", p, as, ws);
+      goto done;
+    }
+    v.map[p] = args[p];
+    v.bd[p] = (int8_t)in_axes[p];
+  }
+  for (uint32_t r = body->n_params; r < body->n_ins && v.st == JIT_OK; r++) batch_ins(&v, r);
+  v.loc = loc;
+  v.op = "vmap";
+  v.remat = 0;
+  for (uint32_t i = 0; i < body->n_results && v.st == JIT_OK; i++) {
+    int rank = body->types[body->ins[body->results[i]].ty].rank;
+    if (out_axes[i] < 0 || out_axes[i] > rank) {
+      vfail(&v, JIT_ESHAPE, "out_axes[%u] = %d out of range for a result of rank %d", i,
+            out_axes[i], rank);
+      break;
+    }
+    results[i] = batched_at(&v, body->results[i], out_axes[i]);
+  }
+done:
+  /* it points into body's arena, which a later body may reuse at the same address */
+  if (v.st == JIT_OK && dst->oom) vfail(&v, JIT_ENOMEM, "out of memory");
+  free(v.map);
+  free(v.bd);
+  return v.st;
+}

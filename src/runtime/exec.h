@@ -1,0 +1,34 @@
+/* exec.h: the executable of a compiled signature: its buffers (params, results, intermediates in
+ * a scratch arena) and its steps (native kernel calls, interpreted fallbacks, copies). */
+#ifndef TJIT_RUNTIME_EXEC_H
+#define TJIT_RUNTIME_EXEC_H
+
+#include <stdio.h>
+
+#include "ir/ir.h"
+#include "tjit.h"
+
+typedef struct exec exec;
+
+typedef struct exec_stats {
+  double codegen_ms; /* fusion, lowering, building the LLVM module */
+  double llvm_ms;    /* optimizing, emitting the object, loading it, looking kernels up */
+  int n_kernels;     /* kernels of the fused program (native or not) */
+  int n_native;      /* of which run as native code */
+} exec_stats;
+
+/* Fuses the optimized f, lowers and compiles every kernel it can (the rest are interpreted) and
+   loads them into ctx's JIT. The executable keeps no pointer to f. */
+jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats);
+
+/* Runs on args[i] (the params' buffers) into results[i] (buffers of the results' byte sizes,
+   distinct from each other and from the args). Safe to call from several threads at once. */
+jit_status exec_run(exec *e, const void *const *args, void *const *results);
+
+void exec_free(exec *e);
+
+/* The JIT_DUMP_FUSED, JIT_DUMP_C or JIT_DUMP_LLVM stage of f, built afresh (any signature can be
+   dumped, whatever opt_level compiled it). */
+jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out);
+
+#endif /* TJIT_RUNTIME_EXEC_H */

@@ -1,0 +1,83 @@
+/* subtrace.c: nested tracing for the transformations: a user function traced into its own IR
+ * function (errors surfacing in the parent trace), and the splice of IR back into the parent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/subtrace.h"
+
+jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
+                    int n_results, ir_func **out) {
+  jit_trace *t = c->t;
+  *out = NULL;
+  if (t->status != JIT_OK) return t->status;
+  if (!fn) return op_fail(c, JIT_EINVAL, "function is NULL");
+  if (n_args < 0 || n_results < 0)
+    return op_fail(c, JIT_EINVAL, "negative count (n_args %d, n_results %d)", n_args, n_results);
+  trace_request req = {.name = t->name,
+                       .fn = fn,
+                       .user = user,
+                       .n_args = n_args,
+                       .n_results = n_results,
+                       .arg_types = arg_types,
+                       .static_args = t->req ? t->req->static_args : NULL,
+                       .static_len = t->req ? t->req->static_len : 0};
+  jit_status st = trace_run(&req, c, out);
+  if (st != JIT_OK) {
+    /* the inner message already names the user's op and line inside fn: adopt it verbatim */
+    t->status = st;
+    snprintf(t->msg, sizeof t->msg, "%s", jit_last_error());
+  }
+  return st;
+}
+
+jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, ir_ref *results) {
+  jit_trace *t = c->t;
+  if (t->status != JIT_OK) return t->status;
+  ir_ref *map = malloc((body->n_ins ? body->n_ins : 1) * sizeof *map);
+  ir_ref small[8], *ops = small;
+  uint32_t cap = 8;
+  if (!map) return op_fail(c, JIT_ENOMEM, "out of memory");
+  for (uint32_t i = 0; i < body->n_params; i++) map[i] = args[i];
+  for (uint32_t i = body->n_params; i < body->n_ins; i++) {
+    const ir_ins *in = &body->ins[i];
+    if (in->n_args > cap) {
+      ir_ref *grown = malloc(in->n_args * sizeof *grown);
+      if (!grown) goto oom;
+      if (ops != small) free(ops);
+      ops = grown;
+      cap = in->n_args;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
+    ir_ty ty = ir_type_intern(t->f, &body->types[in->ty]);
+    if (ty == UINT32_MAX) goto oom;
+    map[i] = ir_emit(t->f, in->op, ty, in->n_args, ops, &in->attr, in->loc);
+    if (map[i] == IR_NOREF) goto oom;
+  }
+  for (uint32_t i = 0; i < body->n_results; i++) results[i] = map[body->results[i]];
+  if (ops != small) free(ops);
+  free(map);
+  return JIT_OK;
+oom:
+  if (ops != small) free(ops);
+  free(map);
+  return op_fail(c, JIT_ENOMEM, "out of memory");
+}
+
+jit_status subtrace_args(op_ctx *c, int n, const jit_val *args, ir_ref *refs, ir_type *types) {
+  for (int i = 0; i < n; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "argument %d", i);
+    refs[i] = op_typed(c, args[i], what);
+    if (refs[i] == IR_NOREF) return c->t->status != JIT_OK ? c->t->status : JIT_EINTERNAL;
+    if (types) types[i] = *op_type(c, refs[i]);
+  }
+  return JIT_OK;
+}
+
+void subtrace_results(op_ctx *c, int n, const ir_ref *refs, jit_val *results) {
+  for (int i = 0; i < n; i++)
+    results[i] = c->t->status == JIT_OK ? op_result(c, refs[i]) : (jit_val){0};
+  if (c->t->status != JIT_OK)
+    for (int i = 0; i < n; i++) results[i] = (jit_val){0};
+}

@@ -1,0 +1,28 @@
+/* subtrace.h: the machinery every transformation (vmap, value_and_grad, checkpoint, scan) uses:
+ * trace the user's function into its own IR function, then splice IR back into the caller. */
+#ifndef TJIT_SUBTRACE_H
+#define TJIT_SUBTRACE_H
+
+#include "trace/trace_internal.h"
+
+/* Runs fn on fresh params of arg_types into a new function *out (the caller frees it), as a
+   nested trace: own value table and tag, the parent's name and static args. On failure (an op
+   inside fn, a result left unset, OOM) the inner message ("name: add at x.c:12: ...", or
+   "name: vmap at x.c:7: result 0 was not set" for the request itself, named after c's op and
+   location) becomes the parent's sticky error, *out is NULL and the status is returned. */
+jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
+                    int n_results, ir_func **out);
+
+/* Copies body's instructions into the parent's function with param i mapped to args[i]
+   (locations and attributes kept) and writes the refs of body's results to
+   results[0..body->n_results). JIT_ENOMEM is recorded on c. */
+jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, ir_ref *results);
+
+/* Resolves n handles to typed refs (weak scalars become f32) and copies their types into
+   types (may be NULL). A bad handle is recorded on c as "argument i is ...". */
+jit_status subtrace_args(op_ctx *c, int n, const jit_val *args, ir_ref *refs, ir_type *types);
+
+/* results[i] = a new handle for refs[i]; on a failed trace, all are (jit_val){0}. */
+void subtrace_results(op_ctx *c, int n, const ir_ref *refs, jit_val *results);
+
+#endif /* TJIT_SUBTRACE_H */

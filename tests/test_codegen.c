@@ -1,0 +1,1205 @@
+/* test_codegen.c: the compiled path (fusion -> loop IR -> LLVM -> native kernels) against the
+ * reference interpreter on random data: every op on every dtype, the fusion patterns, rows split
+ * over threads, and a seeded random-program generator (TJIT_TEST_PROGRAMS=N programs, default
+ * 1000; TJIT_TEST_SEED=S); the C dump of every kernel tested here must compile with cc -Wall -Werror.
+ * Values computed only with ops that round exactly like the interpreter (everything but the
+ * polynomial transcendentals and float sums) must match bit for bit; the others within a
+ * per-dtype tolerance. NaN matches only NaN. */
+#define _GNU_SOURCE /* open_memstream */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/kernel.h"
+#include "ir/ir.h"
+#include "ir/passes/passes.h"
+#include "runtime/exec.h"
+#include "runtime/runtime.h"
+
+static jit_ctx *ctx;
+static char *c_all;      /* every kernel's C text, renamed per program */
+static size_t c_len, c_cap;
+static int n_progs;      /* programs checked (numbers their C names) */
+static size_t prelude_len;
+
+/* ---- random numbers ------------------------------------------------------------------------------ */
+static uint64_t rng(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double unit(uint64_t *s) { return (double)(rng(s) >> 11) * 0x1p-53; }
+static int64_t irange(uint64_t *s, int64_t lo, int64_t hi) {
+  return lo + (int64_t)(rng(s) % (uint64_t)(hi - lo + 1));
+}
+
+/* ---- data ------------------------------------------------------------------------------------------ */
+static const double special_f[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e30, -1e30, 1e-30,
+                                   65504.0, 70000.0, 1e-7, 0.5, -0.5, 88.0, -104.0, 3e38};
+
+static void fill(jit_dtype dt, void *buf, int64_t n, uint64_t *s, bool special) {
+  for (int64_t i = 0; i < n; i++) {
+    bool sp = special && rng(s) % 8 == 0;
+    if (ir_dtype_is_float(dt)) {
+      double v = sp ? special_f[rng(s) % (sizeof special_f / sizeof special_f[0])]
+                    : -2 + 4 * unit(s);
+      ir_store_f64(dt, buf, i, v);
+    } else if (dt == JIT_BOOL) {
+      ((uint8_t *)buf)[i] = rng(s) & 1;
+    } else {
+      int64_t v;
+      if (dt == JIT_I8 || dt == JIT_U8) v = (int64_t)(rng(s) & 0xff);
+      else if (sp) {
+        static const int64_t ex[] = {0, -1, 1, INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX};
+        v = ex[rng(s) % 7];
+      } else v = irange(s, -1000, 1000);
+      ir_store_i64(dt, buf, i, v);
+    }
+  }
+}
+
+/* ---- comparing ------------------------------------------------------------------------------------- */
+static double tol_of(jit_dtype dt) {
+  switch (dt) {
+  case JIT_F16: return 4e-3;
+  case JIT_BF16: return 3e-2;
+  case JIT_F64: return 1e-10;
+  default: return 2e-5;
+  }
+}
+
+/* exact: bit for bit (NaN as NaN); else |got - want| <= tol * (|want| + max |want|) */
+static bool compare(const char *what, const ir_type *t, const void *got, const void *want,
+                    bool exact) {
+  int64_t n = ir_type_numel(t);
+  double scale = 0;
+  if (ir_dtype_is_float(t->dtype))
+    for (int64_t i = 0; i < n; i++) {
+      double w = ir_load_f64(t->dtype, want, i);
+      if (isfinite(w) && fabs(w) > scale) scale = fabs(w);
+    }
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    bool ok;
+    if (ir_dtype_is_float(t->dtype)) {
+      double g = ir_load_f64(t->dtype, got, i), w = ir_load_f64(t->dtype, want, i);
+      if (isnan(g) || isnan(w)) ok = isnan(g) && isnan(w);
+      else if (exact || isinf(w) || isinf(g)) ok = g == w && signbit(g) == signbit(w);
+      else ok = fabs(g - w) <= tol_of(t->dtype) * (fabs(w) + scale) + 1e-30;
+    } else {
+      ok = ir_load_i64(t->dtype, got, i) == ir_load_i64(t->dtype, want, i);
+    }
+    if (!ok && bad++ == 0) first = i;
+  }
+  if (bad) {
+    char ts[128];
+    ir_format_type(t, ts, sizeof ts);
+    fprintf(stderr, "%s: %s: %lld of %lld elements differ (%s); first [%lld]: got %.9g, want %.9g\n",
+            what, ts, (long long)bad, (long long)n, exact ? "exact" : "tolerance", (long long)first,
+            ir_load_f64(t->dtype, got, first), ir_load_f64(t->dtype, want, first));
+  }
+  return bad == 0;
+}
+
+/* Appends f's C dump to c_all with its kernels renamed p<N>_k<i>. */
+static void collect_c(const ir_func *f) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  assert_non_null(m);
+  assert_int_equal(exec_dump(ctx, f, JIT_DUMP_C, m), JIT_OK);
+  fclose(m);
+  assert_true(len >= prelude_len);
+  char pre[16];
+  snprintf(pre, sizeof pre, "p%d_k", n_progs);
+  for (size_t i = prelude_len; i < len; i++) {
+    if (c_len + 16 >= c_cap) {
+      c_cap = c_cap ? 2 * c_cap : 1 << 20;
+      c_all = realloc(c_all, c_cap);
+      assert_non_null(c_all);
+    }
+    if (strncmp(text + i, "tjit_k", 6) == 0) {
+      memcpy(c_all + c_len, pre, strlen(pre));
+      c_len += strlen(pre);
+      i += 5;
+    } else {
+      c_all[c_len++] = text[i];
+    }
+  }
+  free(text);
+}
+
+static size_t type_bytes(const ir_type *t) {
+  return (size_t)ir_type_numel(t) * jit_dtype_size(t->dtype);
+}
+
+/* Runs f through the interpreter and the compiled path on the same random args. exact[r] (NULL:
+   all) says which results must match bit for bit. Returns false (after printing f) on a mismatch. */
+static bool check_exact(ir_func *f, uint64_t seed, const bool *exact, bool special, const char *what) {
+  uint32_t np = f->n_params, nr = f->n_results;
+  void *args[64], *want[64], *got[64];
+  uint64_t s = seed;
+  bool ok = true;
+  assert_true(np <= 64 && nr <= 64);
+  if (ir_verify(f, "test") != JIT_OK) {
+    fprintf(stderr, "%s: invalid IR: %s\n", what, jit_last_error());
+    ir_print(f, stderr);
+    fail();
+  }
+  for (uint32_t i = 0; i < np; i++) {
+    const ir_type *t = ir_type_of(f, i);
+    args[i] = malloc(type_bytes(t) + 1);
+    assert_non_null(args[i]);
+    fill(t->dtype, args[i], ir_type_numel(t), &s, special);
+  }
+  for (uint32_t r = 0; r < nr; r++) {
+    size_t b = type_bytes(ir_type_of(f, f->results[r])) + 1;
+    want[r] = malloc(b);
+    got[r] = malloc(b);
+    assert_true(want[r] && got[r]);
+    memset(got[r], 0xa5, b);
+  }
+  if (ir_interp(f, (const void *const *)args, want) != JIT_OK) {
+    fprintf(stderr, "%s: interp: %s\n", what, jit_last_error());
+    fail();
+  }
+  exec *e = NULL;
+  exec_stats st;
+  jit_status rc = exec_build(ctx, f, &e, &st);
+  if (rc == JIT_OK) rc = exec_run(e, (const void *const *)args, got);
+  if (rc != JIT_OK) {
+    fprintf(stderr, "%s: compiled: %s\n", what, jit_last_error());
+    ir_print(f, stderr);
+    ok = false;
+  }
+  for (uint32_t r = 0; r < nr && ok; r++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s: result %u", what, r);
+    if (!compare(name, ir_type_of(f, f->results[r]), got[r], want[r], exact ? exact[r] : true)) ok = false;
+  }
+  if (!ok) {
+    ir_print(f, stderr);
+    exec_dump(ctx, f, JIT_DUMP_FUSED, stderr);
+    exec_dump(ctx, f, JIT_DUMP_C, stderr);
+  }
+  exec_free(e);
+  collect_c(f);
+  n_progs++;
+  for (uint32_t i = 0; i < np; i++) free(args[i]);
+  for (uint32_t r = 0; r < nr; r++) {
+    free(want[r]);
+    free(got[r]);
+  }
+  return ok;
+}
+
+static ir_func *parse1(const char *text) {
+  ir_func **fs = NULL;
+  uint32_t n = 0;
+  if (ir_parse(text, strlen(text), &fs, &n) != JIT_OK) {
+    fprintf(stderr, "parse: %s\n%s", jit_last_error(), text);
+    fail();
+  }
+  assert_int_equal(n, 1);
+  ir_func *f = fs[0];
+  free(fs);
+  return f;
+}
+
+/* Parses text, optionally runs the pipeline, checks it (all results exact or all tolerant). */
+static void check_text(const char *text, bool exact, bool optimize, bool special, uint64_t seed) {
+  ir_func *f = parse1(text);
+  if (optimize) assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+  bool ex[64];
+  for (int i = 0; i < 64; i++) ex[i] = exact;
+  bool ok = check_exact(f, seed, ex, special, f->name);
+  ir_func_free(f);
+  if (!ok) fail();
+}
+
+/* ---- every op on every dtype --------------------------------------------------------------------- */
+static const jit_dtype floats[] = {JIT_F32, JIT_F64, JIT_F16, JIT_BF16};
+static const jit_dtype ints[] = {JIT_I8, JIT_U8, JIT_I32, JIT_I64};
+static const jit_dtype all_dt[] = {JIT_BOOL, JIT_I8, JIT_U8, JIT_I32, JIT_I64,
+                                   JIT_F16, JIT_BF16, JIT_F32, JIT_F64};
+
+static void test_unary_float(void **state) {
+  (void)state;
+  static const char *const ops[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh",
+                                    "logistic", "sin", "cos", "erf", "floor"};
+  for (size_t d = 0; d < 4; d++)
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      const char *dt = jit_dtype_name(floats[d]);
+      char text[512];
+      snprintf(text, sizeof text,
+               "func @%s_%s(%%0: %s[7,33]) -> %s[7,33] {\n  %%1 = %s %%0 : %s[7,33]\n  return %%1\n}\n",
+               ops[o], dt, dt, dt, ops[o], dt);
+      bool exact = strcmp(ops[o], "neg") == 0 || strcmp(ops[o], "abs") == 0 ||
+                   strcmp(ops[o], "sqrt") == 0 || strcmp(ops[o], "rsqrt") == 0 ||
+                   strcmp(ops[o], "floor") == 0;
+      /* sin/cos are accurate for |x| < 2^24 only (docs/MATH.md): no huge special values */
+      bool trig = strcmp(ops[o], "sin") == 0 || strcmp(ops[o], "cos") == 0;
+      check_text(text, exact, false, !trig, 1 + o);
+    }
+}
+
+static void test_unary_int(void **state) {
+  (void)state;
+  static const char *const ops[] = {"neg", "abs"};
+  for (size_t d = 0; d < 4; d++)
+    for (size_t o = 0; o < 2; o++) {
+      const char *dt = jit_dtype_name(ints[d]);
+      char text[512];
+      snprintf(text, sizeof text,
+               "func @%s_%s(%%0: %s[5,9]) -> %s[5,9] {\n  %%1 = %s %%0 : %s[5,9]\n  return %%1\n}\n",
+               ops[o], dt, dt, dt, ops[o], dt);
+      check_text(text, true, false, true, 7 + o);
+    }
+}
+
+static void test_binary(void **state) {
+  (void)state;
+  static const char *const ops[] = {"add", "sub", "mul", "div", "max", "min", "pow"};
+  for (size_t d = 0; d < sizeof all_dt / sizeof all_dt[0]; d++)
+    for (size_t o = 0; o < 7; o++) {
+      jit_dtype dtv = all_dt[d];
+      if (dtv == JIT_BOOL && o != 4 && o != 5) continue; /* bool: max, min only */
+      const char *dt = jit_dtype_name(dtv);
+      char text[512];
+      snprintf(text, sizeof text,
+               "func @%s_%s(%%0: %s[6,40], %%1: %s[6,40]) -> %s[6,40] {\n  %%2 = %s %%0, %%1 : %s[6,40]\n  return %%2\n}\n",
+               ops[o], dt, dt, dt, dt, ops[o], dt);
+      check_text(text, true, false, true, 11 + o);
+    }
+}
+
+static void test_cmp_select(void **state) {
+  (void)state;
+  static const char *const dirs[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  for (size_t d = 0; d < sizeof all_dt / sizeof all_dt[0]; d++)
+    for (size_t c = 0; c < 6; c++) {
+      const char *dt = jit_dtype_name(all_dt[d]);
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @cmp_%s(%%0: %s[3,50], %%1: %s[3,50]) -> (bool[3,50], %s[3,50]) {\n"
+               "  %%2 = cmp %%0, %%1 dir=%s : bool[3,50]\n"
+               "  %%3 = select %%2, %%0, %%1 : %s[3,50]\n"
+               "  return %%2, %%3\n}\n",
+               dt, dt, dt, dt, dirs[c], dt);
+      check_text(text, true, false, true, 21 + c);
+    }
+}
+
+static void test_convert_all_pairs(void **state) {
+  (void)state;
+  for (size_t a = 0; a < sizeof all_dt / sizeof all_dt[0]; a++)
+    for (size_t b = 0; b < sizeof all_dt / sizeof all_dt[0]; b++) {
+      const char *x = jit_dtype_name(all_dt[a]), *y = jit_dtype_name(all_dt[b]);
+      char text[512];
+      snprintf(text, sizeof text,
+               "func @cvt_%s_%s(%%0: %s[4,33]) -> %s[4,33] {\n  %%1 = convert %%0 : %s[4,33]\n  return %%1\n}\n",
+               x, y, x, y, y);
+      check_text(text, true, false, true, 31 + a * 9 + b);
+    }
+}
+
+static void test_const_iota(void **state) {
+  (void)state;
+  for (size_t d = 0; d < sizeof all_dt / sizeof all_dt[0]; d++) {
+    jit_dtype dtv = all_dt[d];
+    const char *dt = jit_dtype_name(dtv);
+    char text[768];
+    if (dtv == JIT_BOOL) {
+      snprintf(text, sizeof text,
+               "func @c_bool(%%0: bool[3,300]) -> (bool[3,300], bool[300]) {\n"
+               "  %%1 = const 1 : bool[3,300]\n  %%2 = max %%0, %%1 : bool[3,300]\n"
+               "  %%3 = const 0 : bool[300]\n  return %%2, %%3\n}\n");
+    } else {
+      snprintf(text, sizeof text,
+               "func @iota_%s(%%0: %s[3,300]) -> (%s[3,300], %s[300], %s[]) {\n"
+               "  %%1 = iota dim=1 : %s[3,300]\n  %%2 = add %%0, %%1 : %s[3,300]\n"
+               "  %%3 = iota dim=0 : %s[300]\n  %%4 = const %s : %s[]\n  return %%2, %%3, %%4\n}\n",
+               dt, dt, dt, dt, dt, dt, dt, dt, ir_dtype_is_float(dtv) ? "0.1" : dtv == JIT_U8 ? "7" : "-7", dt);
+    }
+    check_text(text, true, false, false, 41 + d);
+  }
+}
+
+/* ---- movement ops ------------------------------------------------------------------------------ */
+static void test_movement(void **state) {
+  (void)state;
+  /* transpose, broadcast, slice with strides, concat, reshapes (trivial and moving) */
+  check_text("func @mv(%0: f32[4,6,5], %1: f32[6], %2: f32[5,6,4]) -> (f32[5,6,4], f32[4,6,5], f32[2,3,2], f32[9,6,5], f32[6,20], f32[4,1,6,5,1]) {\n"
+             "  %3 = transpose %0 perm=[2,1,0] : f32[5,6,4]\n"
+             "  %4 = add %3, %2 : f32[5,6,4]\n"
+             "  %5 = broadcast %1 dims=[1] : f32[4,6,5]\n"
+             "  %6 = mul %0, %5 : f32[4,6,5]\n"
+             "  %7 = slice %0 start=[1,0,1] limit=[4,6,5] stride=[2,3,2] : f32[2,2,2]\n"
+             "  %8 = concat %7, %7 axis=1 : f32[2,4,2]\n"
+             "  %9 = slice %8 start=[0,1,0] limit=[2,4,2] stride=[1,1,1] : f32[2,3,2]\n"
+             "  %10 = neg %0 : f32[4,6,5]\n"
+             "  %11 = slice %6 start=[0,0,0] limit=[4,6,5] stride=[1,1,1] : f32[4,6,5]\n"
+             "  %12 = concat %10, %11, %0 axis=0 : f32[12,6,5]\n"
+             "  %13 = slice %12 start=[3,0,0] limit=[12,6,5] stride=[1,1,1] : f32[9,6,5]\n"
+             "  %14 = transpose %6 perm=[1,0,2] : f32[6,4,5]\n"
+             "  %15 = reshape %14 : f32[6,20]\n"
+             "  %16 = exp %15 : f32[6,20]\n"
+             "  %17 = reshape %0 : f32[4,1,6,5,1]\n"
+             "  %18 = abs %17 : f32[4,1,6,5,1]\n"
+             "  return %4, %6, %9, %13, %16, %18\n}\n",
+             false, false, false, 51);
+}
+
+/* ---- fusion patterns ------------------------------------------------------------------------------ */
+static const char softmax_ir[] =
+    "func @softmax(%x: DT[ROWS,COLS]) -> DT[ROWS,COLS] {\n"
+    "  %m = reduce_max %x axes=[1] : DT[ROWS]\n"
+    "  %m2 = reshape %m : DT[ROWS,1]\n"
+    "  %mb = broadcast %m2 dims=[0,1] : DT[ROWS,COLS]\n"
+    "  %d = sub %x, %mb : DT[ROWS,COLS]\n"
+    "  %e = exp %d : DT[ROWS,COLS]\n"
+    "  %s = reduce_sum %e axes=[1] : DT[ROWS]\n"
+    "  %s2 = reshape %s : DT[ROWS,1]\n"
+    "  %sb = broadcast %s2 dims=[0,1] : DT[ROWS,COLS]\n"
+    "  %y = div %e, %sb : DT[ROWS,COLS]\n"
+    "  return %y\n"
+    "}\n";
+
+static const char layernorm_ir[] =
+    "func @layernorm(%x: DT[ROWS,COLS], %g: DT[COLS], %b: DT[COLS]) -> DT[ROWS,COLS] {\n"
+    "  %s = reduce_sum %x axes=[1] : DT[ROWS]\n"
+    "  %n = const COLS : DT[ROWS]\n"
+    "  %mean = div %s, %n : DT[ROWS]\n"
+    "  %m2 = reshape %mean : DT[ROWS,1]\n"
+    "  %mb = broadcast %m2 dims=[0,1] : DT[ROWS,COLS]\n"
+    "  %xc = sub %x, %mb : DT[ROWS,COLS]\n"
+    "  %sq = mul %xc, %xc : DT[ROWS,COLS]\n"
+    "  %vs = reduce_sum %sq axes=[1] : DT[ROWS]\n"
+    "  %var = div %vs, %n : DT[ROWS]\n"
+    "  %eps = const 1e-5 : DT[ROWS]\n"
+    "  %ve = add %var, %eps : DT[ROWS]\n"
+    "  %rs = rsqrt %ve : DT[ROWS]\n"
+    "  %r2 = reshape %rs : DT[ROWS,1]\n"
+    "  %rb = broadcast %r2 dims=[0,1] : DT[ROWS,COLS]\n"
+    "  %y = mul %xc, %rb : DT[ROWS,COLS]\n"
+    "  %gb = broadcast %g dims=[1] : DT[ROWS,COLS]\n"
+    "  %y2 = mul %y, %gb : DT[ROWS,COLS]\n"
+    "  %bb = broadcast %b dims=[1] : DT[ROWS,COLS]\n"
+    "  %y3 = add %y2, %bb : DT[ROWS,COLS]\n"
+    "  return %y3\n"
+    "}\n";
+
+/* text with DT, ROWS, COLS replaced */
+static char *subst(const char *tmpl, const char *dt, int64_t rows, int64_t cols) {
+  size_t cap = strlen(tmpl) * 2 + 256, n = 0;
+  char *out = malloc(cap);
+  assert_non_null(out);
+  for (const char *p = tmpl; *p;) {
+    char rep[32] = {0};
+    size_t skip = 0;
+    if (strncmp(p, "DT", 2) == 0) snprintf(rep, sizeof rep, "%s", dt), skip = 2;
+    else if (strncmp(p, "ROWS", 4) == 0) snprintf(rep, sizeof rep, "%lld", (long long)rows), skip = 4;
+    else if (strncmp(p, "COLS", 4) == 0) snprintf(rep, sizeof rep, "%lld", (long long)cols), skip = 4;
+    if (skip) {
+      memcpy(out + n, rep, strlen(rep));
+      n += strlen(rep);
+      p += skip;
+    } else {
+      out[n++] = *p++;
+    }
+  }
+  out[n] = '\0';
+  return out;
+}
+
+static void test_softmax_layernorm(void **state) {
+  (void)state;
+  static const struct { const char *dt; int64_t r, c; } cases[] = {
+      {"f32", 16, 8}, {"f32", 3, 1000}, {"f32", 256, 1024}, {"f64", 5, 77},
+      {"f16", 9, 64}, {"bf16", 4, 130}, {"f32", 1, 1},     {"f32", 0, 5},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *t = subst(softmax_ir, cases[i].dt, cases[i].r, cases[i].c);
+    check_text(t, false, true, false, 61 + i);
+    free(t);
+    t = subst(layernorm_ir, cases[i].dt, cases[i].r, cases[i].c);
+    check_text(t, false, true, false, 71 + i);
+    free(t);
+  }
+}
+
+static void test_reductions(void **state) {
+  (void)state;
+  /* trailing, leading, middle, all axes; several outputs; each reduction kind and dtype */
+  static const char *const kinds[] = {"reduce_sum", "reduce_max", "reduce_min"};
+  for (size_t d = 0; d < sizeof all_dt / sizeof all_dt[0]; d++)
+    for (size_t k = 0; k < 3; k++) {
+      jit_dtype dtv = all_dt[d];
+      if (dtv == JIT_BOOL && k == 0) continue;
+      const char *dt = jit_dtype_name(dtv);
+      char text[1024];
+      snprintf(text, sizeof text,
+               "func @red_%s(%%0: %s[6,7,9]) -> (%s[6,7], %s[7,9], %s[6,9], %s[], %s[7]) {\n"
+               "  %%1 = %s %%0 axes=[2] : %s[6,7]\n"
+               "  %%2 = %s %%0 axes=[0] : %s[7,9]\n"
+               "  %%3 = %s %%0 axes=[1] : %s[6,9]\n"
+               "  %%4 = %s %%0 axes=[0,1,2] : %s[]\n"
+               "  %%5 = %s %%0 axes=[0,2] : %s[7]\n"
+               "  return %%1, %%2, %%3, %%4, %%5\n}\n",
+               dt, dt, dt, dt, dt, dt, dt, kinds[k], dt, kinds[k], dt, kinds[k], dt, kinds[k], dt,
+               kinds[k], dt);
+      check_text(text, !(ir_dtype_is_float(dtv) && k == 0), false, true, 81 + k);
+    }
+}
+
+static void test_row_patterns(void **state) {
+  (void)state;
+  /* logsumexp with the max and the sum as extra outputs; a reduction fed by a broadcast */
+  check_text("func @lse(%x: f32[33,100], %b: f32[100]) -> (f32[33,100], f32[33], f32[33]) {\n"
+             "  %bb = broadcast %b dims=[1] : f32[33,100]\n"
+             "  %xb = add %x, %bb : f32[33,100]\n"
+             "  %m = reduce_max %xb axes=[1] : f32[33]\n"
+             "  %mb = broadcast %m dims=[0] : f32[33,100]\n"
+             "  %d = sub %xb, %mb : f32[33,100]\n"
+             "  %e = exp %d : f32[33,100]\n"
+             "  %s = reduce_sum %e axes=[1] : f32[33]\n"
+             "  %l = log %s : f32[33]\n"
+             "  %lse = add %l, %m : f32[33]\n"
+             "  %lb = broadcast %lse dims=[0] : f32[33,100]\n"
+             "  %y = sub %xb, %lb : f32[33,100]\n"
+             "  return %y, %m, %s\n}\n",
+             false, true, false, 91);
+  /* mean over the whole array subtracted from every element (a scalar read by every row) */
+  check_text("func @center(%x: f32[20,30]) -> f32[20,30] {\n"
+             "  %s = reduce_sum %x axes=[0,1] : f32[]\n"
+             "  %n = const 600 : f32[]\n"
+             "  %m = div %s, %n : f32[]\n"
+             "  %mb = broadcast %m dims=[] : f32[20,30]\n"
+             "  %y = sub %x, %mb : f32[20,30]\n"
+             "  return %y\n}\n",
+             false, true, false, 92);
+  /* a row reduction of a transposed value, over a 3-d array with the reduced axis in the middle */
+  check_text("func @midrow(%x: f32[5,40,6]) -> f32[5,40,6] {\n"
+             "  %s = reduce_sum %x axes=[1] : f32[5,6]\n"
+             "  %sb = broadcast %s dims=[0,2] : f32[5,40,6]\n"
+             "  %y = div %x, %sb : f32[5,40,6]\n"
+             "  return %y\n}\n",
+             false, true, false, 93);
+}
+
+static void test_dot_epilogue(void **state) {
+  (void)state;
+  check_text(
+      "func @mlp(%x: f32[8,16], %w1: f32[16,32], %b1: f32[32], %w2: f32[32,4], %b2: f32[4]) -> (f32[8,4], f32[8,32]) {\n"
+      "  %h = dot %x, %w1 contract=[1]x[0] : f32[8,32]\n"
+      "  %bb = broadcast %b1 dims=[1] : f32[8,32]\n"
+      "  %h2 = add %h, %bb : f32[8,32]\n"
+      "  %z = const 0 : f32[8,32]\n"
+      "  %h3 = max %h2, %z : f32[8,32]\n"
+      "  %y = dot %h3, %w2 contract=[1]x[0] : f32[8,4]\n"
+      "  %bb2 = broadcast %b2 dims=[1] : f32[8,4]\n"
+      "  %y2 = add %y, %bb2 : f32[8,4]\n"
+      "  return %y2, %h\n}\n",
+      true, true, false, 101);
+}
+
+static void test_results_and_views(void **state) {
+  (void)state;
+  /* a param returned, a value returned twice, a view returned, a constant returned, empty arrays */
+  check_text("func @res(%x: i32[4,6], %e: f32[0,3]) -> (i32[4,6], i32[24], i32[24], i32[4,6], f32[2], f32[0,3], f32[3,0]) {\n"
+             "  %r = reshape %x : i32[24]\n"
+             "  %n = neg %x : i32[4,6]\n"
+             "  %c = const 2.5 : f32[2]\n"
+             "  %t = transpose %e perm=[1,0] : f32[3,0]\n"
+             "  return %x, %r, %r, %n, %c, %e, %t\n}\n",
+             true, false, false, 111);
+  /* rank 0 everywhere */
+  check_text("func @scalar(%x: f32[], %y: f32[]) -> (f32[], f32[]) {\n"
+             "  %a = add %x, %y : f32[]\n  %b = mul %a, %x : f32[]\n  return %b, %a\n}\n",
+             true, false, false, 112);
+}
+
+/* Big enough for the rows to be split over the pool's threads. */
+static void test_threads(void **state) {
+  (void)state;
+  char *t = subst(softmax_ir, "f32", 300, 700);
+  check_text(t, false, true, false, 121);
+  free(t);
+  check_text("func @big(%x: f32[300000], %y: f32[300000]) -> f32[300000] {\n"
+             "  %a = mul %x, %y : f32[300000]\n  %b = add %a, %x : f32[300000]\n  return %b\n}\n",
+             true, false, false, 122);
+  check_text("func @bigt(%x: f32[400,500]) -> f32[500,400] {\n"
+             "  %t = transpose %x perm=[1,0] : f32[500,400]\n  %b = abs %t : f32[500,400]\n  return %b\n}\n",
+             true, false, false, 123);
+}
+
+/* The executable is reused by concurrent runs (the second gets its own scratch). */
+static void test_run_twice(void **state) {
+  (void)state;
+  ir_func *f = parse1("func @f(%x: f32[64,64]) -> f32[64,64] {\n"
+                      "  %e = exp %x : f32[64,64]\n  %t = transpose %e perm=[1,0] : f32[64,64]\n"
+                      "  %y = add %e, %t : f32[64,64]\n  return %y\n}\n");
+  exec *e = NULL;
+  exec_stats st;
+  assert_int_equal(exec_build(ctx, f, &e, &st), JIT_OK);
+  assert_int_equal(st.n_kernels, 2);
+  assert_int_equal(st.n_native, 2);
+  float *x = malloc(64 * 64 * 4), *y1 = malloc(64 * 64 * 4), *y2 = malloc(64 * 64 * 4);
+  uint64_t s = 5;
+  fill(JIT_F32, x, 64 * 64, &s, false);
+  const void *args[1] = {x};
+  void *r1[1] = {y1}, *r2[1] = {y2};
+  assert_int_equal(exec_run(e, args, r1), JIT_OK);
+  assert_int_equal(exec_run(e, args, r2), JIT_OK);
+  assert_memory_equal(y1, y2, 64 * 64 * 4);
+  exec_free(e);
+  free(x);
+  free(y1);
+  free(y2);
+  ir_func_free(f);
+}
+
+/* ---- through the public API ------------------------------------------------------------------------ */
+static void softmax_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val x = args[0];
+  int axis = 1;
+  const int64_t *sh = jit_val_shape(t, x);
+  int64_t keep[2] = {sh[0], 1};
+  jit_val m = jit_reshape(t, jit_reduce_max(t, x, 1, &axis), 2, keep);
+  jit_val e = jit_exp(t, jit_sub(t, x, m));
+  jit_val s = jit_reshape(t, jit_reduce_sum(t, e, 1, &axis), 2, keep);
+  jit_val y = jit_div(t, e, s);
+  /* a second result that needs an intermediate buffer: the column sums of y */
+  results[0] = y;
+  results[1] = jit_add(t, jit_reduce_sum(t, jit_transpose(t, y, (int[]){1, 0}), 1, &axis), jit_scalar(t, 1));
+}
+
+static void run_api(jit_ctx *c, jit_fn **fp, jit_array *x, float *y0, float *y1, size_t n0, size_t n1) {
+  jit_array *r[2] = {NULL, NULL};
+  if (!*fp) {
+    jit_fn_opts o = {.name = "softmax", .n_args = 1, .n_results = 2};
+    assert_int_equal(jit_compile(c, softmax_fn, NULL, &o, fp), JIT_OK);
+  }
+  jit_status st = jit_call(*fp, &x, r);
+  if (st != JIT_OK) fprintf(stderr, "jit_call: %s\n", jit_last_error());
+  assert_int_equal(st, JIT_OK);
+  assert_int_equal(jit_array_to_host(r[0], y0, n0 * 4), JIT_OK);
+  assert_int_equal(jit_array_to_host(r[1], y1, n1 * 4), JIT_OK);
+  jit_array_free(r[0]);
+  jit_array_free(r[1]);
+}
+
+/* The traced softmax: one row kernel (plus the column sums), the same values as opt_level 0. */
+static void test_api_softmax(void **state) {
+  (void)state;
+  enum { R = 200, C = 333 };
+  jit_ctx_opts o = jit_ctx_opts_default();
+  o.opt_level = 0;
+  jit_ctx *c0 = NULL;
+  assert_int_equal(jit_ctx_create(&o, &c0), JIT_OK);
+  float *xs = malloc(R * C * 4), *a0 = malloc(R * C * 4), *b0 = malloc(R * C * 4);
+  float a1[C], b1[C];
+  uint64_t s = 77;
+  fill(JIT_F32, xs, R * C, &s, false);
+  jit_array *x = NULL, *x0 = NULL;
+  const int64_t shape[2] = {R, C};
+  assert_int_equal(jit_array_from_host(ctx, JIT_F32, 2, shape, xs, &x), JIT_OK);
+  assert_int_equal(jit_array_from_host(c0, JIT_F32, 2, shape, xs, &x0), JIT_OK);
+  jit_fn *f = NULL, *f0 = NULL;
+  run_api(ctx, &f, x, a0, a1, R * C, C);
+  run_api(c0, &f0, x0, b0, b1, R * C, C);
+  ir_type t = {JIT_F32, 2, {R, C}}, t1 = {JIT_F32, 1, {C}};
+  assert_true(compare("api softmax", &t, a0, b0, false));
+  assert_true(compare("api column sums", &t1, a1, b1, false));
+  jit_fn_stats st;
+  assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+  assert_int_equal(st.n_kernels, 2);
+  assert_true(st.codegen_ms > 0 && st.llvm_ms > 0);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  assert_int_equal(jit_fn_dump(f, NULL, JIT_DUMP_FUSED, m), JIT_OK);
+  fclose(m);
+  assert_non_null(strstr(text, "kernel k0 row[200 x 333] reads %0 writes %"));
+  assert_non_null(strstr(text, "kernel k1 row[333 x 200]"));
+  free(text);
+  /* a warm call gives the same values */
+  run_api(ctx, &f, x, b0, b1, R * C, C);
+  assert_memory_equal(a0, b0, R * C * 4);
+  jit_array_free(x);
+  jit_array_free(x0);
+  jit_fn_free(f);
+  jit_fn_free(f0);
+  jit_ctx_destroy(c0);
+  free(xs);
+  free(a0);
+  free(b0);
+}
+
+typedef struct hammer {
+  jit_fn *f;
+  jit_array *x;
+  const float *want0, *want1;
+  int ok;
+} hammer;
+
+static void *hammer_thread(void *arg) {
+  hammer *h = arg;
+  enum { R = 200, C = 333 };
+  float *y0 = malloc(R * C * 4), y1[C];
+  h->ok = 1;
+  for (int i = 0; i < 10 && y0; i++) {
+    jit_array *r[2] = {NULL, NULL};
+    if (jit_call(h->f, &h->x, r) != JIT_OK || jit_array_to_host(r[0], y0, R * C * 4) != JIT_OK ||
+        jit_array_to_host(r[1], y1, C * 4) != JIT_OK || memcmp(y0, h->want0, R * C * 4) != 0 ||
+        memcmp(y1, h->want1, C * 4) != 0)
+      h->ok = 0;
+    jit_array_free(r[0]);
+    jit_array_free(r[1]);
+  }
+  free(y0);
+  return NULL;
+}
+
+/* 8 host threads call one jit_fn at once: the same results (scratch is per run when shared). */
+static void test_api_threads(void **state) {
+  (void)state;
+  enum { R = 200, C = 333, T = 8 };
+  float *xs = malloc(R * C * 4), *w0 = malloc(R * C * 4), w1[C];
+  uint64_t s = 78;
+  fill(JIT_F32, xs, R * C, &s, false);
+  jit_array *x = NULL;
+  const int64_t shape[2] = {R, C};
+  assert_int_equal(jit_array_from_host(ctx, JIT_F32, 2, shape, xs, &x), JIT_OK);
+  jit_fn *f = NULL;
+  run_api(ctx, &f, x, w0, w1, R * C, C);
+  pthread_t th[T];
+  hammer h[T];
+  for (int i = 0; i < T; i++) {
+    h[i] = (hammer){f, x, w0, w1, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, hammer_thread, &h[i]), 0);
+  }
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(h[i].ok, 1);
+  }
+  jit_array_free(x);
+  jit_fn_free(f);
+  free(xs);
+  free(w0);
+}
+
+/* ---- random programs ---------------------------------------------------------------------------- */
+typedef struct pv {
+  ir_ref r;
+  bool exact;   /* rounds exactly as the interpreter does */
+  double bound; /* |value| <= bound (floats) */
+} pv;
+
+typedef struct gen {
+  ir_func *f;
+  uint64_t s;
+  jit_dtype dt;
+  pv v[96];
+  int n;
+} gen;
+
+#define MAX_NUMEL 6000
+
+static const ir_type *ty(gen *g, ir_ref r) { return ir_type_of(g->f, r); }
+
+static ir_ref emit_op(gen *g, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
+                      const ir_type *declared) {
+  const ir_type *ts[8];
+  ir_type out;
+  char why[256];
+  for (uint32_t k = 0; k < n; k++) ts[k] = ty(g, args[k]);
+  if (ir_infer_type(op, n, ts, attr, declared, &out, why, sizeof why) != JIT_OK) return IR_NOREF;
+  if (ir_type_numel(&out) > MAX_NUMEL) return IR_NOREF;
+  ir_ty t = ir_type_intern(g->f, &out);
+  assert_true(t != UINT32_MAX);
+  return ir_emit(g->f, op, t, n, args, attr, (ir_loc){0});
+}
+
+static void push(gen *g, ir_ref r, bool exact, double bound) {
+  if (r == IR_NOREF || g->n >= 96) return;
+  g->v[g->n++] = (pv){r, exact, bound};
+}
+
+static pv *pick(gen *g) {
+  /* favour recent values, so that chains grow */
+  int i = g->n - 1 - (int)(rng(&g->s) % (uint64_t)(g->n < 4 ? g->n : 4));
+  if (rng(&g->s) % 3 == 0) i = (int)(rng(&g->s) % (uint64_t)g->n);
+  return &g->v[i];
+}
+
+static ir_ref mk_const(gen *g, const ir_type *t, double v) {
+  ir_ty tt = ir_type_intern(g->f, t);
+  return ir_emit_const(g->f, tt, v, (ir_loc){0});
+}
+
+static ir_ref unary(gen *g, ir_op op, ir_ref a) { return emit_op(g, op, 1, &a, NULL, NULL); }
+static ir_ref binary(gen *g, ir_op op, ir_ref a, ir_ref b) {
+  ir_ref x[2] = {a, b};
+  return emit_op(g, op, 2, x, NULL, NULL);
+}
+
+/* A value of a's type, from the pool or made from a. */
+static pv partner(gen *g, const pv *a) {
+  for (int tries = 0; tries < 6; tries++) {
+    pv *b = &g->v[rng(&g->s) % (uint64_t)g->n];
+    if (ir_type_equal(ty(g, b->r), ty(g, a->r))) return *b;
+  }
+  /* broadcast a compatible pool value, or a constant */
+  const ir_type *t = ty(g, a->r);
+  for (int tries = 0; tries < 6; tries++) {
+    pv *b = &g->v[rng(&g->s) % (uint64_t)g->n];
+    const ir_type *bt = ty(g, b->r);
+    if (bt->dtype != t->dtype || bt->rank > t->rank) continue;
+    /* map b's dims onto the trailing dims of t (NumPy style) */
+    ir_attr at = {0};
+    at.dims.n = (uint8_t)bt->rank;
+    bool ok = true;
+    for (int i = 0; i < bt->rank; i++) {
+      int j = t->rank - bt->rank + i;
+      at.dims.d[i] = (uint8_t)j;
+      if (bt->dims[i] != 1 && bt->dims[i] != t->dims[j]) ok = false;
+    }
+    if (!ok) continue;
+    ir_ref r = emit_op(g, IR_BROADCAST, 1, &b->r, &at, t);
+    if (r != IR_NOREF) return (pv){r, b->exact, b->bound};
+  }
+  double c = ir_dtype_is_float(t->dtype) ? 0.75 : 3;
+  return (pv){mk_const(g, t, c), true, 0.75};
+}
+
+static void step_float(gen *g, pv a) {
+  ir_ref r = IR_NOREF;
+  double B = a.bound;
+  const ir_type *t = ty(g, a.r);
+  switch (rng(&g->s) % 16) {
+  case 0: push(g, unary(g, IR_NEG, a.r), a.exact, B); return;
+  case 1: push(g, unary(g, IR_ABS, a.r), a.exact, B); return;
+  case 2:
+    if (B <= 4) push(g, unary(g, IR_EXP, a.r), false, exp(B));
+    return;
+  case 3: {
+    ir_ref one = mk_const(g, t, 1);
+    r = binary(g, IR_ADD, unary(g, IR_ABS, a.r), one);
+    bool lg = rng(&g->s) & 1;
+    push(g, unary(g, lg ? IR_LOG : IR_RSQRT, r), a.exact && !lg, log(B + 1) + 1);
+    return;
+  }
+  case 4: {
+    static const ir_op sq[] = {IR_TANH, IR_LOGISTIC, IR_ERF, IR_SIN, IR_COS};
+    ir_op op = sq[rng(&g->s) % 5];
+    if ((op == IR_SIN || op == IR_COS) && B > 100) return;
+    push(g, unary(g, op, a.r), false, 1);
+    return;
+  }
+  case 5: push(g, unary(g, IR_SQRT, unary(g, IR_ABS, a.r)), a.exact, sqrt(B)); return;
+  case 6:
+    if (a.exact) push(g, unary(g, IR_FLOOR, a.r), true, B + 1);
+    return;
+  case 7:
+  case 8: {
+    pv b = partner(g, &a);
+    static const ir_op ops[] = {IR_ADD, IR_SUB, IR_MAX, IR_MIN};
+    ir_op op = ops[rng(&g->s) % 4];
+    push(g, binary(g, op, a.r, b.r), a.exact && b.exact, B + b.bound);
+    return;
+  }
+  case 9: {
+    pv b = partner(g, &a);
+    if (B * b.bound > 1e4) return;
+    push(g, binary(g, IR_MUL, a.r, b.r), a.exact && b.exact, B * b.bound);
+    return;
+  }
+  case 10: {
+    /* a / (|b| + 1) */
+    pv b = partner(g, &a);
+    ir_ref d = binary(g, IR_ADD, unary(g, IR_ABS, b.r), mk_const(g, t, 1));
+    push(g, binary(g, IR_DIV, a.r, d), a.exact && b.exact, B);
+    return;
+  }
+  case 11: {
+    /* (|a| + 1) ^ b with small b */
+    pv b = partner(g, &a);
+    if (b.bound > 2 || B > 50) return;
+    ir_ref base = binary(g, IR_ADD, unary(g, IR_ABS, a.r), mk_const(g, t, 1));
+    push(g, binary(g, IR_POW, base, b.r), a.exact && b.exact, pow(B + 1, b.bound));
+    return;
+  }
+  case 12: {
+    /* select(cmp(a, b), c, d) with an exact predicate */
+    pv b = partner(g, &a);
+    if (!a.exact || !b.exact) return;
+    ir_attr at = {0};
+    at.cmp = (jit_cmp_op)(rng(&g->s) % 6);
+    ir_ref x[2] = {a.r, b.r};
+    ir_ref p = emit_op(g, IR_CMP, 2, x, &at, NULL);
+    pv c = partner(g, &a), d = partner(g, &a);
+    ir_ref y[3] = {p, c.r, d.r};
+    push(g, emit_op(g, IR_SELECT, 3, y, NULL, NULL), c.exact && d.exact,
+         c.bound > d.bound ? c.bound : d.bound);
+    return;
+  }
+  case 13: {
+    /* through another float dtype and back */
+    static const jit_dtype via[] = {JIT_F16, JIT_BF16, JIT_F64, JIT_F32};
+    jit_dtype v = via[rng(&g->s) % 4];
+    if (v == JIT_F16 && B > 6e4) return;
+    ir_type tv = *t;
+    tv.dtype = v;
+    ir_ref c1 = emit_op(g, IR_CONVERT, 1, &a.r, NULL, &tv);
+    if (c1 == IR_NOREF) return;
+    ir_type tb = *t;
+    push(g, emit_op(g, IR_CONVERT, 1, &c1, NULL, &tb), a.exact, B);
+    return;
+  }
+  case 14: {
+    if (!a.exact) return;
+    static const jit_dtype via[] = {JIT_I32, JIT_I8, JIT_U8, JIT_I64, JIT_BOOL};
+    ir_type tv = *t;
+    tv.dtype = via[rng(&g->s) % 5];
+    ir_ref c1 = emit_op(g, IR_CONVERT, 1, &a.r, NULL, &tv);
+    if (c1 == IR_NOREF) return;
+    ir_type tb = *t;
+    push(g, emit_op(g, IR_CONVERT, 1, &c1, NULL, &tb), true, B > 300 ? B : 300);
+    return;
+  }
+  default: {
+    /* iota combined */
+    if (t->rank == 0) return;
+    ir_attr at = {0};
+    at.axis = (int64_t)(rng(&g->s) % (uint64_t)t->rank);
+    ir_ty tt = ir_type_intern(g->f, t);
+    ir_ref io = ir_emit(g->f, IR_IOTA, tt, 0, NULL, &at, (ir_loc){0});
+    push(g, binary(g, IR_ADD, a.r, io), a.exact, B + (double)t->dims[at.axis]);
+    return;
+  }
+  }
+}
+
+static void step_int(gen *g, pv a) {
+  const ir_type *t = ty(g, a.r);
+  switch (rng(&g->s) % 8) {
+  case 0: push(g, unary(g, rng(&g->s) & 1 ? IR_NEG : IR_ABS, a.r), true, 0); return;
+  case 1:
+  case 2:
+  case 3: {
+    static const ir_op ops[] = {IR_ADD, IR_SUB, IR_MUL, IR_DIV, IR_MAX, IR_MIN, IR_POW};
+    pv b = partner(g, &a);
+    push(g, binary(g, ops[rng(&g->s) % 7], a.r, b.r), true, 0);
+    return;
+  }
+  case 4: {
+    pv b = partner(g, &a), c = partner(g, &a);
+    ir_attr at = {0};
+    at.cmp = (jit_cmp_op)(rng(&g->s) % 6);
+    ir_ref x[2] = {a.r, b.r};
+    ir_ref p = emit_op(g, IR_CMP, 2, x, &at, NULL);
+    ir_ref y[3] = {p, a.r, c.r};
+    push(g, emit_op(g, IR_SELECT, 3, y, NULL, NULL), true, 0);
+    return;
+  }
+  case 5: {
+    static const jit_dtype via[] = {JIT_I8, JIT_U8, JIT_I32, JIT_I64, JIT_F32, JIT_F64, JIT_BOOL, JIT_F16};
+    ir_type tv = *t;
+    tv.dtype = via[rng(&g->s) % 8];
+    ir_ref c1 = emit_op(g, IR_CONVERT, 1, &a.r, NULL, &tv);
+    if (c1 == IR_NOREF) return;
+    ir_type tb = *t;
+    push(g, emit_op(g, IR_CONVERT, 1, &c1, NULL, &tb), true, 0);
+    return;
+  }
+  default: {
+    if (t->rank == 0) return;
+    ir_attr at = {0};
+    at.axis = (int64_t)(rng(&g->s) % (uint64_t)t->rank);
+    ir_ty tt = ir_type_intern(g->f, t);
+    ir_ref io = ir_emit(g->f, IR_IOTA, tt, 0, NULL, &at, (ir_loc){0});
+    push(g, binary(g, IR_MUL, a.r, io), true, 0);
+    return;
+  }
+  }
+}
+
+/* Movement and reductions (any dtype). */
+static void step_shape(gen *g, pv a) {
+  const ir_type *t = ty(g, a.r);
+  ir_type nt = *t;
+  ir_attr at = {0};
+  bool fl = ir_dtype_is_float(t->dtype);
+  switch (rng(&g->s) % 7) {
+  case 0: { /* transpose */
+    if (t->rank < 2) return;
+    int perm[IR_MAX_RANK];
+    for (int i = 0; i < t->rank; i++) perm[i] = i;
+    for (int i = t->rank - 1; i > 0; i--) {
+      int j = (int)(rng(&g->s) % (uint64_t)(i + 1)), x = perm[i];
+      perm[i] = perm[j];
+      perm[j] = x;
+    }
+    at.dims.n = (uint8_t)t->rank;
+    for (int i = 0; i < t->rank; i++) at.dims.d[i] = (uint8_t)perm[i];
+    push(g, emit_op(g, IR_TRANSPOSE, 1, &a.r, &at, NULL), a.exact, a.bound);
+    return;
+  }
+  case 1: { /* broadcast: a new dim somewhere */
+    if (t->rank >= 4) return;
+    int pos = (int)(rng(&g->s) % (uint64_t)(t->rank + 1));
+    static const int64_t sizes[] = {1, 2, 3, 5, 16};
+    nt.rank = t->rank + 1;
+    at.dims.n = (uint8_t)t->rank;
+    for (int i = 0, j = 0; i < nt.rank; i++) {
+      if (i == pos) {
+        nt.dims[i] = sizes[rng(&g->s) % 5];
+      } else {
+        nt.dims[i] = t->dims[j];
+        at.dims.d[j++] = (uint8_t)i;
+      }
+    }
+    push(g, emit_op(g, IR_BROADCAST, 1, &a.r, &at, &nt), a.exact, a.bound);
+    return;
+  }
+  case 2: { /* slice */
+    if (t->rank == 0) return;
+    for (int i = 0; i < t->rank; i++) {
+      int64_t d = t->dims[i];
+      int64_t lo = d ? irange(&g->s, 0, d - 1) : 0, hi = d ? irange(&g->s, lo + 1, d) : 0;
+      at.slice.start[i] = lo;
+      at.slice.limit[i] = hi;
+      at.slice.stride[i] = irange(&g->s, 1, 3);
+    }
+    push(g, emit_op(g, IR_SLICE, 1, &a.r, &at, NULL), a.exact, a.bound);
+    return;
+  }
+  case 3: { /* concat with a partner along some axis */
+    if (t->rank == 0) return;
+    pv b = partner(g, &a);
+    at.axis = (int64_t)(rng(&g->s) % (uint64_t)t->rank);
+    ir_ref x[3] = {a.r, b.r, a.r};
+    uint32_t n = 2 + (uint32_t)(rng(&g->s) & 1);
+    push(g, emit_op(g, IR_CONCAT, n, x, &at, NULL), a.exact && b.exact,
+         a.bound > b.bound ? a.bound : b.bound);
+    return;
+  }
+  case 4:
+  case 5: { /* reduce some axes, maybe keep dims and combine with the input (row patterns) */
+    if (t->rank == 0) return;
+    ir_op op = (ir_op)(IR_REDUCE_SUM + rng(&g->s) % 3);
+    if (t->dtype == JIT_BOOL) op = IR_REDUCE_MAX;
+    bool trailing = rng(&g->s) % 2;
+    at.dims.n = 0;
+    for (int i = 0; i < t->rank; i++)
+      if (trailing ? i == t->rank - 1 : rng(&g->s) % 2) at.dims.d[at.dims.n++] = (uint8_t)i;
+    if (at.dims.n == 0) at.dims.d[at.dims.n++] = (uint8_t)(t->rank - 1);
+    int64_t red = 1;
+    for (int i = 0; i < at.dims.n; i++) red *= t->dims[at.dims.d[i]];
+    bool sum = op == IR_REDUCE_SUM;
+    double bound = sum ? a.bound * (double)red : a.bound;
+    if (fl && sum && bound > 1e4) return;
+    ir_ref r = emit_op(g, op, 1, &a.r, &at, NULL);
+    if (r == IR_NOREF) return;
+    bool exact = a.exact && !(fl && sum);
+    if (rng(&g->s) % 2) {
+      push(g, r, exact, bound);
+      return;
+    }
+    /* broadcast back: keepdims reshape then broadcast, combined with a */
+    ir_type kt = *t;
+    for (int i = 0; i < at.dims.n; i++) kt.dims[at.dims.d[i]] = 1;
+    ir_ref k = emit_op(g, IR_RESHAPE, 1, &r, NULL, &kt);
+    ir_attr bt = {0};
+    bt.dims.n = (uint8_t)t->rank;
+    for (int i = 0; i < t->rank; i++) bt.dims.d[i] = (uint8_t)i;
+    ir_ref b = emit_op(g, IR_BROADCAST, 1, &k, &bt, t);
+    if (b == IR_NOREF) return;
+    ir_op comb = fl ? (rng(&g->s) % 2 ? IR_SUB : IR_MUL) : IR_ADD;
+    if (fl && comb == IR_MUL && a.bound * bound > 1e4) comb = IR_SUB;
+    push(g, binary(g, comb, a.r, b), exact, a.bound + bound);
+    return;
+  }
+  default: { /* reshape */
+    int64_t n = ir_type_numel(t);
+    if (rng(&g->s) % 2) {
+      nt.rank = 1;
+      nt.dims[0] = n;
+    } else {
+      /* split: a factor of n, then the rest, with a 1 somewhere */
+      int64_t f = 1;
+      for (int64_t c = 2; c <= 7; c++)
+        if (n % c == 0 && rng(&g->s) % 2) f = c;
+      nt.rank = 3;
+      nt.dims[0] = f;
+      nt.dims[1] = 1;
+      nt.dims[2] = n / (f ? f : 1);
+      if (n == 0) nt.dims[2] = 0;
+    }
+    for (int i = nt.rank; i < IR_MAX_RANK; i++) nt.dims[i] = 0;
+    push(g, emit_op(g, IR_RESHAPE, 1, &a.r, NULL, &nt), a.exact, a.bound);
+    return;
+  }
+  }
+}
+
+/* A random function; exact[r] says which results are exact. */
+static ir_func *random_program(uint64_t seed, bool *exact, uint32_t *n_res) {
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.s = seed * 0x9e3779b97f4a7c15ull + 17;
+  g.f = ir_func_new("rand");
+  assert_non_null(g.f);
+  static const jit_dtype dts[] = {JIT_F32, JIT_F32, JIT_F32, JIT_F32, JIT_F64, JIT_F16,
+                                  JIT_BF16, JIT_I32, JIT_I8, JIT_U8, JIT_I64};
+  g.dt = dts[rng(&g.s) % (sizeof dts / sizeof dts[0])];
+  static const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 32, 33, 64, 100};
+  ir_type t = {0};
+  t.dtype = g.dt;
+  t.rank = (int)(rng(&g.s) % 4);
+  int64_t n = 1;
+  for (int i = 0; i < t.rank; i++) {
+    int64_t d;
+    do d = sizes[rng(&g.s) % 14];
+    while (n * d > 2000 && d > 1);
+    t.dims[i] = d;
+    n *= d;
+  }
+  int np = 1 + (int)(rng(&g.s) % 3);
+  for (int i = 0; i < np; i++) {
+    ir_type pt = t;
+    if (i > 0 && t.rank > 0 && rng(&g.s) % 2) pt.dims[rng(&g.s) % (uint64_t)t.rank] = 1;
+    ir_ref p = ir_emit_param(g.f, ir_type_intern(g.f, &pt));
+    push(&g, p, true, 2);
+  }
+  /* the params were emitted first; everything else follows */
+  int steps = 3 + (int)(rng(&g.s) % 12);
+  for (int k = 0; k < steps; k++) {
+    pv a = *pick(&g);
+    uint64_t c = rng(&g.s) % 10;
+    bool fl = ir_dtype_is_float(ty(&g, a.r)->dtype);
+    if (c < 4) step_shape(&g, a);
+    else if (fl) step_float(&g, a);
+    else step_int(&g, a);
+  }
+  /* results: the newest value and up to two others (never the same value twice here) */
+  uint32_t nr = 0;
+  ir_ref res[3];
+  res[nr] = g.v[g.n - 1].r;
+  exact[nr++] = g.v[g.n - 1].exact;
+  for (int k = 0; k < 2 && g.n > 1; k++) {
+    pv *v = &g.v[rng(&g.s) % (uint64_t)g.n];
+    bool dup = false;
+    for (uint32_t j = 0; j < nr; j++) dup |= res[j] == v->r;
+    if (dup) continue;
+    res[nr] = v->r;
+    exact[nr++] = v->exact;
+  }
+  assert_int_equal(ir_set_results(g.f, nr, res), JIT_OK);
+  *n_res = nr;
+  return g.f;
+}
+
+static void test_random_programs(void **state) {
+  (void)state;
+  const char *env = getenv("TJIT_TEST_PROGRAMS");
+  long n = env ? atol(env) : 1000;
+  const char *senv = getenv("TJIT_TEST_SEED");
+  uint64_t base = senv ? strtoull(senv, NULL, 10) : 1;
+  int failures = 0;
+  time_t t0 = time(NULL);
+  for (long i = 0; i < n && failures < 5; i++) {
+    bool exact[8];
+    uint32_t nr;
+    uint64_t seed = base + (uint64_t)i;
+    ir_func *f = random_program(seed, exact, &nr);
+    char what[64];
+    snprintf(what, sizeof what, "random program seed %llu", (unsigned long long)seed);
+    bool optimize = seed % 2 == 0;
+    if (optimize) assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+    /* optimizing may drop or share results; the exactness of each stays with its index */
+    /* special values (inf, NaN, 1e30) only for integer programs: the float generator keeps
+       values within the bounds where the approximations are accurate */
+    bool special = seed % 4 == 1 && !ir_dtype_is_float(ir_type_of(f, 0)->dtype);
+    if (!check_exact(f, seed, exact, special, what)) failures++;
+    ir_func_free(f);
+    if (n > 1000 && i % 1000 == 999) {
+      fprintf(stderr, "%ld programs, %lds\n", i + 1, (long)(time(NULL) - t0));
+      c_len = 0; /* millions of programs: do not keep all their C */
+    }
+  }
+  assert_int_equal(failures, 0);
+}
+
+/* ---- the C dumps compile ------------------------------------------------------------------------- */
+static void test_c_dump_compiles(void **state) {
+  (void)state;
+  if (system("cc --version >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "no cc: skipping the C dump compile check\n");
+    skip();
+  }
+  assert_true(c_len > 0);
+  char path[] = "/tmp/tjit_c_dump_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *out = fdopen(fd, "w");
+  assert_non_null(out);
+  assert_int_equal(lp_emit_c_prelude(out), JIT_OK);
+  assert_int_equal(fwrite(c_all, 1, c_len, out), c_len);
+  fclose(out);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "cc -std=c11 -c -Wall -Werror -x c %s -o /dev/null", path);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "the C dump of %d programs does not compile: kept in %s\n", n_progs, path);
+  else unlink(path);
+  assert_int_equal(rc, 0);
+}
+
+static int setup(void **state) {
+  (void)state;
+  jit_ctx_opts o = jit_ctx_opts_default();
+  o.n_threads = 2;
+  if (jit_ctx_create(&o, &ctx) != JIT_OK) return -1;
+  char *text = NULL;
+  FILE *m = open_memstream(&text, &prelude_len);
+  if (!m) return -1;
+  lp_emit_c_prelude(m);
+  fclose(m);
+  free(text);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  jit_ctx_destroy(ctx);
+  free(c_all);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unary_float),       cmocka_unit_test(test_unary_int),
+      cmocka_unit_test(test_binary),            cmocka_unit_test(test_cmp_select),
+      cmocka_unit_test(test_convert_all_pairs), cmocka_unit_test(test_const_iota),
+      cmocka_unit_test(test_movement),          cmocka_unit_test(test_softmax_layernorm),
+      cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
+      cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
+      cmocka_unit_test(test_threads),           cmocka_unit_test(test_run_twice),
+      cmocka_unit_test(test_api_softmax),       cmocka_unit_test(test_api_threads),
+      cmocka_unit_test(test_random_programs),   cmocka_unit_test(test_c_dump_compiles),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

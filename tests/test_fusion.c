@@ -1,0 +1,323 @@
+/* test_fusion.c: the fusion pass: how many kernels of which kind each pattern becomes, what each
+ * kernel reads and writes, views, and the fused dump's text. */
+#define _GNU_SOURCE /* open_memstream */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/kernel.h"
+#include "ir/ir.h"
+#include "ir/passes/passes.h"
+
+typedef struct fused {
+  ir_func *f;
+  fz_prog *p;
+} fused;
+
+/* Parses one function, runs the optimization pipeline (as jit_call does) unless raw, fuses it. */
+static fused fuse_text(const char *text, bool raw) {
+  ir_func **fs = NULL;
+  uint32_t n = 0;
+  fused r = {0};
+  if (ir_parse(text, strlen(text), &fs, &n) != JIT_OK) {
+    fprintf(stderr, "parse: %s\n", jit_last_error());
+    fail();
+  }
+  assert_int_equal(n, 1);
+  r.f = fs[0];
+  free(fs);
+  if (!raw) assert_int_equal(ir_optimize(r.f, 0, true), JIT_OK);
+  if (ir_fuse(r.f, &r.p) != JIT_OK) {
+    fprintf(stderr, "fuse: %s\n", jit_last_error());
+    fail();
+  }
+  return r;
+}
+
+static void fused_free(fused *r) {
+  fz_prog_free(r->p);
+  ir_func_free(r->f);
+}
+
+static char *fused_text(const fused *r) {
+  char *s = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&s, &len);
+  assert_non_null(m);
+  assert_int_equal(fz_print(r->p, m), JIT_OK);
+  fclose(m);
+  return s;
+}
+
+static void expect_text(const fused *r, const char *want) {
+  char *s = fused_text(r);
+  if (strcmp(s, want) != 0) {
+    fprintf(stderr, "--- got:\n%s--- want:\n%s", s, want);
+    free(s);
+    fail();
+  }
+  free(s);
+}
+
+static int count_kind(const fz_prog *p, fz_kind kind) {
+  int n = 0;
+  for (uint32_t i = 0; i < p->n_kernels; i++) n += p->kernels[i].kind == kind;
+  return n;
+}
+
+static void test_chain_of_ten(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[64,32], %b: f32[32]) -> f32[64,32] {\n"
+                      "  %c = const 0.5 : f32[64,32]\n"
+                      "  %bb = broadcast %b dims=[1] : f32[64,32]\n"
+                      "  %1 = mul %x, %c : f32[64,32]\n"
+                      "  %2 = add %1, %bb : f32[64,32]\n"
+                      "  %3 = tanh %2 : f32[64,32]\n"
+                      "  %4 = exp %3 : f32[64,32]\n"
+                      "  %5 = sub %4, %x : f32[64,32]\n"
+                      "  %6 = abs %5 : f32[64,32]\n"
+                      "  %7 = sqrt %6 : f32[64,32]\n"
+                      "  %8 = logistic %7 : f32[64,32]\n"
+                      "  %9 = neg %8 : f32[64,32]\n"
+                      "  %10 = max %9, %x : f32[64,32]\n"
+                      "  return %10\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 1);
+  const fz_kernel *k = &r.p->kernels[0];
+  assert_int_equal(k->kind, FZ_LOOP);
+  assert_int_equal(k->n_reads, 2);
+  assert_int_equal(k->n_writes, 1);
+  assert_int_equal(k->rows, 64);
+  assert_int_equal(k->cols, 32);
+  assert_int_equal(k->n_ops, r.f->n_ins - 2);
+  fused_free(&r);
+}
+
+static const char *softmax_ir =
+    "func @softmax(%x: f32[16,8]) -> f32[16,8] {\n"
+    "  %m = reduce_max %x axes=[1] : f32[16]\n"
+    "  %m2 = reshape %m : f32[16,1]\n"
+    "  %mb = broadcast %m2 dims=[0,1] : f32[16,8]\n"
+    "  %d = sub %x, %mb : f32[16,8]\n"
+    "  %e = exp %d : f32[16,8]\n"
+    "  %s = reduce_sum %e axes=[1] : f32[16]\n"
+    "  %s2 = reshape %s : f32[16,1]\n"
+    "  %sb = broadcast %s2 dims=[0,1] : f32[16,8]\n"
+    "  %y = div %e, %sb : f32[16,8]\n"
+    "  return %y\n"
+    "}\n";
+
+static void test_softmax_one_row_kernel(void **state) {
+  (void)state;
+  fused r = fuse_text(softmax_ir, false);
+  assert_int_equal(r.p->n_kernels, 1);
+  assert_int_equal(r.p->kernels[0].kind, FZ_ROW);
+  expect_text(&r,
+              "func @softmax(%0: f32[16,8]) -> f32[16,8] {\n"
+              "  kernel k0 row[16 x 8] reads %0 writes %9 {\n"
+              "    %1 = reduce_max %0 axes=[1] : f32[16]\n"
+              "    %2 = reshape %1 : f32[16,1]\n"
+              "    %3 = broadcast %2 dims=[0,1] : f32[16,8]\n"
+              "    %4 = sub %0, %3 : f32[16,8]\n"
+              "    %5 = exp %4 : f32[16,8]\n"
+              "    %6 = reduce_sum %5 axes=[1] : f32[16]\n"
+              "    %7 = reshape %6 : f32[16,1]\n"
+              "    %8 = broadcast %7 dims=[0,1] : f32[16,8]\n"
+              "    %9 = div %5, %8 : f32[16,8]\n"
+              "  }\n"
+              "  return %9\n"
+              "}\n");
+  fused_free(&r);
+}
+
+static void test_layernorm_one_row_kernel(void **state) {
+  (void)state;
+  fused r = fuse_text("func @ln(%x: f32[32,64], %g: f32[64], %b: f32[64]) -> f32[32,64] {\n"
+                      "  %s = reduce_sum %x axes=[1] : f32[32]\n"
+                      "  %n = const 64 : f32[32]\n"
+                      "  %mean = div %s, %n : f32[32]\n"
+                      "  %m2 = reshape %mean : f32[32,1]\n"
+                      "  %mb = broadcast %m2 dims=[0,1] : f32[32,64]\n"
+                      "  %xc = sub %x, %mb : f32[32,64]\n"
+                      "  %sq = mul %xc, %xc : f32[32,64]\n"
+                      "  %vs = reduce_sum %sq axes=[1] : f32[32]\n"
+                      "  %var = div %vs, %n : f32[32]\n"
+                      "  %eps = const 1e-5 : f32[32]\n"
+                      "  %ve = add %var, %eps : f32[32]\n"
+                      "  %rs = rsqrt %ve : f32[32]\n"
+                      "  %r2 = reshape %rs : f32[32,1]\n"
+                      "  %rb = broadcast %r2 dims=[0,1] : f32[32,64]\n"
+                      "  %y = mul %xc, %rb : f32[32,64]\n"
+                      "  %gb = broadcast %g dims=[1] : f32[32,64]\n"
+                      "  %y2 = mul %y, %gb : f32[32,64]\n"
+                      "  %bb = broadcast %b dims=[1] : f32[32,64]\n"
+                      "  %y3 = add %y2, %bb : f32[32,64]\n"
+                      "  return %y3\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 1);
+  assert_int_equal(r.p->kernels[0].kind, FZ_ROW);
+  assert_int_equal(r.p->kernels[0].n_reads, 3);
+  fused_free(&r);
+}
+
+static void test_mlp_dot_epilogue(void **state) {
+  (void)state;
+  fused r = fuse_text(
+      "func @mlp(%x: f32[8,16], %w1: f32[16,32], %b1: f32[32], %w2: f32[32,4], %b2: f32[4]) -> f32[8,4] {\n"
+      "  %h = dot %x, %w1 contract=[1]x[0] : f32[8,32]\n"
+      "  %bb = broadcast %b1 dims=[1] : f32[8,32]\n"
+      "  %h2 = add %h, %bb : f32[8,32]\n"
+      "  %z = const 0 : f32[8,32]\n"
+      "  %h3 = max %h2, %z : f32[8,32]\n"
+      "  %y = dot %h3, %w2 contract=[1]x[0] : f32[8,4]\n"
+      "  %bb2 = broadcast %b2 dims=[1] : f32[8,4]\n"
+      "  %y2 = add %y, %bb2 : f32[8,4]\n"
+      "  return %y2\n"
+      "}\n",
+      false);
+  assert_int_equal(r.p->n_kernels, 2);
+  assert_int_equal(count_kind(r.p, FZ_DOT), 2);
+  const fz_kernel *k0 = &r.p->kernels[0];
+  assert_int_equal(k0->n_writes, 1);
+  /* dot, broadcast, add, const, max */
+  assert_int_equal(k0->n_ops, 5);
+  assert_int_equal(k0->n_reads, 3);
+  fused_free(&r);
+}
+
+/* A value read by two kernels at different maps is materialized once. */
+static void test_shared_value_materialized(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[8,8]) -> f32[8,8] {\n"
+                      "  %e = exp %x : f32[8,8]\n"
+                      "  %t = transpose %e perm=[1,0] : f32[8,8]\n"
+                      "  %y = add %e, %t : f32[8,8]\n"
+                      "  return %y\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 2);
+  assert_int_equal(r.p->cls[1], FZ_MAT);
+  assert_int_equal(r.p->kernels[1].n_reads, 1);
+  assert_int_equal(r.p->kernels[1].reads[0], 1);
+  fused_free(&r);
+}
+
+/* A reshape that moves elements between dims is a view of a materialized operand. */
+static void test_reshape_view(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[4,6]) -> f32[3,8] {\n"
+                      "  %e = exp %x : f32[4,6]\n"
+                      "  %r = reshape %e : f32[3,8]\n"
+                      "  %y = neg %r : f32[3,8]\n"
+                      "  return %y\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 2);
+  assert_int_equal(r.p->cls[2], FZ_VIEW);
+  assert_int_equal(r.p->base[2], 1);
+  expect_text(&r,
+              "func @f(%0: f32[4,6]) -> f32[3,8] {\n"
+              "  kernel k0 loop[4 x 6] reads %0 writes %1 {\n"
+              "    %1 = exp %0 : f32[4,6]\n"
+              "  }\n"
+              "  view %2 = reshape %1 : f32[3,8]\n"
+              "  kernel k1 loop[3 x 8] reads %2 writes %3 {\n"
+              "    %3 = neg %2 : f32[3,8]\n"
+              "  }\n"
+              "  return %3\n"
+              "}\n");
+  fused_free(&r);
+}
+
+/* A returned value whose users are all in one kernel at its index is a second output. */
+static void test_second_output(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[8,8]) -> (f32[8,8], f32[8,8], f32[8]) {\n"
+                      "  %e = exp %x : f32[8,8]\n"
+                      "  %s = reduce_sum %e axes=[1] : f32[8]\n"
+                      "  %s2 = reshape %s : f32[8,1]\n"
+                      "  %sb = broadcast %s2 dims=[0,1] : f32[8,8]\n"
+                      "  %y = div %e, %sb : f32[8,8]\n"
+                      "  return %e, %y, %s\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 1);
+  assert_int_equal(r.p->kernels[0].n_writes, 3);
+  fused_free(&r);
+}
+
+/* A reduction over a leading axis read per inner element cannot join: it is its own kernel. */
+static void test_column_reduce_separate(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[16,8]) -> f32[16,8] {\n"
+                      "  %s = reduce_sum %x axes=[0] : f32[8]\n"
+                      "  %sb = broadcast %s dims=[1] : f32[16,8]\n"
+                      "  %y = sub %x, %sb : f32[16,8]\n"
+                      "  return %y\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 2);
+  assert_int_equal(r.p->kernels[0].kind, FZ_ROW);
+  assert_int_equal(r.p->kernels[0].rows, 8);
+  assert_int_equal(r.p->kernels[0].cols, 16);
+  assert_int_equal(r.p->kernels[1].kind, FZ_LOOP);
+  fused_free(&r);
+}
+
+/* A broadcast read by two kernels is duplicated into both, not materialized. */
+static void test_broadcast_duplicated(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[8,8], %b: f32[8]) -> (f32[8,8], f32[8,8]) {\n"
+                      "  %bb = broadcast %b dims=[1] : f32[8,8]\n"
+                      "  %y = add %x, %bb : f32[8,8]\n"
+                      "  %t = transpose %y perm=[1,0] : f32[8,8]\n"
+                      "  %z = mul %t, %bb : f32[8,8]\n"
+                      "  return %y, %z\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 2);
+  assert_int_equal(r.p->cls[2], FZ_INLINE);
+  fused_free(&r);
+}
+
+/* A reduction's elementwise consumer of the reduced shape joins it (rows = the reduced shape). */
+static void test_reduce_epilogue(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[40,30]) -> f32[40] {\n"
+                      "  %s = reduce_sum %x axes=[1] : f32[40]\n"
+                      "  %n = const 30 : f32[40]\n"
+                      "  %m = div %s, %n : f32[40]\n"
+                      "  %y = tanh %m : f32[40]\n"
+                      "  return %y\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 1);
+  assert_int_equal(r.p->kernels[0].kind, FZ_ROW);
+  assert_int_equal(r.p->kernels[0].rows, 40);
+  assert_int_equal(r.p->kernels[0].cols, 30);
+  fused_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_chain_of_ten),
+      cmocka_unit_test(test_softmax_one_row_kernel),
+      cmocka_unit_test(test_layernorm_one_row_kernel),
+      cmocka_unit_test(test_mlp_dot_epilogue),
+      cmocka_unit_test(test_shared_value_materialized),
+      cmocka_unit_test(test_reshape_view),
+      cmocka_unit_test(test_second_output),
+      cmocka_unit_test(test_column_reduce_separate),
+      cmocka_unit_test(test_broadcast_duplicated),
+      cmocka_unit_test(test_reduce_epilogue),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

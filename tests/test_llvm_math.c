@@ -1,0 +1,488 @@
+/* test_llvm_math.c: the inline exp/log/tanh/logistic/erf/sin/cos, JITed as vectorized loops and
+ * compared with libm over a dense sweep of f32 bit patterns (and f64 samples) plus edge values. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* See test_llvm_jit.c: this test needs LLVM's include directory on its path. */
+#if defined(__has_include)
+#if __has_include(<llvm-c/Core.h>)
+#define HAVE_LLVM_HEADERS 1
+#endif
+#endif
+
+#ifdef HAVE_LLVM_HEADERS
+#include "codegen/llvm_jit.h"
+#include "codegen/llvm_math.h"
+
+/* The bounds documented in docs/MATH.md, in ulp, on each function's documented range. */
+static const double BOUND32[CG_MATH_COUNT] = {
+    [CG_MATH_EXP] = 1,   [CG_MATH_LOG] = 1, [CG_MATH_TANH] = 2, [CG_MATH_LOGISTIC] = 2.5,
+    [CG_MATH_ERF] = 1.5, [CG_MATH_SIN] = 2, [CG_MATH_COS] = 2};
+static const double BOUND64[CG_MATH_COUNT] = {
+    [CG_MATH_EXP] = 1.5, [CG_MATH_LOG] = 1.5, [CG_MATH_TANH] = 3, [CG_MATH_LOGISTIC] = 3,
+    [CG_MATH_ERF] = 1,   [CG_MATH_SIN] = 2,   [CG_MATH_COS] = 2};
+/* sin/cos keep their bound for |x| below this; beyond, results are only finite and in [-1,1]
+   (f32: <= 2.5 ulp up to 2^24, measured, not asserted). */
+#define TRIG32_RANGE 1048576.0 /* 2^20 */
+#define TRIG64_RANGE 1e15
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- JIT: one module per dtype with one map function per op ---------------------------- */
+
+typedef void (*map32_fn)(float *, const float *, int64_t);
+typedef void (*map64_fn)(double *, const double *, int64_t);
+
+typedef struct {
+  cg_jit *jit;
+  cg_dylib *lib;
+  void *fn[2][CG_MATH_COUNT]; /* [f64][op] */
+  void *vec5;                 /* exp on a <5 x float> operand, no loop */
+  double ms_build, ms_opt, ms_emit, ms_load;
+  size_t obj_len;
+} jitted;
+
+static jitted J;
+
+static void add_noalias(LLVMContextRef c, LLVMValueRef fn, unsigned param) {
+  unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
+  LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(c, kind, 0));
+}
+
+/* void NAME(T *restrict y, const T *restrict x, int64_t n): y[i] = op(x[i]) */
+static void build_map(LLVMModuleRef m, LLVMContextRef c, const char *name, cg_math_fn op,
+                      LLVMTypeRef t) {
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(c), ptr = LLVMPointerTypeInContext(c, 0);
+  LLVMTypeRef params[3] = {ptr, ptr, i64};
+  LLVMValueRef fn =
+      LLVMAddFunction(m, name, LLVMFunctionType(LLVMVoidTypeInContext(c), params, 3, 0));
+  add_noalias(c, fn, 0);
+  add_noalias(c, fn, 1);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c, fn, "entry");
+  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(c, fn, "loop");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c, fn, "done");
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef zero = LLVMConstInt(i64, 0, 0), n = LLVMGetParam(fn, 2);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, done);
+  LLVMPositionBuilderAtEnd(b, loop);
+  LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
+  LLVMValueRef xi = LLVMBuildLoad2(b, t, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 1), &i, 1, ""), "");
+  LLVMValueRef yi = cg_math_emit(b, op, xi);
+  assert_non_null(yi);
+  LLVMBuildStore(b, yi, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 0), &i, 1, ""));
+  LLVMValueRef inext = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, inext, n, ""), loop, done);
+  LLVMValueRef vals[2] = {zero, inext};
+  LLVMBasicBlockRef blocks[2] = {entry, loop};
+  LLVMAddIncoming(i, vals, blocks, 2);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+}
+
+/* void vec5(float *y, const float *x): *(<5 x float>*)y = exp(*(<5 x float>*)x), an odd width
+   given to cg_math_emit directly. */
+static void build_vec5(LLVMModuleRef m, LLVMContextRef c) {
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+  LLVMTypeRef v5 = LLVMVectorType(LLVMFloatTypeInContext(c), 5);
+  LLVMTypeRef params[2] = {ptr, ptr};
+  LLVMValueRef fn =
+      LLVMAddFunction(m, "vec5", LLVMFunctionType(LLVMVoidTypeInContext(c), params, 2, 0));
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+  LLVMValueRef x = LLVMBuildLoad2(b, v5, LLVMGetParam(fn, 1), "");
+  LLVMSetAlignment(x, 4);
+  LLVMValueRef st = LLVMBuildStore(b, cg_math_emit(b, CG_MATH_EXP, x), LLVMGetParam(fn, 0));
+  LLVMSetAlignment(st, 4);
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+}
+
+/* Whether the function text calls anything but an LLVM intrinsic (llvm.fma, ...) or uses
+   llvm.exp/llvm.log, which lower to libm calls. */
+static int calls_function(const char *text) {
+  for (const char *p = strstr(text, "call "); p; p = strstr(p + 1, "call ")) {
+    const char *at = strchr(p, '@');
+    if (at && strncmp(at, "@llvm.", 6) != 0) return 1;
+  }
+  return strstr(text, "@llvm.exp") || strstr(text, "@llvm.log") || strstr(text, "@llvm.sin") ||
+         strstr(text, "@llvm.cos");
+}
+
+static int setup(void **state) {
+  (void)state;
+  memset(&J, 0, sizeof J);
+  if (cg_jit_create(3, &J.jit) != JIT_OK) return -1;
+  double t0 = now_ms();
+  LLVMContextRef c = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("math", c);
+  char name[64];
+  for (int d = 0; d < 2; d++)
+    for (int op = 0; op < CG_MATH_COUNT; op++) {
+      snprintf(name, sizeof name, "%s_f%d", cg_math_name(op), d ? 64 : 32);
+      build_map(m, c, name, op, d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
+    }
+  build_vec5(m, c);
+  double t1 = now_ms();
+  int ok = cg_optimize(J.jit, m) == JIT_OK;
+  double t2 = now_ms();
+  /* Every f32 loop must vectorize at the host's full width (f64 erf calls libm: not that one). */
+  const char *want32 = strstr(cg_jit_features(J.jit), "+avx512f") ? "<16 x float>" : "<8 x float>";
+  const char *want64 = strstr(cg_jit_features(J.jit), "+avx512f") ? "<8 x double>" : "<4 x double>";
+  for (int d = 0; d < 2 && ok; d++)
+    for (int op = 0; op < CG_MATH_COUNT && ok; op++) {
+      if (d && op == CG_MATH_ERF) continue;
+      snprintf(name, sizeof name, "%s_f%d", cg_math_name(op), d ? 64 : 32);
+      char *text = LLVMPrintValueToString(LLVMGetNamedFunction(m, name));
+      if (!strstr(text, d ? want64 : want32)) {
+        fprintf(stderr, "%s is not vectorized to %s\n", name, d ? want64 : want32);
+        ok = 0;
+      }
+      if (calls_function(text)) {
+        fprintf(stderr, "%s calls a function\n", name);
+        ok = 0;
+      }
+      LLVMDisposeMessage(text);
+    }
+  void *obj = NULL;
+  if (ok) ok = cg_emit_object(J.jit, m, &obj, &J.obj_len) == JIT_OK;
+  double t3 = now_ms();
+  if (ok) ok = cg_add_object(J.jit, obj, J.obj_len, &J.lib) == JIT_OK;
+  for (int d = 0; d < 2 && ok; d++)
+    for (int op = 0; op < CG_MATH_COUNT && ok; op++) {
+      snprintf(name, sizeof name, "%s_f%d", cg_math_name(op), d ? 64 : 32);
+      ok = cg_lookup(J.lib, name, &J.fn[d][op]) == JIT_OK;
+    }
+  if (ok) ok = cg_lookup(J.lib, "vec5", &J.vec5) == JIT_OK;
+  double t4 = now_ms();
+  free(obj);
+  LLVMDisposeModule(m);
+  LLVMContextDispose(c);
+  J.ms_build = t1 - t0, J.ms_opt = t2 - t1, J.ms_emit = t3 - t2, J.ms_load = t4 - t3;
+  if (!ok) fprintf(stderr, "setup failed: %s\n", jit_last_error());
+  return ok ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  cg_dylib_free(J.lib);
+  cg_jit_destroy(J.jit);
+  return 0;
+}
+
+/* ---- references and ulp ------------------------------------------------------------------ */
+
+static double ref64(cg_math_fn op, double x) {
+  switch (op) {
+  case CG_MATH_EXP: return exp(x);
+  case CG_MATH_LOG: return log(x);
+  case CG_MATH_TANH: return tanh(x);
+  case CG_MATH_LOGISTIC: return 1.0 / (1.0 + exp(-x));
+  case CG_MATH_ERF: return erf(x);
+  case CG_MATH_SIN: return sin(x);
+  case CG_MATH_COS: return cos(x);
+  default: return NAN;
+  }
+}
+
+static long double ref80(cg_math_fn op, long double x) {
+  switch (op) {
+  case CG_MATH_EXP: return expl(x);
+  case CG_MATH_LOG: return logl(x);
+  case CG_MATH_TANH: return tanhl(x);
+  case CG_MATH_LOGISTIC: return 1.0L / (1.0L + expl(-x));
+  case CG_MATH_ERF: return erfl(x);
+  case CG_MATH_SIN: return sinl(x);
+  case CG_MATH_COS: return cosl(x);
+  default: return NAN;
+  }
+}
+
+/* |y - ref| in units of the last place of ref's f32 (ulp of subnormals: 2^-149). A result that
+   disagrees on NaN or infinity counts as 1e9 ulp. */
+static double ulp32(float y, double ref) {
+  if (isnan(ref) || isnan(y)) return isnan(ref) && isnan(y) ? 0 : 1e9;
+  if (isinf(y)) return (float)ref == y ? 0 : 1e9;
+  int e = ref == 0 ? -126 : ilogb(ref);
+  if (e < -126) e = -126;
+  if (e > 127) e = 127;
+  return fabs((double)y - ref) / ldexp(1.0, e - 23);
+}
+
+static double ulp64(double y, long double ref) {
+  if (isnan(ref) || isnan(y)) return isnan(ref) && isnan(y) ? 0 : 1e9;
+  if (isinf(y)) return (double)ref == y ? 0 : 1e9;
+  int e = ref == 0 ? -1022 : ilogbl(ref);
+  if (e < -1022) e = -1022;
+  if (e > 1023) e = 1023;
+  return (double)(fabsl((long double)y - ref) / ldexpl(1.0L, e - 52));
+}
+
+static int in_range32(cg_math_fn op, float x) {
+  return (op != CG_MATH_SIN && op != CG_MATH_COS) || fabsf(x) < TRIG32_RANGE;
+}
+
+/* ---- f32: every 257th bit pattern of the whole range ----------------------------------------- */
+
+/* Every STRIDE-th bit pattern, in chunks; $TJIT_MATH_STRIDE=1 makes it exhaustive (minutes) and
+   $TJIT_MATH_OP=sin restricts it to one function. */
+#define CHUNK32 (1u << 20)
+
+static void test_sweep_f32(void **state) {
+  (void)state;
+  const char *s = getenv("TJIT_MATH_STRIDE"), *only = getenv("TJIT_MATH_OP");
+  uint64_t stride = s && atoi(s) > 0 ? (uint64_t)atoi(s) : 257;
+  float *x = malloc(CHUNK32 * sizeof *x), *y = malloc(CHUNK32 * sizeof *y);
+  assert_non_null(x);
+  assert_non_null(y);
+  print_message("[ info ] llvm: build %.1f ms, O3 %.1f ms, emit %.1f ms (%zu bytes), load %.1f ms "
+                "for 15 functions\n",
+                J.ms_build, J.ms_opt, J.ms_emit, J.obj_len, J.ms_load);
+  int failed = 0;
+  for (int op = 0; op < CG_MATH_COUNT; op++) {
+    if (only && strcmp(only, cg_math_name(op)) != 0) continue;
+    double worst = 0, jit_ms = 0, t_start = now_ms();
+    float worst_x = 0;
+    size_t bad_beyond = 0, total = 0;
+    double binade[4] = {0}; /* sin/cos past the range: worst ulp for |x| in [2^20,2^21) ... */
+    for (uint64_t bits = 0; bits <= 0xffffffffull;) {
+      size_t n = 0;
+      for (; n < CHUNK32 && bits <= 0xffffffffull; n++, bits += stride) {
+        uint32_t b = (uint32_t)bits;
+        memcpy(&x[n], &b, 4);
+      }
+      double t0 = now_ms();
+      ((map32_fn)(uintptr_t)J.fn[0][op])(y, x, (int64_t)n);
+      jit_ms += now_ms() - t0;
+      total += n;
+      for (size_t i = 0; i < n; i++) {
+        if (!in_range32(op, x[i])) { /* finite and in [-1, 1]; NaN for inf and NaN */
+          if (!isfinite(x[i])) {
+            bad_beyond += !isnan(y[i]);
+            continue;
+          }
+          bad_beyond += !(y[i] >= -1.0f && y[i] <= 1.0f);
+          int bi = ilogbf(x[i]) - 20;
+          if (bi >= 0 && bi < 4) {
+            double u = ulp32(y[i], ref64(op, x[i]));
+            if (u > binade[bi]) binade[bi] = u;
+          }
+          continue;
+        }
+        double u = ulp32(y[i], ref64(op, x[i]));
+        if (u > worst) worst = u, worst_x = x[i];
+      }
+    }
+    print_message("[ info ] f32 %-8s max %.3f ulp (at %.9g) over %zu inputs; %.2f ns/elem jit, "
+                  "check %.0f ms\n",
+                  cg_math_name(op), worst, (double)worst_x, total, jit_ms * 1e6 / (double)total,
+                  now_ms() - t_start);
+    if (op == CG_MATH_SIN || op == CG_MATH_COS)
+      print_message("[ info ]   |x| >= %g: %zu results outside [-1,1]; worst ulp per binade "
+                    "2^20..2^24: %.3g %.3g %.3g %.3g\n",
+                    TRIG32_RANGE, bad_beyond, binade[0], binade[1], binade[2], binade[3]);
+    if (worst > BOUND32[op] || bad_beyond) failed++;
+  }
+  free(x);
+  free(y);
+  assert_int_equal(failed, 0);
+}
+
+/* ---- f64: random bit patterns plus dense ranges where the functions bend ------------------ */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_u64(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+static void test_sweep_f64(void **state) {
+  (void)state;
+  enum { NR = 1 << 20, ND = 1 << 20 };
+  size_t n = NR + ND;
+  double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  assert_non_null(x);
+  assert_non_null(y);
+  int failed = 0;
+  for (int op = 0; op < CG_MATH_COUNT; op++) {
+    for (size_t i = 0; i < NR; i++) {
+      uint64_t b = next_u64();
+      memcpy(&x[i], &b, 8);
+    }
+    double lo = -40, hi = 40;
+    if (op == CG_MATH_EXP) lo = -746, hi = 710;
+    if (op == CG_MATH_LOG) lo = 0, hi = 10;
+    if (op == CG_MATH_SIN || op == CG_MATH_COS) lo = -2000, hi = 2000;
+    for (size_t i = 0; i < ND; i++)
+      x[NR + i] = lo + (hi - lo) * ((double)i + 0.5) / ND;
+    if (op == CG_MATH_SIN || op == CG_MATH_COS) /* half of them log-uniform up to the range */
+      for (size_t i = 0; i < ND / 2; i++)
+        x[NR + i] =
+            (i & 1 ? -1 : 1) * exp(log(TRIG64_RANGE) * (double)(next_u64() >> 11) * 0x1p-53);
+    ((map64_fn)(uintptr_t)J.fn[1][op])(y, x, (int64_t)n);
+    double worst = 0;
+    double worst_x = 0;
+    size_t bad_beyond = 0;
+    for (size_t i = 0; i < n; i++) {
+      if ((op == CG_MATH_SIN || op == CG_MATH_COS) && !(fabs(x[i]) < TRIG64_RANGE)) {
+        bad_beyond += isnan(x[i]) || isinf(x[i]) ? !isnan(y[i]) : !(fabs(y[i]) <= 1.0);
+        continue;
+      }
+      double u = ulp64(y[i], ref80(op, x[i]));
+      if (u > worst) worst = u, worst_x = x[i];
+    }
+    print_message("[ info ] f64 %-8s max %.3f ulp (at %.17g)\n", cg_math_name(op), worst, worst_x);
+    if (worst > BOUND64[op] || bad_beyond) failed++;
+  }
+  free(x);
+  free(y);
+  assert_int_equal(failed, 0);
+}
+
+/* ---- edge values ----------------------------------------------------------------------------- */
+
+typedef struct {
+  cg_math_fn op;
+  double x, want; /* want NAN: a NaN; for zeros the sign must match too */
+  int only;       /* 32 or 64: checked for that dtype only; 0: both */
+} edge;
+
+static const edge EDGES[] = {
+    {CG_MATH_EXP, 0.0, 1.0, 0},           {CG_MATH_EXP, -0.0, 1.0, 0},
+    {CG_MATH_EXP, INFINITY, INFINITY, 0}, {CG_MATH_EXP, -INFINITY, 0.0, 0},
+    {CG_MATH_EXP, NAN, NAN, 0},           {CG_MATH_EXP, 89.0, INFINITY, 32},
+    {CG_MATH_EXP, 1e30, INFINITY, 0},     {CG_MATH_EXP, -104.0, 0.0, 32},
+    {CG_MATH_EXP, 710.0, INFINITY, 64},   {CG_MATH_EXP, -746.0, 0.0, 64},
+    {CG_MATH_EXP, -1e30, 0.0, 0},         {CG_MATH_LOG, 0.0, -INFINITY, 0},
+    {CG_MATH_LOG, -0.0, -INFINITY, 0},    {CG_MATH_LOG, 1.0, 0.0, 0},
+    {CG_MATH_LOG, INFINITY, INFINITY, 0}, {CG_MATH_LOG, -1.0, NAN, 0},
+    {CG_MATH_LOG, -INFINITY, NAN, 0},     {CG_MATH_LOG, NAN, NAN, 0},
+    {CG_MATH_LOG, -1e-40, NAN, 0},        {CG_MATH_TANH, 0.0, 0.0, 0},
+    {CG_MATH_TANH, -0.0, -0.0, 0},        {CG_MATH_TANH, INFINITY, 1.0, 0},
+    {CG_MATH_TANH, -INFINITY, -1.0, 0},   {CG_MATH_TANH, 20.0, 1.0, 0},
+    {CG_MATH_TANH, -1e30, -1.0, 0},       {CG_MATH_TANH, NAN, NAN, 0},
+    {CG_MATH_LOGISTIC, 0.0, 0.5, 0},      {CG_MATH_LOGISTIC, -0.0, 0.5, 0},
+    {CG_MATH_LOGISTIC, INFINITY, 1.0, 0}, {CG_MATH_LOGISTIC, -INFINITY, 0.0, 0},
+    {CG_MATH_LOGISTIC, 100.0, 1.0, 0},    {CG_MATH_LOGISTIC, -1e30, 0.0, 0},
+    {CG_MATH_LOGISTIC, NAN, NAN, 0},      {CG_MATH_ERF, 0.0, 0.0, 0},
+    {CG_MATH_ERF, -0.0, -0.0, 0},         {CG_MATH_ERF, INFINITY, 1.0, 0},
+    {CG_MATH_ERF, -INFINITY, -1.0, 0},    {CG_MATH_ERF, 6.0, 1.0, 0},
+    {CG_MATH_ERF, -1e30, -1.0, 0},        {CG_MATH_ERF, NAN, NAN, 0},
+    {CG_MATH_SIN, 0.0, 0.0, 0},           {CG_MATH_SIN, -0.0, -0.0, 0},
+    {CG_MATH_SIN, INFINITY, NAN, 0},      {CG_MATH_SIN, -INFINITY, NAN, 0},
+    {CG_MATH_SIN, NAN, NAN, 0},           {CG_MATH_COS, 0.0, 1.0, 0},
+    {CG_MATH_COS, -0.0, 1.0, 0},          {CG_MATH_COS, INFINITY, NAN, 0},
+    {CG_MATH_COS, -INFINITY, NAN, 0},     {CG_MATH_COS, NAN, NAN, 0},
+};
+
+static int same(double got, double want) {
+  if (isnan(want)) return isnan(got);
+  return got == want && signbit(got) == signbit(want);
+}
+
+static void test_edges(void **state) {
+  (void)state;
+  int failed = 0;
+  for (size_t i = 0; i < sizeof EDGES / sizeof *EDGES; i++) {
+    const edge *t = &EDGES[i];
+    /* 17 copies so that the vector body and the remainder both see the value */
+    float x32[17], y32[17];
+    double x64[17], y64[17];
+    for (int k = 0; k < 17; k++)
+      x32[k] = (float)t->x, x64[k] = t->x;
+    ((map32_fn)(uintptr_t)J.fn[0][t->op])(y32, x32, 17);
+    ((map64_fn)(uintptr_t)J.fn[1][t->op])(y64, x64, 17);
+    for (int k = 0; k < 17; k++) {
+      if ((t->only != 64 && !same(y32[k], t->want)) || (t->only != 32 && !same(y64[k], t->want))) {
+        print_error("%s(%g): f32 %g, f64 %g, want %g\n", cg_math_name(t->op), t->x, (double)y32[k],
+                    y64[k], t->want);
+        failed++;
+        break;
+      }
+    }
+  }
+  /* Huge arguments of sin/cos: finite and in [-1, 1]. */
+  const double huge[] = {1e6, -3e7, 1e10, 1e20, -1e30, 3.4e38, 1e300, -1e308};
+  for (size_t i = 0; i < sizeof huge / sizeof *huge; i++)
+    for (int op = CG_MATH_SIN; op <= CG_MATH_COS; op++) {
+      float x32 = fabs(huge[i]) < FLT_MAX ? (float)huge[i] : copysignf(FLT_MAX, (float)huge[i]),
+            y32;
+      double y64;
+      ((map32_fn)(uintptr_t)J.fn[0][op])(&y32, &x32, 1);
+      ((map64_fn)(uintptr_t)J.fn[1][op])(&y64, &huge[i], 1);
+      if (!(fabsf(y32) <= 1.0f) || !(fabs(y64) <= 1.0)) {
+        print_error("%s(%g): f32 %g, f64 %g\n", cg_math_name(op), huge[i], (double)y32, y64);
+        failed++;
+      }
+    }
+  /* Subnormal results and arguments. */
+  float xs[4] = {-100.0f, -87.5f, 1e-45f, 1e-40f}, ys[4];
+  ((map32_fn)(uintptr_t)J.fn[0][CG_MATH_EXP])(ys, xs, 2);
+  if (ulp32(ys[0], exp(-100.0)) > 1 || ulp32(ys[1], exp(-87.5)) > 1) failed++;
+  ((map32_fn)(uintptr_t)J.fn[0][CG_MATH_LOG])(ys + 2, xs + 2, 2);
+  if (ulp32(ys[2], log((double)1e-45f)) > 1 || ulp32(ys[3], log((double)1e-40f)) > 1) failed++;
+  assert_int_equal(failed, 0);
+}
+
+/* cg_math_emit on a <5 x float> operand gives the loop's scalar results lane for lane. */
+static void test_vector_operand(void **state) {
+  (void)state;
+  float x[5] = {-3.5f, 0.0f, 1.0f, 20.25f, -0.001f}, y[5], want[5];
+  ((void (*)(float *, const float *))(uintptr_t)J.vec5)(y, x);
+  ((map32_fn)(uintptr_t)J.fn[0][CG_MATH_EXP])(want, x, 5);
+  for (int i = 0; i < 5; i++)
+    assert_true(y[i] == want[i]);
+  /* Wrong operand types are refused. */
+  LLVMContextRef c = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("bad", c);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(c);
+  LLVMValueRef fn = LLVMAddFunction(m, "f", LLVMFunctionType(i32, &i32, 1, 0));
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+  assert_null(cg_math_emit(b, CG_MATH_EXP, LLVMGetParam(fn, 0)));
+  assert_null(cg_math_emit(b, CG_MATH_COUNT, LLVMConstReal(LLVMFloatTypeInContext(c), 1.0)));
+  assert_null(cg_math_name(CG_MATH_COUNT));
+  LLVMDisposeBuilder(b);
+  LLVMDisposeModule(m);
+  LLVMContextDispose(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_vector_operand),
+      cmocka_unit_test(test_sweep_f32),
+      cmocka_unit_test(test_sweep_f64),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
+
+#else /* !HAVE_LLVM_HEADERS */
+
+static void test_llvm_headers_missing(void **state) {
+  (void)state;
+  skip();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_llvm_headers_missing)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif

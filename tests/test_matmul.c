@@ -1,0 +1,686 @@
+/* test_matmul.c: the generated matmul (codegen/matmul.c) against a float64 C reference: odd and
+ * large shapes, batch dims, transposed and multiple contracting dims, every dtype, epilogues,
+ * row splitting, bad descriptions; prints one-thread GFLOP/s against this run's FMA peak. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <llvm-c/Core.h>
+
+#include "codegen/llvm_jit.h"
+#include "codegen/matmul.h"
+#include "ir/ir.h"
+#include "runtime/error.h"
+
+typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end);
+
+static cg_jit *g_jit;
+
+static int setup(void **state) {
+  (void)state;
+  return cg_jit_create(3, &g_jit) == JIT_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  cg_jit_destroy(g_jit);
+  return 0;
+}
+
+/* This thread's CPU time: on a shared 2-core machine, wall time mostly measures the neighbours. */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Builds the kernel of d in a fresh module and loads it; *lib owns the code. */
+static jit_status build(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
+  LLVMContextRef c = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("mm", c);
+  void *obj = NULL;
+  size_t len = 0;
+  jit_status st = cg_matmul_emit(m, "tjit_mm", d);
+  if (st == JIT_OK)
+    st = cg_optimize(g_jit, m);
+  if (st != JIT_OK)
+    fprintf(stderr, "build: %.300s\n", jit_last_error());
+  if (st == JIT_OK)
+    st = cg_emit_object(g_jit, m, &obj, &len);
+  LLVMDisposeModule(m);
+  LLVMContextDispose(c);
+  if (st == JIT_OK)
+    st = cg_add_object(g_jit, obj, len, lib);
+  free(obj);
+  if (st == JIT_OK) {
+    void *p = NULL;
+    st = cg_lookup(*lib, "tjit_mm", &p);
+    *fn = (kernel_fn)p;
+  }
+  return st;
+}
+
+/* ---- random data and the reference -------------------------------------------------------------
+ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* uniform in [-1, 1) */
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+static void *rand_buf(jit_dtype dt, int64_t n) {
+  void *p = malloc((size_t)(n ? n : 1) * jit_dtype_size(dt));
+  assert_non_null(p);
+  for (int64_t i = 0; i < n; i++) {
+    if (ir_dtype_is_float(dt))
+      ir_store_f64(dt, p, i, urand());
+    else if (dt == JIT_U8)
+      ir_store_i64(dt, p, i, (int64_t)((urand() + 1) * 128));
+    else
+      ir_store_i64(dt, p, i, (int64_t)(urand() * (dt == JIT_I8 ? 128 : 1000)));
+  }
+  return p;
+}
+
+typedef struct layout { /* an operand's offsets for (batch, free, contract) multi-indices */
+  int nb, nf, nc;
+  int64_t bext[8], bstr[8], fext[8], fstr[8], cext[8], cstr[8];
+} layout;
+
+static void make_layout(const ir_type *t, int nb, const uint8_t *bd, int nc, const uint8_t *cd,
+                        layout *L) {
+  int64_t str[8], s = 1;
+  bool used[8] = {0};
+  for (int i = t->rank - 1; i >= 0; i--) {
+    str[i] = s;
+    s *= t->dims[i];
+  }
+  memset(L, 0, sizeof *L);
+  L->nb = nb;
+  L->nc = nc;
+  for (int i = 0; i < nb; i++) {
+    L->bext[i] = t->dims[bd[i]];
+    L->bstr[i] = str[bd[i]];
+    used[bd[i]] = true;
+  }
+  for (int i = 0; i < nc; i++) {
+    L->cext[i] = t->dims[cd[i]];
+    L->cstr[i] = str[cd[i]];
+    used[cd[i]] = true;
+  }
+  for (int i = 0; i < t->rank; i++)
+    if (!used[i]) {
+      L->fext[L->nf] = t->dims[i];
+      L->fstr[L->nf++] = str[i];
+    }
+}
+
+static int64_t off(int n, const int64_t *ext, const int64_t *str, int64_t idx) {
+  int64_t o = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    o += (idx % ext[d]) * str[d];
+    idx /= ext[d];
+  }
+  return o;
+}
+
+typedef struct mcase {
+  jit_dtype dt;
+  ir_type lt, rt;
+  ir_dot_dims dd;
+} mcase;
+
+static ir_type ty(jit_dtype dt, int rank, const int64_t *dims) {
+  ir_type t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  for (int i = 0; i < rank; i++)
+    t.dims[i] = dims[i];
+  return t;
+}
+
+/* Reference value of output element (row, col) (float dots: in double; ints: wrapping int64)
+   and the sum of |products| (for the error bound). */
+static void ref_elem(const mcase *c, const layout *L, const layout *R, const void *lhs,
+                     const void *rhs, int64_t M, int64_t N, int64_t K, int64_t row, int64_t col,
+                     double *val, double *sabs, int64_t *ival) {
+  int64_t b = row / M, m = row % M;
+  int64_t lo = off(L->nb, L->bext, L->bstr, b) + off(L->nf, L->fext, L->fstr, m);
+  int64_t ro = off(R->nb, R->bext, R->bstr, b) + off(R->nf, R->fext, R->fstr, col);
+  double s = 0, a = 0;
+  uint64_t is = 0;
+  for (int64_t k = 0; k < K; k++) {
+    int64_t li = lo + off(L->nc, L->cext, L->cstr, k), ri = ro + off(R->nc, R->cext, R->cstr, k);
+    if (ir_dtype_is_float(c->dt)) {
+      double p = ir_load_f64(c->dt, lhs, li) * ir_load_f64(c->dt, rhs, ri);
+      s += p;
+      a += fabs(p);
+    } else {
+      is += (uint64_t)ir_load_i64(c->dt, lhs, li) * (uint64_t)ir_load_i64(c->dt, rhs, ri);
+    }
+  }
+  *val = s;
+  *sabs = a;
+  *ival = (int64_t)is;
+}
+
+static double unit_roundoff(jit_dtype dt) {
+  switch (dt) {
+  case JIT_F64:
+    return ldexp(1, -53);
+  case JIT_F16:
+    return ldexp(1, -11);
+  case JIT_BF16:
+    return ldexp(1, -8);
+  default:
+    return ldexp(1, -24);
+  }
+}
+
+/* Checks out (of dtype out_dt) against the reference, through `post` (the epilogue's effect on
+   a reference value, may be NULL) on every element or on `samples` random ones. */
+static void check(const mcase *c, const void *lhs, const void *rhs, const void *out,
+                  jit_dtype out_dt, double (*post)(double v, int64_t col, const void *ctx),
+                  const void *ctx, int64_t samples) {
+  cg_matmul_desc d;
+  cg_matmul_desc_init(&d, &c->lt, &c->rt, &c->dd, 0);
+  int64_t B, M, N, K;
+  assert_int_equal(cg_matmul_shape(&d, &B, &M, &N, &K), JIT_OK);
+  layout L, R;
+  make_layout(&c->lt, c->dd.n_batch, c->dd.lhs_batch, c->dd.n_contract, c->dd.lhs_contract, &L);
+  make_layout(&c->rt, c->dd.n_batch, c->dd.rhs_batch, c->dd.n_contract, c->dd.rhs_contract, &R);
+  int64_t total = B * M * N, n = samples && samples < total ? samples : total;
+  double u =
+      unit_roundoff(JIT_F32 == c->dt || c->dt == JIT_F16 || c->dt == JIT_BF16 ? JIT_F32 : c->dt);
+  for (int64_t e = 0; e < n; e++) {
+    int64_t idx = n == total ? e : (int64_t)((urand() + 1) / 2 * (double)total) % total;
+    int64_t row = idx / N, col = idx % N;
+    double v, sabs;
+    int64_t iv;
+    ref_elem(c, &L, &R, lhs, rhs, M, N, K, row, col, &v, &sabs, &iv);
+    if (ir_dtype_is_float(c->dt)) {
+      double tol = 2.0 * (double)(K + 1) * u * sabs + 1e-300;
+      double ref = v;
+      if (c->dt != JIT_F32 && c->dt != JIT_F64)
+        tol += 2 * unit_roundoff(c->dt) * fabs(ref);
+      if (post)
+        ref = post(ref, col, ctx);
+      if (out_dt != JIT_F32 && out_dt != JIT_F64 && ir_dtype_is_float(out_dt))
+        tol += 2 * unit_roundoff(out_dt) * fabs(ref);
+      double got = ir_load_f64(out_dt, out, idx);
+      if (!(fabs(got - ref) <= tol)) {
+        fprintf(stderr, "  out[%lld, %lld] = %.9g, want %.9g (tol %.3g), %s M=%lld N=%lld K=%lld\n",
+                (long long)row, (long long)col, got, ref, tol, jit_dtype_name(c->dt), (long long)M,
+                (long long)N, (long long)K);
+        fail();
+      }
+    } else {
+      void *w = malloc(8);
+      assert_non_null(w);
+      ir_store_i64(c->dt, w, 0, iv); /* wraps to the dtype, as the interpreter does */
+      int64_t want = ir_load_i64(c->dt, w, 0);
+      free(w);
+      int64_t got = ir_load_i64(out_dt, out, idx);
+      if (got != want) {
+        fprintf(stderr, "  out[%lld, %lld] = %lld, want %lld (%s)\n", (long long)row,
+                (long long)col, (long long)got, (long long)want, jit_dtype_name(c->dt));
+        fail();
+      }
+    }
+  }
+}
+
+/* Compiles and runs case c (no epilogue) over all rows, also in two row ranges split at a
+   tile-unaligned row, and checks both. */
+static void run_case(const mcase *c) {
+  cg_matmul_desc d;
+  cg_matmul_desc_init(&d, &c->lt, &c->rt, &c->dd, 0);
+  int64_t B, M, N, K;
+  assert_int_equal(cg_matmul_shape(&d, &B, &M, &N, &K), JIT_OK);
+  cg_dylib *lib = NULL;
+  kernel_fn fn = NULL;
+  jit_status st = build(&d, &lib, &fn);
+  assert_int_equal(st, JIT_OK);
+  size_t es = jit_dtype_size(c->dt);
+  void *lhs = rand_buf(c->dt, ir_type_numel(&c->lt)), *rhs = rand_buf(c->dt, ir_type_numel(&c->rt));
+  size_t ob = (size_t)(B * M * N) * es + 1;
+  unsigned char *out = malloc(ob), *out2 = malloc(ob);
+  size_t sb = (cg_matmul_scratch_bytes(&d) + 63) / 64 * 64;
+  void *scratch = aligned_alloc(64, sb ? sb : 64);
+  assert_true(out && out2 && scratch);
+  memset(out, 0xAB, ob);
+  memset(out2, 0xCD, ob);
+  void *bufs[4] = {lhs, rhs, out, scratch};
+  int64_t rows = cg_matmul_rows(&d);
+  assert_int_equal(rows, B * M);
+  fn(bufs, 0, rows);
+  assert_int_equal(out[ob - 1], 0xAB); /* nothing written past the end */
+  check(c, lhs, rhs, out, c->dt, NULL, NULL, 0);
+  /* rows [0, r1) and [r1, rows) in two calls: bit-identical */
+  int64_t r1 = rows / 3 + 1 < rows ? rows / 3 + 1 : rows;
+  bufs[2] = out2;
+  fn(bufs, r1, rows);
+  fn(bufs, 0, r1);
+  assert_memory_equal(out, out2, ob - 1);
+  free(lhs);
+  free(rhs);
+  free(out);
+  free(out2);
+  free(scratch);
+  cg_dylib_free(lib);
+}
+
+/* A plain [M, K] x [K, N]. */
+static mcase mat(jit_dtype dt, int64_t M, int64_t K, int64_t N) {
+  mcase c;
+  memset(&c, 0, sizeof c);
+  c.dt = dt;
+  c.lt = ty(dt, 2, (int64_t[]){M, K});
+  c.rt = ty(dt, 2, (int64_t[]){K, N});
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 1;
+  c.dd.rhs_contract[0] = 0;
+  return c;
+}
+
+static void test_small_shapes(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{1, 1, 1},   {7, 13, 11}, {1, 300, 1},  {2, 1, 33},
+                                      {9, 17, 31}, {8, 0, 32},  {16, 64, 32}, {3, 5, 100},
+                                      {0, 5, 7},   {3, 4, 0}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    mcase c = mat(JIT_F32, shapes[i][0], shapes[i][1], shapes[i][2]);
+    run_case(&c);
+  }
+}
+
+static void test_primes_and_blocks(void **state) {
+  (void)state;
+  /* primes; M, N, K just past multiples of MR (8), NR (32), MC (64), KC (1024), NC (1024) */
+  static const int64_t shapes[][3] = {
+      {97, 89, 101}, {65, 1025, 33}, {131, 2051, 67}, {9, 40, 1061}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    mcase c = mat(JIT_F32, shapes[i][0], shapes[i][1], shapes[i][2]);
+    run_case(&c);
+  }
+}
+
+static void test_large(void **state) {
+  (void)state;
+  mcase c = mat(JIT_F32, 512, 1024, 512);
+  run_case(&c);
+}
+
+static void test_layouts(void **state) {
+  (void)state;
+  mcase c;
+  /* lhs [K, M] contracted on dim 0, rhs [N, K] contracted on dim 1 */
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 2, (int64_t[]){70, 45});
+  c.rt = ty(JIT_F32, 2, (int64_t[]){37, 70});
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 0;
+  c.dd.rhs_contract[0] = 1;
+  run_case(&c);
+  /* batched: lhs [B, M, K], rhs [B, K, N] */
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 3, (int64_t[]){3, 19, 29});
+  c.rt = ty(JIT_F32, 3, (int64_t[]){3, 29, 41});
+  c.dd.n_batch = 1;
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 2;
+  c.dd.rhs_contract[0] = 1;
+  run_case(&c);
+  /* batch dims not leading, two of them: lhs [M, B1, K, B2], rhs [B2, N, B1, K] */
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 4, (int64_t[]){5, 2, 23, 3});
+  c.rt = ty(JIT_F32, 4, (int64_t[]){3, 17, 2, 23});
+  c.dd.n_batch = 2;
+  c.dd.lhs_batch[0] = 1;
+  c.dd.rhs_batch[0] = 2;
+  c.dd.lhs_batch[1] = 3;
+  c.dd.rhs_batch[1] = 0;
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 2;
+  c.dd.rhs_contract[0] = 3;
+  run_case(&c);
+  /* two contracting dims in swapped orders and two free dims each:
+     lhs [K1, M1, K2, M2], rhs [N1, K2, N2, K1] */
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 4, (int64_t[]){6, 4, 35, 3});
+  c.rt = ty(JIT_F32, 4, (int64_t[]){5, 35, 7, 6});
+  c.dd.n_contract = 2;
+  c.dd.lhs_contract[0] = 0;
+  c.dd.rhs_contract[0] = 3;
+  c.dd.lhs_contract[1] = 2;
+  c.dd.rhs_contract[1] = 1;
+  run_case(&c);
+  /* a vector dot: no free dims at all ([K] x [K] -> []) and a matrix-vector product */
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 1, (int64_t[]){300});
+  c.rt = ty(JIT_F32, 1, (int64_t[]){300});
+  c.dd.n_contract = 1;
+  run_case(&c);
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 2, (int64_t[]){50, 70});
+  c.rt = ty(JIT_F32, 1, (int64_t[]){70});
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 1;
+  run_case(&c);
+}
+
+static void test_dtypes(void **state) {
+  (void)state;
+  static const jit_dtype dts[] = {JIT_F64, JIT_I32, JIT_I64, JIT_I8, JIT_U8, JIT_BF16, JIT_F16};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+    mcase c = mat(dts[i], 23, 1100, 37); /* K > KC: partial sums in out or in scratch */
+    run_case(&c);
+    c = mat(dts[i], 9, 5, 18);
+    run_case(&c);
+  }
+  /* a batched, transposed f64 case */
+  mcase c;
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F64;
+  c.lt = ty(JIT_F64, 3, (int64_t[]){40, 2, 21});
+  c.rt = ty(JIT_F64, 3, (int64_t[]){2, 19, 40});
+  c.dd.n_batch = 1;
+  c.dd.lhs_batch[0] = 1;
+  c.dd.rhs_batch[0] = 0;
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 0;
+  c.dd.rhs_contract[0] = 2;
+  run_case(&c);
+}
+
+/* ---- epilogues
+ * ------------------------------------------------------------------------------------ */
+
+typedef struct epi_ctx {
+  int bias_buf;     /* bufs index of the f32 bias [N] */
+  jit_dtype out_dt; /* f32: relu(x + bias); bf16: the same rounded; bool: x + bias > 0 */
+  int calls;
+  bool fail;
+} epi_ctx;
+
+static LLVMValueRef bias_relu(void *ctx, const cg_mm_epi *e) {
+  epi_ctx *x = ctx;
+  x->calls++;
+  if (x->fail)
+    return NULL;
+  LLVMBuilderRef b = e->b;
+  LLVMContextRef c = LLVMGetTypeContext(LLVMTypeOf(e->acc));
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0), f32 = LLVMFloatTypeInContext(c);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(c), i32 = LLVMInt32TypeInContext(c);
+  LLVMTypeRef vt = LLVMVectorType(f32, e->width);
+  LLVMValueRef idx = LLVMConstInt(i64, (unsigned)x->bias_buf, 0);
+  LLVMValueRef bias = LLVMBuildLoad2(b, ptr, LLVMBuildGEP2(b, ptr, e->bufs, &idx, 1, ""), "bias");
+  LLVMValueRef bp = LLVMBuildGEP2(b, f32, bias, (LLVMValueRef[]){e->col}, 1, "");
+  LLVMModuleRef m = LLVMGetGlobalParent(LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)));
+  const char *nm = "llvm.masked.load";
+  unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
+  LLVMTypeRef tys[2] = {vt, ptr};
+  LLVMValueRef args[4] = {bp, LLVMConstInt(i32, 4, 0), e->mask, LLVMConstNull(vt)};
+  LLVMValueRef bv = LLVMBuildCall2(b, LLVMIntrinsicGetType(c, id, tys, 2),
+                                   LLVMGetIntrinsicDeclaration(m, id, tys, 2), args, 4, "");
+  LLVMValueRef s = LLVMBuildFAdd(b, e->acc, bv, "");
+  if (x->out_dt == JIT_BOOL)
+    return LLVMBuildFCmp(b, LLVMRealOGT, s, LLVMConstNull(vt), "");
+  LLVMValueRef pos = LLVMBuildFCmp(b, LLVMRealOGT, s, LLVMConstNull(vt), "");
+  return LLVMBuildSelect(b, pos, s, LLVMConstNull(vt), "");
+}
+
+static double ref_bias_relu(double v, int64_t col, const void *ctx) {
+  const float *bias = ctx;
+  double s = v + bias[col];
+  return s > 0 ? s : 0;
+}
+
+static double ref_bias_gt0(double v, int64_t col, const void *ctx) {
+  const float *bias = ctx;
+  return v + bias[col] > 0;
+}
+
+static void run_epilogue(int64_t M, int64_t K, int64_t N, jit_dtype out_dt) {
+  mcase c = mat(JIT_F32, M, K, N);
+  cg_matmul_desc d;
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 1);
+  epi_ctx ec = {2, out_dt, 0, false};
+  d.epilogue = bias_relu;
+  d.epilogue_ctx = &ec;
+  d.out_dtype = out_dt;
+  cg_dylib *lib = NULL;
+  kernel_fn fn = NULL;
+  assert_int_equal(build(&d, &lib, &fn), JIT_OK);
+  assert_true(ec.calls >= 1);
+  float *lhs = rand_buf(JIT_F32, M * K), *rhs = rand_buf(JIT_F32, K * N),
+        *bias = rand_buf(JIT_F32, N);
+  size_t ob = (size_t)(M * N) * jit_dtype_size(out_dt);
+  void *out = malloc(ob + 1), *out2 = malloc(ob + 1);
+  size_t sb = (cg_matmul_scratch_bytes(&d) + 63) / 64 * 64;
+  void *scratch = aligned_alloc(64, sb ? sb : 64);
+  assert_true(out && out2 && scratch);
+  void *bufs[5] = {lhs, rhs, bias, out, scratch};
+  fn(bufs, 0, M);
+  if (out_dt == JIT_BOOL) {
+    /* compare only where the sum is clearly away from 0 */
+    layout L, R;
+    make_layout(&c.lt, 0, NULL, 1, c.dd.lhs_contract, &L);
+    make_layout(&c.rt, 0, NULL, 1, c.dd.rhs_contract, &R);
+    for (int64_t i = 0; i < M * N; i++) {
+      double v, sabs;
+      int64_t iv;
+      ref_elem(&c, &L, &R, lhs, rhs, M, N, K, i / N, i % N, &v, &sabs, &iv);
+      if (fabs(v + bias[i % N]) > 1e-3 * sabs)
+        assert_int_equal(((unsigned char *)out)[i], ref_bias_gt0(v, i % N, bias));
+    }
+  } else {
+    check(&c, lhs, rhs, out, out_dt, ref_bias_relu, bias, 0);
+  }
+  bufs[3] = out2;
+  fn(bufs, M / 2 + 3 < M ? M / 2 + 3 : M, M);
+  fn(bufs, 0, M / 2 + 3 < M ? M / 2 + 3 : M);
+  assert_memory_equal(out, out2, ob);
+  free(lhs);
+  free(rhs);
+  free(bias);
+  free(out);
+  free(out2);
+  free(scratch);
+  cg_dylib_free(lib);
+}
+
+static void test_epilogue(void **state) {
+  (void)state;
+  run_epilogue(37, 1300, 75, JIT_F32); /* partial sums in out, epilogue after the last block */
+  run_epilogue(5, 7, 3, JIT_F32);
+  run_epilogue(530, 1030, 35, JIT_BF16); /* partial sums in scratch, rows in chunks */
+  run_epilogue(20, 30, 40, JIT_BOOL);
+}
+
+/* ---- bad descriptions
+ * ------------------------------------------------------------------------------- */
+
+static void test_errors(void **state) {
+  (void)state;
+  mcase c = mat(JIT_F32, 4, 5, 6);
+  cg_matmul_desc d;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("bad", ctx);
+  /* contracting dims of different sizes */
+  c.rt.dims[0] = 4;
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  assert_int_equal(cg_matmul_emit(m, "a", &d), JIT_EINVAL);
+  assert_int_equal(cg_matmul_scratch_bytes(&d), 0);
+  assert_int_equal(cg_matmul_rows(&d), 0);
+  /* dtypes differ; a bool dot; out dtype without an epilogue; clashing buffers */
+  c = mat(JIT_F32, 4, 5, 6);
+  c.rt.dtype = JIT_F64;
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  assert_int_equal(cg_matmul_emit(m, "b", &d), JIT_EINVAL);
+  c = mat(JIT_BOOL, 4, 5, 6);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  assert_int_equal(cg_matmul_emit(m, "c", &d), JIT_EINVAL);
+  c = mat(JIT_F32, 4, 5, 6);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  d.out_dtype = JIT_F64;
+  assert_int_equal(cg_matmul_emit(m, "d", &d), JIT_EINVAL);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  d.out_buf = d.lhs_buf;
+  assert_int_equal(cg_matmul_emit(m, "e", &d), JIT_EINVAL);
+  /* an epilogue that gives up, and one of the wrong type */
+  epi_ctx ec = {2, JIT_F32, 0, true};
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 1);
+  d.epilogue = bias_relu;
+  d.epilogue_ctx = &ec;
+  assert_int_equal(cg_matmul_emit(m, "f", &d), JIT_EUNSUPPORTED);
+  assert_non_null(strstr(jit_last_error(), "epilogue"));
+  ec.fail = false;
+  d.out_dtype = JIT_F64;
+  assert_int_equal(cg_matmul_emit(m, "g", &d), JIT_EUNSUPPORTED);
+  LLVMDisposeModule(m);
+  LLVMContextDispose(ctx);
+}
+
+/* ---- speed
+ * --------------------------------------------------------------------------------------- */
+
+/* GFLOP/s of a register-only loop of independent 16-lane FMAs (the FMA peak of one thread). */
+static double fma_peak(void) {
+  LLVMContextRef c = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("peak", c);
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(c), i64 = LLVMInt64TypeInContext(c);
+  LLVMTypeRef vt = LLVMVectorType(f32, 16), ptr = LLVMPointerTypeInContext(c, 0);
+  LLVMTypeRef params[2] = {i64, ptr};
+  LLVMValueRef fn =
+      LLVMAddFunction(m, "peak", LLVMFunctionType(LLVMVoidTypeInContext(c), params, 2, 0));
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c, fn, "entry");
+  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(c, fn, "loop");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c, fn, "done");
+  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMBuildBr(b, loop);
+  LLVMPositionBuilderAtEnd(b, loop);
+  enum { NACC = 24 };
+  LLVMValueRef i = LLVMBuildPhi(b, i64, "i"), acc[NACC], next[NACC];
+  LLVMValueRef mulv[16], addv[16];
+  for (int l = 0; l < 16; l++) {
+    mulv[l] = LLVMConstReal(f32, 0.9999);
+    addv[l] = LLVMConstReal(f32, 1e-4);
+  }
+  LLVMValueRef mul = LLVMConstVector(mulv, 16), add = LLVMConstVector(addv, 16);
+  unsigned id = LLVMLookupIntrinsicID("llvm.fma", 8);
+  LLVMValueRef fma = LLVMGetIntrinsicDeclaration(m, id, &vt, 1);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(c, id, &vt, 1);
+  for (int a = 0; a < NACC; a++)
+    acc[a] = LLVMBuildPhi(b, vt, "");
+  for (int a = 0; a < NACC; a++) {
+    next[a] = LLVMBuildCall2(b, fty, fma, (LLVMValueRef[]){acc[a], mul, add}, 3, "");
+  }
+  LLVMValueRef i1 = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, LLVMGetParam(fn, 0), ""), loop, done);
+  LLVMValueRef zero = LLVMConstInt(i64, 0, 0), vz = LLVMConstNull(vt);
+  LLVMAddIncoming(i, (LLVMValueRef[]){zero, i1}, (LLVMBasicBlockRef[]){entry, loop}, 2);
+  for (int a = 0; a < NACC; a++)
+    LLVMAddIncoming(acc[a], (LLVMValueRef[]){vz, next[a]}, (LLVMBasicBlockRef[]){entry, loop}, 2);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMValueRef s = next[0];
+  for (int a = 1; a < NACC; a++)
+    s = LLVMBuildFAdd(b, s, next[a], "");
+  LLVMBuildStore(b, s, LLVMGetParam(fn, 1));
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+  void *obj = NULL;
+  size_t len = 0;
+  cg_dylib *lib = NULL;
+  void *p = NULL;
+  jit_status st = cg_optimize(g_jit, m);
+  if (st != JIT_OK)
+    fprintf(stderr, "peak: %.300s\n", jit_last_error());
+  assert_int_equal(st, JIT_OK);
+  assert_int_equal(cg_emit_object(g_jit, m, &obj, &len), JIT_OK);
+  LLVMDisposeModule(m);
+  LLVMContextDispose(c);
+  assert_int_equal(cg_add_object(g_jit, obj, len, &lib), JIT_OK);
+  free(obj);
+  assert_int_equal(cg_lookup(lib, "peak", &p), JIT_OK);
+  void (*f)(int64_t, float *) = (void (*)(int64_t, float *))p;
+  float sink[16] __attribute__((aligned(64)));
+  int64_t n = 2000000;
+  double best = 1e30;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now_ms();
+    f(n, sink);
+    double t = now_ms() - t0;
+    if (t < best)
+      best = t;
+  }
+  cg_dylib_free(lib);
+  return (double)n * NACC * 16 * 2 / (best * 1e6);
+}
+
+static void test_speed(void **state) {
+  (void)state;
+  int64_t M = 512, K = 1024, N = 4096;
+  mcase c = mat(JIT_F32, M, K, N);
+  cg_matmul_desc d;
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_dylib *lib = NULL;
+  kernel_fn fn = NULL;
+  double t0 = now_ms();
+  assert_int_equal(build(&d, &lib, &fn), JIT_OK);
+  double compile_ms = now_ms() - t0;
+  float *lhs = rand_buf(JIT_F32, M * K), *rhs = rand_buf(JIT_F32, K * N);
+  float *out = malloc((size_t)(M * N) * 4);
+  void *scratch = aligned_alloc(64, (cg_matmul_scratch_bytes(&d) + 63) / 64 * 64);
+  assert_true(out && scratch);
+  void *bufs[4] = {lhs, rhs, out, scratch};
+  double best = 1e30;
+  for (int r = 0; r < 4; r++) {
+    t0 = now_ms();
+    fn(bufs, 0, M);
+    double t = now_ms() - t0;
+    if (t < best)
+      best = t;
+  }
+  check(&c, lhs, rhs, out, JIT_F32, NULL, NULL, 2000);
+  double gf = 2.0 * (double)M * (double)K * (double)N / (best * 1e6), peak = fma_peak();
+  printf("matmul f32 %lldx%lldx%lld, 1 thread: %.1f GFLOP/s (%.1f ms), FMA peak %.1f GFLOP/s: "
+         "%.0f%% (compile %.1f ms, scratch %zu KiB)\n",
+         (long long)M, (long long)K, (long long)N, gf, best, peak, 100 * gf / peak, compile_ms,
+         cg_matmul_scratch_bytes(&d) >> 10);
+  free(lhs);
+  free(rhs);
+  free(out);
+  free(scratch);
+  cg_dylib_free(lib);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_small_shapes), cmocka_unit_test(test_primes_and_blocks),
+      cmocka_unit_test(test_large),        cmocka_unit_test(test_layouts),
+      cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_epilogue),
+      cmocka_unit_test(test_errors),       cmocka_unit_test(test_speed),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
