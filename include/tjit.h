@@ -152,6 +152,8 @@ typedef struct jit_fn_stats {
   int      n_signatures, n_kernels;
   double   trace_ms, passes_ms, codegen_ms, llvm_ms;  /* summed over compiled signatures */
   double   last_call_us;                              /* wall time of the last jit_call */
+  uint64_t peak_bytes;  /* live intermediate bytes at the peak of the last compiled signature
+                           (results included, args excluded), in its optimized IR's order */
 } jit_fn_stats;
 jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
 

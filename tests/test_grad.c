@@ -622,6 +622,29 @@ static void test_checkpoint_grad(void **state) {
   assert_int_equal(count_op(fc, IR_TANH), 2 * CK_LAYERS);
   ir_func_free(fp);
   ir_func_free(fc);
+
+  /* the same through the public stats */
+  uint64_t peak[2];
+  for (int i = 0; i < 2; i++) {
+    jit_ctx *ctx;
+    jit_fn *f;
+    jit_array *in, *out[2];
+    OT_ASSERT_OK(jit_ctx_create(NULL, &ctx));
+    jit_fn_opts o = {.name = i ? "ckpt" : "plain", .n_args = 1, .n_results = 2};
+    OT_ASSERT_OK(jit_compile(ctx, chain_vg, (void *)(i ? &ckpt : &plain), &o, &f));
+    OT_ASSERT_OK(jit_array_from_host(ctx, JIT_F64, 1, (const int64_t[]){CK_N}, x.v, &in));
+    OT_ASSERT_OK(jit_call(f, &in, out));
+    jit_fn_stats st;
+    OT_ASSERT_OK(jit_fn_stats_get(f, &st));
+    peak[i] = st.peak_bytes;
+    jit_array_free(out[0]);
+    jit_array_free(out[1]);
+    jit_array_free(in);
+    jit_fn_free(f);
+    jit_ctx_destroy(ctx);
+  }
+  assert_true(peak[1] > 0);
+  assert_true(peak[1] * 2 < peak[0]);
   ot_free(&x);
 }
 

@@ -5,8 +5,11 @@
  *     do not depend on the inner loop are computed once per row, constants once per call;
  *   - a reduction read per row opens its own inner loop nest (a phase) in the row block, before
  *     the loop being generated when it is needed: softmax becomes max loop, sum loop, write loop;
+ *   - a transcendental value a reduction loop computes and the write loop needs again is
+ *     cached in the output row by the former and loaded back by the latter;
  *   - index arithmetic is folded and CSE'd; LLVM strength-reduces what is left.
- * A 1-d space with few rows is split into rows of LP_BLOCK elements so that threads share it.
+ * A 1-d space with few rows is split into rows of LP_BLOCK elements so that threads share it;
+ * a reduction over leading axes runs in column mode (see write_columns).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -57,11 +60,13 @@ typedef struct lower {
   int32_t row_idx[IR_MAX_RANK + 1];
   ir_ref *reads;          /* buffers loaded from (bases), discovery order */
   uint32_t n_reads, cap_reads;
-  saved_nest *done;       /* closed reduction loops of the row (bodies still appendable) */
-  uint32_t n_done, cap_done;
+  struct cand *cand;      /* values the write loop will read that a reduction loop may cache */
+  uint32_t n_cand, cap_cand;
   uint32_t write_phase;   /* the write loop's nest (0: none yet) */
   bool column;            /* column mode (write_columns) */
   bool cached[64];        /* cached[w]: write w's row holds a value cached by a reduction loop */
+  bool collecting;        /* prewalk's first pass: finding candidates, generating nothing */
+  uint32_t walking;       /* the write whose value prewalk is walking */
   bool oom;
 } lower;
 
@@ -435,21 +440,15 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
    softmax's exp(x - max) is needed by the sum loop and again by the write loop. Rather than
    computing it twice, the sum loop also stores it into the output's row (in L1 by then), and
    the write loop loads it back: y = e / sum reads e from y. Done for transcendental values whose
-   type and index map are those of an element-level output, one value per output. */
-
-static void remember_nest(lower *L) {
-  if (L->n_done == L->cap_done) {
-    uint32_t cap = L->cap_done ? 2 * L->cap_done : 4;
-    saved_nest *g = realloc(L->done, cap * sizeof *g);
-    if (!g) {
-      L->oom = true;
-      return;
-    }
-    L->done = g;
-    L->cap_done = cap;
-  }
-  save_nest(L, &L->done[L->n_done++]);
-}
+   type and index map are those of an element-level output, one value per output. The values the
+   write loop will read are found (prewalk) before any reduction loop is generated, so that the
+   store is made while its loop is being built. */
+typedef struct cand {
+  ir_ref v;
+  fz_map m;
+  uint32_t owner;       /* a write whose value needs v: it loads v before storing itself */
+  int32_t w;            /* the write caching it (owner), or -1 */
+} cand;
 
 static bool expensive(ir_op op) {
   switch (op) {
@@ -465,35 +464,54 @@ static bool expensive(ir_op op) {
   }
 }
 
-static memo_ent *memo_slot(lower *L, ir_ref v, uint32_t phase, bool clamp, const fz_map *m);
+static cand *find_cand(const lower *L, ir_ref v, const fz_map *m) {
+  for (uint32_t i = 0; i < L->n_cand; i++)
+    if (L->cand[i].v == v && fz_map_equal(&L->cand[i].m, m)) return &L->cand[i];
+  return NULL;
+}
 
-/* v at m in the write loop, as computed by an earlier reduction loop of this row: -1 if none. */
-static int32_t from_cache(lower *L, ir_ref v, const fz_map *m, bool clamp) {
+static void add_cand(lower *L, ir_ref v, const fz_map *m, uint32_t owner) {
+  if (find_cand(L, v, m)) return;
+  if (L->n_cand == L->cap_cand) {
+    uint32_t cap = L->cap_cand ? 2 * L->cap_cand : 4;
+    cand *g = realloc(L->cand, cap * sizeof *g);
+    if (!g) {
+      L->oom = true;
+      return;
+    }
+    L->cand = g;
+    L->cap_cand = cap;
+  }
+  L->cand[L->n_cand++] = (cand){v, *m, owner, -1};
+}
+
+/* Inside a reduction loop: v (just computed as id) is a candidate; store it into an output
+   with its type and map, if one is free. */
+static void cache_store(lower *L, ir_ref v, const fz_map *m, int32_t id) {
+  cand *c = find_cand(L, v, m);
+  if (!c || c->w >= 0) return;
   const fz_kernel *k = L->k;
   const ir_type *t = ir_type_of(L->f, v);
-  for (uint32_t p = L->n_done; p-- > 0;) {
-    memo_ent *e = memo_slot(L, v, L->done[p].phase, clamp, m);
-    if (!e || e->id < 0) continue;
-    int32_t val = e->id;
-    for (uint32_t w = 0; w < k->n_writes && w < 64; w++) {
-      ir_ref wr = k->writes[w];
-      if (wr == k->dot || L->cached[w] || !ir_type_equal(ir_type_of(L->f, wr), t) ||
-          !fz_map_equal(&k->write_maps[w], m))
-        continue;
-      saved_nest here;
-      save_nest(L, &here);
-      load_nest(L, &L->done[p]);
-      lp_ins st = mk(LP_STORE, t->dtype, address(L, wr, m), val, -1);
-      st.buf = (int32_t)wr;
-      emit_at(L, st, L->depth - 1);
-      load_nest(L, &here);
-      lp_ins ld = mk(LP_LOAD, t->dtype, address(L, wr, m), -1, -1);
-      ld.buf = (int32_t)wr;
-      L->cached[w] = true;
-      return emit(L, ld);
-    }
-  }
-  return -1;
+  uint32_t w = c->owner;
+  ir_ref wr = k->writes[w];
+  if (w >= 64 || wr == k->dot || L->cached[w] || !ir_type_equal(ir_type_of(L->f, wr), t) ||
+      !fz_map_equal(&k->write_maps[w], m))
+    return;
+  lp_ins st = mk(LP_STORE, t->dtype, address(L, wr, m), id, -1);
+  st.buf = (int32_t)wr;
+  emit_at(L, st, L->depth - 1);
+  L->cached[w] = true;
+  c->w = (int32_t)w;
+}
+
+/* In the write loop: v at m loaded back from the output that cached it, or -1. */
+static int32_t from_cache(lower *L, ir_ref v, const fz_map *m) {
+  cand *c = find_cand(L, v, m);
+  if (!c || c->w < 0) return -1;
+  ir_ref wr = L->k->writes[c->w];
+  lp_ins ld = mk(LP_LOAD, ir_type_of(L->f, v)->dtype, address(L, wr, m), -1, -1);
+  ld.buf = (int32_t)wr;
+  return emit(L, ld);
 }
 
 static jit_status gen_reduce(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
@@ -528,7 +546,6 @@ static jit_status gen_reduce(lower *L, ir_ref v, const fz_map *m, bool clamp, in
     lp_ins add = mk(LP_ACC_ADD, dt, aid, x, -1);
     add.ew = (uint8_t)comb;
     emit_at(L, add, L->depth - 1);
-    remember_nest(L);
   }
   close_nest(L, &sv);
   if (st != JIT_OK) return st;
@@ -582,8 +599,8 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
   const ir_ins *in = &f->ins[v];
   const ir_type *t = ir_type_of(f, v);
   int32_t id = -1;
-  if (phase && phase == L->write_phase && computed(L, v) && expensive(in->op) &&
-      (id = from_cache(L, v, m, clamp)) >= 0)
+  if (phase && phase == L->write_phase && !clamp && computed(L, v) && expensive(in->op) &&
+      (id = from_cache(L, v, m)) >= 0)
     goto done;
   if (!computed(L, v)) {
     ir_ref b = L->p->base[v];
@@ -646,6 +663,8 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
     default: return unsupported(L, v);
     }
   }
+  if (phase && phase != L->write_phase && !clamp && expensive(in->op) && id >= 0)
+    cache_store(L, v, m, id);
 done:
   if (L->oom || id < 0) return jit_error(JIT_ENOMEM, "codegen: out of memory");
   /* the table may have grown while generating operands */
@@ -667,21 +686,23 @@ fail:
    the write loop finds their loops already there and can take values cached by them. */
 static jit_status prewalk(lower *L, ir_ref v, const fz_map *m) {
   if (!computed(L, v)) return JIT_OK;
-  memo_ent *e = memo_slot(L, v, UINT32_MAX, false, m); /* UINT32_MAX: "walked" marks */
+  uint32_t mark = L->collecting ? UINT32_MAX - 1 : UINT32_MAX; /* "walked" marks in the memo */
+  memo_ent *e = memo_slot(L, v, mark, false, m);
   if (!e) return jit_error(JIT_ENOMEM, "codegen: out of memory");
   if (e->id >= 0) return JIT_OK;
   e->v = v;
-  e->phase = UINT32_MAX;
+  e->phase = mark;
   e->clamp = false;
   e->m = *m;
   e->id = 0;
   L->memo_n++;
   const ir_ins *in = &L->f->ins[v];
   if (ir_op_flags[in->op] & IR_REDUCE) {
-    if (!fz_map_row_level(m)) return JIT_OK; /* gen reports it */
+    if (L->collecting || !fz_map_row_level(m)) return JIT_OK; /* gen reports the latter */
     int32_t id;
     return gen(L, v, m, false, &id);
   }
+  if (L->collecting && expensive(in->op) && !fz_map_row_level(m)) add_cand(L, v, m, L->walking);
   if (in->op == IR_CONCAT) return JIT_OK; /* reads only buffers and cheap values */
   for (uint32_t k = 0; k < in->n_args; k++) {
     fz_map om;
@@ -693,6 +714,21 @@ static jit_status prewalk(lower *L, ir_ref v, const fz_map *m) {
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------------ */
+
+/* Elements a block touches per run: loops count their trip count (LP_BLOCK when not constant)
+   times their body; what rows are split over threads by. */
+static int64_t block_work(const lp_func *lf, int32_t block) {
+  const lp_block *b = &lf->blocks[block];
+  int64_t w = 1;
+  for (uint32_t i = 0; i < b->n; i++) {
+    const lp_ins *in = &lf->ins[b->ins[i]];
+    if (in->op != LP_FOR) continue;
+    const lp_ins *t = &lf->ins[in->a];
+    int64_t trip = t->op == LP_CONST ? t->imm.i : LP_BLOCK;
+    w += trip * block_work(lf, in->body);
+  }
+  return w;
+}
 
 void lp_free(lp_func *lf) {
   if (!lf) return;
@@ -719,7 +755,8 @@ static jit_status write_values(lower *L) {
   jit_status st = JIT_OK;
   const fz_kernel *k = L->k;
   const fz_map rm = k->write_maps[k->n_writes - 1]; /* the root's: the kernel's loop space */
-  bool split = false;
+  saved_nest sv;
+  bool open = false, split = false;
   int64_t n_inner = rm.n_inner ? rm.inner_ext[0] : 1;
   if (rm.n_inner == 1 && !has_reduce(k, L->f)) {
     int64_t rows = 1;
@@ -729,17 +766,20 @@ static jit_status write_values(lower *L) {
   if (split) L->row_ext[L->n_row++] = (n_inner + LP_BLOCK - 1) / LP_BLOCK;
   L->lf->n_rows = 1;
   for (int d = 0; d < L->n_row; d++) L->lf->n_rows *= L->row_ext[d];
-  L->lf->row_work = split ? LP_BLOCK : n_inner;
 
-  for (uint32_t w = 0; w < k->n_writes; w++)
-    if (k->writes[w] != k->dot) TRY(prewalk(L, k->writes[w], &k->write_maps[w]));
+  for (int pass = 0; pass < 2; pass++) {
+    L->collecting = pass == 0;
+    for (uint32_t w = 0; w < k->n_writes; w++) {
+      L->walking = w;
+      if (k->writes[w] != k->dot) TRY(prewalk(L, k->writes[w], &k->write_maps[w]));
+    }
+  }
+  L->collecting = false;
 
   /* element-level writes share one loop (none for a 0-d or reduction root) */
   bool any_elem = false;
   for (uint32_t w = 0; w < k->n_writes; w++)
     if (k->writes[w] != k->dot && !fz_map_row_level(&k->write_maps[w])) any_elem = true;
-  saved_nest sv;
-  bool open = false;
   if (any_elem) {
     int32_t trip;
     int32_t blk = -1;
@@ -827,9 +867,6 @@ static jit_status write_columns(lower *L) {
   fz_map om;
   if (!fz_map_operand(L->f, r, 0, rm, &om))
     return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", r);
-  int64_t red = 1;
-  for (int i = 0; i < om.n_inner; i++) red *= om.inner_ext[i];
-  L->lf->row_work = b * red;
   L->column = true;
   ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
   double init = 0;
@@ -903,6 +940,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
   if (column_mode(&L)) TRY(write_columns(&L));
   else TRY(write_values(&L));
+  L.lf->row_work = block_work(L.lf, L.lf->row);
 
   /* buffers: reads in increasing order, then the writes; LOAD/STORE name them by index */
   lp_func *lf = L.lf;
@@ -936,6 +974,6 @@ fail:
   free(L.cse);
   free(L.memo);
   free(L.reads);
-  free(L.done);
+  free(L.cand);
   return st;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/buffers.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
@@ -31,14 +32,11 @@ static jit_status array_alloc(jit_ctx *ctx, jit_dtype dt, int rank, const int64_
                               size_t nbytes, const char *who, jit_array **out) {
   jit_array *a = calloc(1, sizeof *a);
   if (!a) return jit_error(JIT_ENOMEM, "%s: out of memory", who);
-  /* Round up so that vector loops may read whole cache lines at the end. */
-  size_t cap = nbytes ? nbytes : 1;
-  if (cap > SIZE_MAX - (JIT_ARRAY_ALIGN - 1)) goto oom;
-  cap = (cap + JIT_ARRAY_ALIGN - 1) & ~(size_t)(JIT_ARRAY_ALIGN - 1);
-  if (posix_memalign(&a->data, JIT_ARRAY_ALIGN, cap) != 0) {
-    a->data = NULL;
-    goto oom;
-  }
+  /* Blocks are whole cache lines at least, so vector loops may read to the end of the last. */
+  a->data = buf_pool_get(ctx->buffers, nbytes, &a->cap);
+  if (!a->data) goto oom;
+  a->pool = ctx->buffers;
+  buf_pool_retain(a->pool);
   a->ctx = ctx;
   a->dtype = dt;
   a->rank = rank;
@@ -119,6 +117,11 @@ size_t jit_array_nbytes(const jit_array *a) { return a ? a->nbytes : 0; }
 void jit_array_free(jit_array *a) {
   if (!a) return;
   array_free_shards(a);
-  free(a->data);
+  if (a->pool) {
+    buf_pool_put(a->pool, a->data, a->cap);
+    buf_pool_release(a->pool);
+  } else {
+    free(a->data);
+  }
   free(a);
 }

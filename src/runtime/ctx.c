@@ -1,12 +1,15 @@
 /* ctx.c: the context: virtual device count, worker thread count, compile-cache directory and
- * optimization level, resolved once from the options and the TJIT_* environment. */
+ * optimization level, resolved once from the options and the TJIT_* environment; it owns the
+ * thread pool, the LLJIT and the disk cache. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/disk_cache.h"
 #include "codegen/llvm_jit.h"
+#include "runtime/buffers.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
 #include "runtime/runtime.h"
@@ -66,7 +69,9 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
   }
   if (ctx->n_threads > POOL_MAX_THREADS) ctx->n_threads = POOL_MAX_THREADS;
   TRY(pool_create(ctx->n_threads, &ctx->pool));
+  TRY(buf_pool_create(&ctx->buffers));
   if (ctx->opt_level > 0) TRY(cg_jit_create(ctx->opt_level, &ctx->jit));
+  if (ctx->jit && ctx->cache_dir) TRY(cg_disk_cache_open(ctx->cache_dir, &ctx->disk));
   *out = ctx;
   return JIT_OK;
 fail:
@@ -76,8 +81,10 @@ fail:
 
 void jit_ctx_destroy(jit_ctx *ctx) {
   if (!ctx) return;
+  cg_disk_cache_close(ctx->disk);
   cg_jit_destroy(ctx->jit);
   pool_destroy(ctx->pool);
+  buf_pool_release(ctx->buffers); /* arrays still alive keep the cached blocks' pool */
   free(ctx->cache_dir);
   free(ctx);
 }

@@ -1,8 +1,8 @@
-/* exec.c: the executable of a compiled signature: fusion -> lowering -> one LLVM module -> ORC,
- * then steps over buffers. Kernels write results straight into the caller's result buffers and
- * intermediates into a scratch arena that warm calls reuse; large kernels split their rows over
- * the context's thread pool. A kernel with no compiled form (and every dot, until matmul
- * codegen exists) runs as a small function through the reference interpreter.
+/* exec.c: the executable of a compiled signature: fusion -> lowering (+ matmul kernels for dots)
+ * -> one LLVM module with a typed entry -> disk cache -> ORC, then one call of the entry per run.
+ * Kernels write results straight into the caller's result buffers and intermediates into an arena
+ * that warm calls reuse; large kernels split their rows over the context's thread pool. A kernel
+ * with no compiled form runs as a small function through the reference interpreter.
  */
 #include "runtime/exec.h"
 
@@ -14,58 +14,26 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/disk_cache.h"
 #include "codegen/kernel.h"
 #include "codegen/llvm_jit.h"
+#include "codegen/matmul.h"
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
+#include "runtime/exec_internal.h"
+#include "runtime/ffi_call.h"
 #include "runtime/pool.h"
 #include "runtime/runtime.h"
 
-#define EXEC_PAR_MIN 65536   /* elements below which a kernel runs on the calling thread */
-#define EXEC_ALIGN 64
-#define EXEC_HUGE (2u << 20) /* scratch this large is advised to transparent huge pages */
+#define EXEC_PAR_MIN 65536       /* elements below which a kernel runs on the calling thread */
+#define EXEC_DOT_PAR_MIN (1 << 20) /* multiply-adds below which a dot runs on the calling thread */
+#define EXEC_HUGE (2u << 20)     /* an arena this large is advised to transparent huge pages */
 
 #define TRY_RET(expr)                 \
   do {                                \
     jit_status try_ret_ = (expr);     \
     if (try_ret_ != JIT_OK) return try_ret_; \
   } while (0)
-
-typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end);
-
-typedef enum { EB_PARAM, EB_RESULT, EB_TEMP } eb_kind;
-
-typedef struct ebuf {
-  uint8_t kind;   /* eb_kind */
-  uint32_t index; /* EB_PARAM, EB_RESULT: which */
-  size_t off;     /* EB_TEMP: offset in the scratch arena */
-  size_t bytes;
-} ebuf;
-
-typedef enum { ES_KERNEL, ES_INTERP, ES_COPY } es_kind;
-
-typedef struct estep {
-  uint8_t kind;       /* es_kind */
-  uint32_t *bufs;     /* buffer ids: kernel: its bufs; interp: args then results; copy: src, dst */
-  uint32_t n_bufs, n_args;
-  kernel_fn fn;       /* ES_KERNEL */
-  char name[32];
-  int64_t rows, row_work;
-  ir_func *sub;       /* ES_INTERP: the kernel as a function */
-  size_t bytes;       /* ES_COPY */
-} estep;
-
-struct exec {
-  jit_ctx *ctx;
-  ebuf *bufs;
-  uint32_t n_bufs;
-  estep *steps;
-  uint32_t n_steps;
-  size_t scratch_bytes;
-  void *scratch;      /* allocated by the first run that owns it, kept for the next */
-  atomic_flag busy;   /* a run is using scratch */
-  cg_dylib *lib;
-};
 
 static double now_ms(void) {
   struct timespec ts;
@@ -75,6 +43,8 @@ static double now_ms(void) {
 
 static jit_status oom(void) { return jit_error(JIT_ENOMEM, "jit_call: out of memory building the executable"); }
 
+static size_t align_up(size_t n) { return (n + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1); }
+
 void exec_free(exec *e) {
   if (!e) return;
   for (uint32_t i = 0; i < e->n_steps; i++) {
@@ -83,7 +53,8 @@ void exec_free(exec *e) {
   }
   free(e->steps);
   free(e->bufs);
-  free(e->scratch);
+  free(e->arena);
+  ffi_entry_free(e->cif);
   cg_dylib_free(e->lib);
   free(e);
 }
@@ -146,7 +117,7 @@ static estep *add_step(builder *B, uint8_t kind, uint32_t n_bufs) {
 static jit_status buf_for(builder *B, ir_ref v, uint32_t *id) {
   ir_ref b = B->p->base[v];
   if (B->buf_of[b] < 0) {
-    uint32_t nid;
+    uint32_t nid = 0;
     jit_status st = add_buf(B, EB_TEMP, 0, bytes_of(B->f, b), &nid);
     if (st != JIT_OK) return st;
     B->buf_of[b] = (int32_t)nid;
@@ -205,28 +176,55 @@ static jit_status add_interp(builder *B, const ir_ref *ops, uint32_t n_ops, cons
   return sub_function(B->f, ops, n_ops, reads, n_reads, writes, n_writes, &s->sub);
 }
 
+/* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
+   interpreter when the emitter has no form for it (bool operands; no contracted elements, where
+   the result is all zeros and the packed loops never run). */
+static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot) {
+  const ir_ins *d = &B->f->ins[dot];
+  jit_dtype dt = ir_type_of(B->f, d->args[0])->dtype;
+  if (!bytes_of(B->f, dot)) return JIT_OK; /* nothing to write */
+  cg_matmul_desc desc;
+  cg_matmul_desc_from_ir(&desc, B->f, dot, 0);
+  int64_t nb = 0, m = 0, n = 0, k = 0;
+  if (!(ir_dtype_is_int(dt) || ir_dtype_is_float(dt)) ||
+      cg_matmul_shape(&desc, &nb, &m, &n, &k) != JIT_OK || k == 0) {
+    jit_error_clear();
+    return add_interp(B, &dot, 1, d->args, d->n_args, &dot, 1);
+  }
+  estep *s = add_step(B, ES_DOT, 4);
+  if (!s) return oom();
+  TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
+  TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
+  TRY_RET(buf_for(B, dot, &s->bufs[2]));
+  s->bufs[3] = EXEC_MM_SCRATCH;
+  s->dot = dot;
+  s->rows = nb * m;
+  s->row_work = n * k;
+  s->grain = cg_matmul_row_grain(&desc);
+  if (s->grain < 1) s->grain = 1;
+  s->inline_run = (double)s->rows * (double)s->row_work < EXEC_DOT_PAR_MIN;
+  snprintf(s->name, sizeof s->name, "tjit_dot%u", ki);
+  size_t mm = align_up(cg_matmul_scratch_bytes(&desc));
+  if (mm > B->e->mm_bytes) B->e->mm_bytes = mm;
+  return JIT_OK;
+}
+
 /* Lowers every kernel into lfs[] (NULL: interpreted or nothing to loop) and makes the steps. */
 static jit_status make_steps(builder *B, lp_func **lfs) {
   jit_status st = JIT_OK;
   const fz_prog *p = B->p;
   for (uint32_t ki = 0; ki < p->n_kernels; ki++) {
     const fz_kernel *k = &p->kernels[ki];
-    if (k->dot != IR_NOREF) {
-      const ir_ins *d = &B->f->ins[k->dot];
-      TRY(add_interp(B, &k->dot, 1, d->args, d->n_args, &k->dot, 1));
-    }
     st = lp_lower(p, ki, &lfs[ki]);
     if (st == JIT_EUNSUPPORTED) {
+      jit_error_clear(); /* not a failure of the call: the interpreter runs this kernel */
       /* the whole kernel through the interpreter (its dot, if any, with it) */
-      if (k->dot != IR_NOREF) {
-        free(B->e->steps[B->e->n_steps - 1].bufs);
-        ir_func_free(B->e->steps[B->e->n_steps - 1].sub);
-        B->e->n_steps--;
-      }
       TRY(add_interp(B, k->ops, k->n_ops, k->reads, k->n_reads, k->writes, k->n_writes));
       continue;
     }
     TRY(st);
+    /* the dot first; its elementwise epilogue, if any, is the loop kernel reading its buffer */
+    if (k->dot != IR_NOREF) TRY(add_dot(B, ki, k->dot));
     lp_func *lf = lfs[ki];
     if (!lf) continue;
     estep *s = add_step(B, ES_KERNEL, lf->n_bufs);
@@ -234,6 +232,7 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
     for (uint32_t i = 0; i < lf->n_bufs; i++) TRY(buf_for(B, lf->buf_refs[i], &s->bufs[i]));
     s->rows = lf->n_rows;
     s->row_work = lf->row_work;
+    s->inline_run = (double)s->rows * (double)s->row_work < EXEC_PAR_MIN;
     snprintf(s->name, sizeof s->name, "%s", lf->name);
   }
   return JIT_OK;
@@ -245,7 +244,7 @@ fail:
 static jit_status assign_buffers(builder *B) {
   const ir_func *f = B->f;
   const fz_prog *p = B->p;
-  uint32_t id;
+  uint32_t id = 0;
   for (uint32_t i = 0; i < f->n_params; i++) {
     TRY_RET(add_buf(B, EB_PARAM, i, bytes_of(f, i), &id));
     B->buf_of[i] = (int32_t)id;
@@ -264,13 +263,13 @@ static jit_status add_copies(builder *B) {
   const ir_func *f = B->f;
   for (uint32_t r = 0; r < f->n_results; r++) {
     ir_ref v = f->results[r];
-    uint32_t src;
+    uint32_t src = 0;
     TRY_RET(buf_for(B, v, &src));
     const ebuf *b = &B->e->bufs[src];
     if (b->kind == EB_RESULT && b->index == r) continue;
     size_t n = bytes_of(f, v);
     if (!n) continue;
-    uint32_t dst;
+    uint32_t dst = 0;
     TRY_RET(add_buf(B, EB_RESULT, r, n, &dst));
     estep *s = add_step(B, ES_COPY, 2);
     if (!s) return oom();
@@ -281,9 +280,10 @@ static jit_status add_copies(builder *B) {
   return JIT_OK;
 }
 
-/* Places the intermediates in the scratch arena: two share bytes when no step uses both (live
-   from the first step that touches one to the last). Largest first, each at the lowest offset
-   free of the buffers already placed whose lifetimes overlap. */
+/* Places the intermediates in the arena: two share bytes when no step uses both (live from the
+   first step that touches one to the last). Largest first, each at the lowest offset free of the
+   buffers already placed whose lifetimes overlap. Then the matmul scratch blocks, one per thread
+   that may run a dot at once. */
 static jit_status pack_scratch(exec *e) {
   jit_status st = JIT_OK;
   uint32_t n = e->n_bufs;
@@ -297,12 +297,13 @@ static jit_status pack_scratch(exec *e) {
   for (uint32_t i = 0; i < e->n_steps; i++)
     for (uint32_t k = 0; k < e->steps[i].n_bufs; k++) {
       uint32_t b = e->steps[i].bufs[k];
+      if (b == EXEC_MM_SCRATCH) continue;
       if (first[b] == UINT32_MAX) first[b] = i;
       last[b] = i;
     }
   uint32_t nt = 0, np = 0;
   for (uint32_t b = 0; b < n; b++)
-    if (e->bufs[b].kind == EB_TEMP) order[nt++] = b;
+    if (e->bufs[b].kind == EB_TEMP && first[b] != UINT32_MAX) order[nt++] = b;
   for (uint32_t i = 1; i < nt; i++) /* by size, decreasing (insertion sort: few buffers) */
     for (uint32_t j = i; j > 0 && e->bufs[order[j]].bytes > e->bufs[order[j - 1]].bytes; j--) {
       uint32_t x = order[j];
@@ -312,7 +313,7 @@ static jit_status pack_scratch(exec *e) {
   e->scratch_bytes = 0;
   for (uint32_t i = 0; i < nt; i++) {
     ebuf *b = &e->bufs[order[i]];
-    size_t size = (b->bytes + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1), off = 0;
+    size_t size = align_up(b->bytes), off = 0;
     if (size < b->bytes) {
       st = oom();
       goto done;
@@ -321,7 +322,7 @@ static jit_status pack_scratch(exec *e) {
       moved = false;
       for (uint32_t j = 0; j < np; j++) {
         const ebuf *o = &e->bufs[placed[j]];
-        size_t osize = (o->bytes + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1);
+        size_t osize = align_up(o->bytes);
         bool overlap_time = first[order[i]] <= last[placed[j]] && first[placed[j]] <= last[order[i]];
         if (overlap_time && off < o->off + osize && o->off < off + size) {
           off = o->off + osize;
@@ -337,6 +338,24 @@ static jit_status pack_scratch(exec *e) {
     if (off + size > e->scratch_bytes) e->scratch_bytes = off + size;
     placed[np++] = order[i];
   }
+  /* matmul scratch: as many blocks as threads the widest dot is split over */
+  int nth = e->ctx && e->ctx->pool ? pool_n_threads(e->ctx->pool) : 1;
+  e->mm_threads = 0;
+  for (uint32_t i = 0; i < e->n_steps; i++) {
+    const estep *s = &e->steps[i];
+    if (s->kind != ES_DOT) continue;
+    int64_t pieces = (s->rows + s->grain - 1) / s->grain;
+    int t = s->inline_run ? 1 : pieces < nth ? (int)pieces : nth;
+    if (t > e->mm_threads) e->mm_threads = t;
+  }
+  e->arena_bytes = e->scratch_bytes;
+  if (e->mm_threads) {
+    if (e->mm_bytes > (SIZE_MAX - e->arena_bytes) / (size_t)e->mm_threads) {
+      st = oom();
+      goto done;
+    }
+    e->arena_bytes += (size_t)e->mm_threads * e->mm_bytes;
+  }
 done:
   free(first);
   free(last);
@@ -345,53 +364,109 @@ done:
   return st;
 }
 
-/* Compiles lfs into one module and binds each kernel step to its function. */
-static jit_status compile(builder *B, lp_func **lfs, uint32_t n, double *codegen_ms,
-                          double *llvm_ms) {
+/* The signature's module: the loop kernels, a matmul kernel per compiled dot, and the entry.
+   Its text depends only on f (names are kernel indices), as the disk cache key needs. */
+static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
+                               LLVMContextRef c, LLVMModuleRef *out) {
   jit_status st = JIT_OK;
-  exec *e = B->e;
+  LLVMModuleRef m = NULL;
+  TRY(lp_emit_llvm(lfs, n, c, f->name, &m));
+  for (uint32_t i = 0; i < e->n_steps; i++) {
+    const estep *s = &e->steps[i];
+    if (s->kind != ES_DOT) continue;
+    cg_matmul_desc d;
+    cg_matmul_desc_from_ir(&d, f, s->dot, 0);
+    TRY(cg_matmul_emit(m, s->name, &d));
+  }
+  TRY(exec_emit_entry(e, m));
+  *out = m;
+  return JIT_OK;
+fail:
+  if (m) LLVMDisposeModule(m);
+  *out = NULL;
+  return st;
+}
+
+static bool has_native(const exec *e) {
+  for (uint32_t i = 0; i < e->n_steps; i++)
+    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT) return true;
+  return false;
+}
+
+/* Builds the module, takes the object from the disk cache or compiles (and stores) it, loads it
+   and binds the entry and every kernel step to its function. */
+static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, exec_stats *stats) {
+  jit_status st = JIT_OK;
   cg_jit *jit = e->ctx->jit;
-  bool any = false;
-  for (uint32_t i = 0; i < n; i++) any |= lfs[i] != NULL;
-  if (!any) return JIT_OK;
+  if (!has_native(e)) return JIT_OK;
   if (!jit) return jit_error(JIT_EINTERNAL, "jit_call: no JIT in a context with opt_level %d", e->ctx->opt_level);
   double t0 = now_ms();
   LLVMContextRef c = LLVMContextCreate();
   LLVMModuleRef m = NULL;
   void *obj = NULL;
   size_t len = 0;
-  TRY(lp_emit_llvm(lfs, n, c, B->f->name, &m));
+  char *text = NULL, *key = NULL;
+  size_t key_len = 0;
+  TRY(build_module(e, f, lfs, n, c, &m));
+  if (e->ctx->disk) {
+    /* the key is the module before optimization: code generation rewrites it in place */
+    if (!(text = cg_module_text(m))) TRY(oom());
+    TRY(cg_disk_cache_key(jit, text, &key, &key_len));
+    free(text);
+    text = NULL;
+  }
   double t1 = now_ms();
-  TRY(cg_optimize(jit, m));
-  TRY(cg_emit_object(jit, m, &obj, &len));
+  if (key && cg_disk_cache_get(e->ctx->disk, key, key_len, &obj, &len)) {
+    stats->disk_cache_hits++;
+  } else {
+    TRY(cg_optimize(jit, m));
+    TRY(cg_emit_object(jit, m, &obj, &len));
+    if (key) cg_disk_cache_put(e->ctx->disk, key, key_len, obj, len);
+  }
   TRY(cg_add_object(jit, obj, len, &e->lib));
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
-    if (s->kind != ES_KERNEL) continue;
+    if (s->kind != ES_KERNEL && s->kind != ES_DOT) continue;
     void *fn = NULL;
     TRY(cg_lookup(e->lib, s->name, &fn));
     s->fn = (kernel_fn)fn;
   }
-  *codegen_ms += t1 - t0;
-  *llvm_ms += now_ms() - t1;
+  if (e->n_params + e->n_results + 1 <= FFI_ENTRY_MAX_ARGS) {
+    void *fn = NULL;
+    TRY(cg_lookup(e->lib, EXEC_ENTRY_NAME, &fn));
+    TRY(ffi_entry_prepare((int)(e->n_params + e->n_results + 1), &e->cif));
+    /* ISO C has no object -> function pointer cast; POSIX (dlsym) guarantees it works */
+    memcpy(&e->entry, &fn, sizeof fn);
+  }
+  stats->codegen_ms += t1 - t0;
+  stats->llvm_ms += now_ms() - t1;
 fail:
+  free(text);
+  free(key);
   free(obj);
   if (m) LLVMDisposeModule(m);
   LLVMContextDispose(c);
   return st;
 }
 
-jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats) {
+static void free_lowered(fz_prog *p, lp_func **lfs) {
+  if (lfs)
+    for (uint32_t i = 0; p && i < p->n_kernels; i++) lp_free(lfs[i]);
+  free(lfs);
+  fz_prog_free(p);
+}
+
+/* Fusion, lowering and steps: everything but the machine code. */
+static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp, lp_func ***lfsp) {
   jit_status st = JIT_OK;
-  double t0 = now_ms();
-  memset(stats, 0, sizeof *stats);
-  *out = NULL;
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
   builder B = {0};
   exec *e = calloc(1, sizeof *e);
   if (!e) return oom();
   e->ctx = ctx;
+  e->n_params = f->n_params;
+  e->n_results = f->n_results;
   atomic_flag_clear(&e->busy);
   TRY(ir_fuse(f, &p));
   B.e = e;
@@ -405,18 +480,36 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
   TRY(make_steps(&B, lfs));
   TRY(add_copies(&B));
   TRY(pack_scratch(e));
+  free(B.buf_of);
+  *out = e;
+  *pp = p;
+  *lfsp = lfs;
+  return JIT_OK;
+fail:
+  free_lowered(p, lfs);
+  free(B.buf_of);
+  exec_free(e);
+  return st;
+}
+
+jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats) {
+  jit_status st = JIT_OK;
+  double t0 = now_ms();
+  memset(stats, 0, sizeof *stats);
+  *out = NULL;
+  fz_prog *p = NULL;
+  lp_func **lfs = NULL;
+  exec *e = NULL;
+  TRY(plan(ctx, f, &e, &p, &lfs));
   stats->n_kernels = (int)p->n_kernels;
-  for (uint32_t i = 0; i < p->n_kernels; i++) stats->n_native += lfs[i] != NULL;
+  for (uint32_t i = 0; i < e->n_steps; i++)
+    stats->n_native += e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT;
   stats->codegen_ms = now_ms() - t0;
-  TRY(compile(&B, lfs, p->n_kernels, &stats->codegen_ms, &stats->llvm_ms));
+  TRY(compile(e, f, lfs, p->n_kernels, stats));
   *out = e;
   e = NULL;
 fail:
-  if (lfs)
-    for (uint32_t i = 0; p && i < p->n_kernels; i++) lp_free(lfs[i]);
-  free(lfs);
-  free(B.buf_of);
-  fz_prog_free(p);
+  free_lowered(p, lfs);
   exec_free(e);
   return st;
 }
@@ -424,18 +517,98 @@ fail:
 /* ---- running ---------------------------------------------------------------------------------- */
 
 typedef struct rows_job {
-  kernel_fn fn;
+  const estep *s;
   void *const *bufs;
-  int64_t rows;
+  unsigned char *mm;  /* ES_DOT: thread 0's scratch block; thread i's is i blocks further */
+  size_t mm_bytes;
 } rows_job;
 
 static void run_rows(void *arg, int ith, int nth) {
   const rows_job *j = arg;
-  int64_t lo = j->rows * ith / nth, hi = j->rows * (ith + 1) / nth;
-  if (lo < hi) j->fn(j->bufs, lo, hi);
+  const estep *s = j->s;
+  if (s->kind == ES_KERNEL) {
+    int64_t lo = s->rows * ith / nth, hi = s->rows * (ith + 1) / nth;
+    if (lo < hi) s->fn(j->bufs, lo, hi);
+    return;
+  }
+  /* a dot: one contiguous range per thread, in whole grains */
+  int64_t pieces = (s->rows + s->grain - 1) / s->grain;
+  int64_t lo = pieces * ith / nth * s->grain, hi = pieces * (ith + 1) / nth * s->grain;
+  if (hi > s->rows) hi = s->rows;
+  if (lo >= hi) return;
+  void *kb[4] = {j->bufs[0], j->bufs[1], j->bufs[2], j->mm + (size_t)ith * j->mm_bytes};
+  s->fn(kb, lo, hi);
 }
 
-static void *alloc_scratch(size_t n) {
+/* A step the entry does not run itself: split over the pool, or interpreted. */
+static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
+  exec *e = rt->e;
+  const estep *s = &e->steps[i];
+  if (rt->status != JIT_OK) return;
+  if (s->kind == ES_INTERP) {
+    const void *small_a[16];
+    void *small_r[16];
+    const void **a = small_a;
+    void **r = small_r;
+    uint32_t na = s->n_args, nr = s->n_bufs - s->n_args;
+    if ((na > 16 && !(a = malloc(na * sizeof *a))) || (nr > 16 && !(r = malloc(nr * sizeof *r)))) {
+      rt->status = jit_error(JIT_ENOMEM, "jit_call: out of memory");
+    } else {
+      for (uint32_t k = 0; k < na; k++) a[k] = bufs[k];
+      for (uint32_t k = 0; k < nr; k++) r[k] = bufs[na + k];
+      rt->status = ir_interp(s->sub, a, r);
+    }
+    if (a != small_a) free(a);
+    if (r != small_r) free(r);
+    return;
+  }
+  if (s->rows <= 0) return;
+  pool *pl = e->ctx->pool;
+  int nth = pl ? pool_n_threads(pl) : 1;
+  int64_t pieces = s->kind == ES_DOT ? (s->rows + s->grain - 1) / s->grain : s->rows;
+  if (nth > pieces) nth = (int)pieces;
+  if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
+  if (s->inline_run) nth = 1;
+  rows_job j = {s, bufs, rt->mm_scratch, e->mm_bytes};
+  if (nth > 1) pool_run(pl, run_rows, &j, nth);
+  else run_rows(&j, 0, 1);
+}
+
+/* The steps from C, for an executable with no entry (nothing compiled, or too many params). */
+static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const *results) {
+  void *small[64], **ptr = small;
+  if (e->n_bufs > 64 && !(ptr = malloc(e->n_bufs * sizeof *ptr))) {
+    rt->status = jit_error(JIT_ENOMEM, "jit_call: out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < e->n_bufs; i++) {
+    const ebuf *b = &e->bufs[i];
+    void *q = b->kind == EB_PARAM ? (void *)args[b->index]
+              : b->kind == EB_RESULT ? results[b->index]
+                                     : (unsigned char *)rt->scratch + b->off;
+    ptr[i] = b->bytes && q ? q : rt->empty;
+  }
+  for (uint32_t i = 0; i < e->n_steps && rt->status == JIT_OK; i++) {
+    const estep *s = &e->steps[i];
+    if (s->kind == ES_COPY) {
+      memcpy(ptr[s->bufs[1]], ptr[s->bufs[0]], s->bytes);
+      continue;
+    }
+    void *kb_small[32], **kb = kb_small;
+    if (s->n_bufs > 32 && !(kb = malloc(s->n_bufs * sizeof *kb))) {
+      rt->status = jit_error(JIT_ENOMEM, "jit_call: out of memory");
+      break;
+    }
+    for (uint32_t k = 0; k < s->n_bufs; k++)
+      kb[k] = s->bufs[k] == EXEC_MM_SCRATCH ? rt->mm_scratch : ptr[s->bufs[k]];
+    if (s->inline_run) s->fn(kb, 0, s->rows);
+    else run_step(rt, i, kb);
+    if (kb != kb_small) free(kb);
+  }
+  if (ptr != small) free(ptr);
+}
+
+static void *alloc_arena(size_t n) {
   void *p = NULL;
   if (posix_memalign(&p, EXEC_ALIGN, n ? n : 1) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
@@ -444,85 +617,41 @@ static void *alloc_scratch(size_t n) {
   return p;
 }
 
-static jit_status run_kernel(exec *e, const estep *s, void *const *ptr) {
-  void *small[32], **kb = small;
-  if (s->rows <= 0) return JIT_OK;
-  if (s->n_bufs > 32 && !(kb = malloc(s->n_bufs * sizeof *kb)))
-    return jit_error(JIT_ENOMEM, "jit_call: out of memory");
-  for (uint32_t i = 0; i < s->n_bufs; i++) kb[i] = ptr[s->bufs[i]];
-  pool *pl = e->ctx->pool;
-  int nth = pl ? pool_n_threads(pl) : 1;
-  if (nth > s->rows) nth = (int)s->rows;
-  if (nth > 1 && s->rows * s->row_work >= EXEC_PAR_MIN) {
-    rows_job j = {s->fn, kb, s->rows};
-    pool_run(pl, run_rows, &j, nth);
-  } else {
-    s->fn(kb, 0, s->rows);
-  }
-  if (kb != small) free(kb);
-  return JIT_OK;
-}
-
 jit_status exec_run(exec *e, const void *const *args, void *const *results) {
   static _Alignas(64) unsigned char empty[64];
-  jit_status st = JIT_OK;
-  void *small[64], **ptr = small;
-  void *scratch = NULL;
+  exec_rt rt = {NULL, NULL, empty, run_step, e, JIT_OK};
+  void *arena = NULL;
   bool own = false;
-  if (e->n_bufs > 64 && !(ptr = malloc(e->n_bufs * sizeof *ptr)))
-    return jit_error(JIT_ENOMEM, "jit_call: out of memory");
-  if (e->scratch_bytes) {
+  if (e->arena_bytes) {
     if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire)) {
-      if (!e->scratch) e->scratch = alloc_scratch(e->scratch_bytes);
-      scratch = e->scratch;
-      if (!scratch) atomic_flag_clear_explicit(&e->busy, memory_order_release);
+      if (!e->arena) e->arena = alloc_arena(e->arena_bytes);
+      arena = e->arena;
+      if (!arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
     }
-    if (!scratch) {
-      /* another thread runs this signature: fresh intermediates for this call */
-      scratch = alloc_scratch(e->scratch_bytes);
+    if (!arena) {
+      /* another thread runs this signature: a fresh arena for this call */
+      arena = alloc_arena(e->arena_bytes);
       own = true;
-      if (!scratch) {
-        st = jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->scratch_bytes);
-        goto done;
-      }
+      if (!arena)
+        return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)",
+                         e->arena_bytes);
     }
+    rt.scratch = arena;
+    rt.mm_scratch = (unsigned char *)arena + e->scratch_bytes;
   }
-  for (uint32_t i = 0; i < e->n_bufs; i++) {
-    const ebuf *b = &e->bufs[i];
-    void *q = b->kind == EB_PARAM ? (void *)args[b->index]
-              : b->kind == EB_RESULT ? results[b->index]
-                                     : (unsigned char *)scratch + b->off;
-    ptr[i] = b->bytes && q ? q : empty;
+  if (e->entry) {
+    void *p[FFI_ENTRY_MAX_ARGS];
+    uint32_t np = e->n_params, nr = e->n_results;
+    for (uint32_t i = 0; i < np; i++) p[i] = (void *)args[i];
+    for (uint32_t i = 0; i < nr; i++) p[np + i] = results[i];
+    p[np + nr] = &rt;
+    ffi_entry_call(e->cif, e->entry, p);
+  } else {
+    run_steps(e, &rt, args, results);
   }
-  for (uint32_t i = 0; i < e->n_steps && st == JIT_OK; i++) {
-    const estep *s = &e->steps[i];
-    switch (s->kind) {
-    case ES_KERNEL: st = run_kernel(e, s, ptr); break;
-    case ES_COPY: memcpy(ptr[s->bufs[1]], ptr[s->bufs[0]], s->bytes); break;
-    case ES_INTERP: {
-      const void *small_a[16];
-      void *small_r[16];
-      const void **a = small_a;
-      void **r = small_r;
-      uint32_t na = s->n_args, nr = s->n_bufs - s->n_args;
-      if ((na > 16 && !(a = malloc(na * sizeof *a))) || (nr > 16 && !(r = malloc(nr * sizeof *r)))) {
-        st = jit_error(JIT_ENOMEM, "jit_call: out of memory");
-      } else {
-        for (uint32_t k = 0; k < na; k++) a[k] = ptr[s->bufs[k]];
-        for (uint32_t k = 0; k < nr; k++) r[k] = ptr[s->bufs[na + k]];
-        st = ir_interp(s->sub, a, r);
-      }
-      if (a != small_a) free(a);
-      if (r != small_r) free(r);
-      break;
-    }
-    }
-  }
-done:
-  if (own) free(scratch);
-  else if (scratch) atomic_flag_clear_explicit(&e->busy, memory_order_release);
-  if (ptr != small) free(ptr);
-  return st;
+  if (own) free(arena);
+  else if (arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
+  return rt.status;
 }
 
 /* ---- dumps ------------------------------------------------------------------------------------- */
@@ -531,25 +660,28 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
   jit_status st = JIT_OK;
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
+  exec *e = NULL;
   LLVMContextRef c = NULL;
   LLVMModuleRef m = NULL;
-  TRY(ir_fuse(f, &p));
   if (stage == JIT_DUMP_FUSED) {
+    TRY(ir_fuse(f, &p));
     st = fz_print(p, out);
     goto fail;
   }
-  lfs = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *lfs);
-  if (!lfs) TRY(oom());
-  for (uint32_t i = 0; i < p->n_kernels; i++) {
-    st = lp_lower(p, i, &lfs[i]);
-    if (st == JIT_EUNSUPPORTED) st = JIT_OK;
-    TRY(st);
-  }
+  TRY(plan(ctx, f, &e, &p, &lfs));
   if (stage == JIT_DUMP_C) {
     TRY(lp_emit_c_prelude(out));
     for (uint32_t i = 0; i < p->n_kernels; i++) {
       const fz_kernel *k = &p->kernels[i];
-      if (k->dot != IR_NOREF) fprintf(out, "/* k%u: dot %%%u runs in the interpreter */\n", i, k->dot);
+      char name[32];
+      bool mm = false;
+      snprintf(name, sizeof name, "tjit_dot%u", i);
+      for (uint32_t s = 0; s < e->n_steps; s++)
+        mm |= e->steps[s].kind == ES_DOT && strcmp(e->steps[s].name, name) == 0;
+      if (k->dot != IR_NOREF && mm)
+        fprintf(out, "/* k%u: dot %%%u is the matmul kernel %s (LLVM IR only) */\n", i, k->dot, name);
+      else if (k->dot != IR_NOREF)
+        fprintf(out, "/* k%u: dot %%%u runs in the interpreter */\n", i, k->dot);
       if (lfs[i]) TRY(lp_emit_c(lfs[i], out));
       else if (k->dot == IR_NOREF) fprintf(out, "/* k%u runs in the interpreter */\n", i);
       fputc('\n', out);
@@ -557,7 +689,7 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     goto fail;
   }
   c = LLVMContextCreate();
-  TRY(lp_emit_llvm(lfs, p->n_kernels, c, f->name, &m));
+  TRY(build_module(e, f, lfs, p->n_kernels, c, &m));
   if (ctx && ctx->jit) TRY(cg_optimize(ctx->jit, m));
   char *text = cg_module_text(m);
   if (!text) TRY(oom());
@@ -566,10 +698,8 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
 fail:
   if (m) LLVMDisposeModule(m);
   if (c) LLVMContextDispose(c);
-  if (lfs)
-    for (uint32_t i = 0; i < p->n_kernels; i++) lp_free(lfs[i]);
-  free(lfs);
-  fz_prog_free(p);
+  free_lowered(p, lfs);
+  exec_free(e);
   if (st == JIT_OK && ferror(out)) st = jit_error(JIT_EIO, "jit_fn_dump: write failed");
   return st;
 }

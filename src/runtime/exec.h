@@ -1,5 +1,6 @@
 /* exec.h: the executable of a compiled signature: its buffers (params, results, intermediates in
- * a scratch arena) and its steps (native kernel calls, interpreted fallbacks, copies). */
+ * a scratch arena) and its steps (native kernel and matmul calls, interpreted fallbacks, copies),
+ * run by one call of the signature's typed entry through libffi. */
 #ifndef TJIT_RUNTIME_EXEC_H
 #define TJIT_RUNTIME_EXEC_H
 
@@ -14,11 +15,13 @@ typedef struct exec_stats {
   double codegen_ms; /* fusion, lowering, building the LLVM module */
   double llvm_ms;    /* optimizing, emitting the object, loading it, looking kernels up */
   int n_kernels;     /* kernels of the fused program (native or not) */
-  int n_native;      /* of which run as native code */
+  int n_native;      /* native steps: loop kernels and matmul kernels */
+  int disk_cache_hits; /* 1 when the object came from the disk cache */
 } exec_stats;
 
-/* Fuses the optimized f, lowers and compiles every kernel it can (the rest are interpreted) and
-   loads them into ctx's JIT. The executable keeps no pointer to f. */
+/* Fuses the optimized f, lowers and compiles every kernel it can (the rest are interpreted), takes
+   the object from ctx's disk cache or compiles and stores it, and loads it into ctx's JIT. The
+   executable keeps no pointer to f. */
 jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats);
 
 /* Runs on args[i] (the params' buffers) into results[i] (buffers of the results' byte sizes,

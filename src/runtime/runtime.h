@@ -20,6 +20,7 @@
 /* ---- context (ctx.c) --------------------------------------------------------------------------- */
 struct pool;
 struct cg_jit;
+struct cg_disk_cache;
 struct jit_ctx {
   int n_devices;     /* virtual CPU devices, >= 1 */
   int n_threads;     /* worker threads of the pool, >= 1 */
@@ -27,6 +28,8 @@ struct jit_ctx {
   int opt_level;     /* 0..3 */
   struct pool *pool; /* n_threads workers (the caller is one), started with the context */
   struct cg_jit *jit;/* the LLJIT every signature's kernels load into; NULL at opt_level 0 */
+  struct cg_disk_cache *disk; /* objects on disk in cache_dir; NULL: none (or opt_level 0) */
+  struct buf_pool *buffers;   /* freed array buffers kept for reuse (runtime/buffers.h) */
 };
 
 /* ---- arrays (array.c) -------------------------------------------------------------------------- */
@@ -37,6 +40,8 @@ struct jit_array {
   int64_t shape[JIT_MAX_RANK]; /* entries past rank are 0 */
   void *data;                  /* dense row-major, JIT_ARRAY_ALIGN-aligned; NULL iff committed */
   size_t nbytes;               /* numel * dtype size */
+  struct buf_pool *pool;       /* a counted reference to where data goes back when freed */
+  size_t cap;                  /* data's block size in that pool (>= nbytes) */
   /* Placement (runtime/sharding.h). Uncommitted (jit_array_from_host, jit_call results): sharding
      and shards NULL, the value in data on device 0. Committed (jit_device_put): data NULL. */
   struct jit_sharding *sharding; /* a counted reference; NULL: uncommitted */

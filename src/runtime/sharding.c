@@ -59,7 +59,7 @@ jit_status sharding_new(jit_mesh *m, int rank, const uint8_t *n_dim_axes,
       used_by[a] = d;
     }
   }
-  jit_sharding *s;
+  jit_sharding *s = NULL;
   jit_status st = sharding_alloc(m, who, &s);
   if (st != JIT_OK) return st;
   s->rank = rank;
@@ -161,7 +161,7 @@ jit_status sharding_parse(jit_mesh *m, const char *spec, const char *who, jit_sh
       }
     }
   }
-  jit_sharding *s;
+  jit_sharding *s = NULL;
   jit_status st = sharding_alloc(m, who, &s);
   if (st != JIT_OK) return st;
   s->rank = rank;
@@ -321,7 +321,7 @@ jit_status sharding_parse_text(const char *text, const char **end, jit_sharding 
   if (strncmp(p, "devices=[", 9) == 0) {
     p += 9;
     for (;;) {
-      int64_t id;
+      int64_t id = 0;
       p = skip_blanks(p);
       if (!read_int(&p, &id) || id >= JIT_MAX_DEVICES) TRY(text_error(text, p, "a device id"));
       if (n_ids == cap_ids) {

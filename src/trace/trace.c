@@ -207,7 +207,7 @@ jit_dtype jit_val_dtype(jit_trace *t, jit_val x) {
 ir_ref op_emit(op_ctx *c, ir_op op, uint32_t n_args, const ir_ref *args, const ir_attr *attr,
                const ir_type *declared) {
   ir_func *f = c->t->f;
-  const ir_type *small[4], **tys = small;
+  const ir_type *small[4] = {0}, **tys = small;
   ir_ref r = IR_NOREF;
   if (c->t->status != JIT_OK) return IR_NOREF;
   if (n_args > 4 && !(tys = malloc(n_args * sizeof *tys))) {

@@ -390,7 +390,7 @@ static jit_status visit(fuse *z, ir_ref v) {
     z->st[v] = ST_CHEAP;
     return JIT_OK;
   }
-  int32_t gi;
+  int32_t gi = -1;
   fz_map m;
   bool agree = !z->must_mat[v] && !z->needs_leaf[v] && users_agree(z, v, &gi, &m);
   if (is_move(op)) {

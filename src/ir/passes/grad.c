@@ -62,7 +62,7 @@ static ir_type type_of(const grad *g, ir_ref r) { return *ir_type_of(g->dst, r);
 static ir_ref emit(grad *g, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
                    const ir_type *declared) {
   if (g->st != JIT_OK) return IR_NOREF;
-  const ir_type *tys[4];
+  const ir_type *tys[4] = {0};
   ir_type copies[4];
   if (n > 4) {
     g->st = jit_error(JIT_EINTERNAL, "%s: %s with %u operands", who, ir_op_name[op], n);
@@ -147,10 +147,10 @@ static ir_ref transpose(grad *g, ir_ref a, int rank, const int *perm) {
 
 /* a summed over the n increasing axes (a itself when n == 0). */
 static ir_ref reduce_sum(grad *g, ir_ref a, int n, const int *axes) {
-  if (n == 0) return a;
+  if (n <= 0 || n > IR_MAX_RANK) return a; /* n > rank never happens: the types were verified */
   ir_attr at = {0};
   at.dims.n = (uint8_t)n;
-  for (int i = 0; i < n; i++) at.dims.d[i] = (uint8_t)axes[i];
+  for (int i = 0; i < n && i < IR_MAX_RANK; i++) at.dims.d[i] = (uint8_t)axes[i];
   return emit(g, IR_REDUCE_SUM, 1, &a, &at, NULL);
 }
 

@@ -1,0 +1,99 @@
+/* exec_entry.c: the typed C entry of a compiled signature, emitted into the signature's module:
+ * one call (through a prepared ffi_cif) runs every step, so a warm call does no per-step dispatch.
+ *
+ *   void tjit_entry(void *param0, ..., void *result0, ..., exec_rt *rt)
+ *
+ * Buffer addresses are computed once from the params, the results and rt->scratch; small kernels
+ * are called directly on the calling thread (no pool wake-up); kernels split over threads,
+ * interpreted kernels and large dots go back to the runtime through rt->step. The text depends
+ * only on the signature (no addresses), so the module stays a valid disk cache key.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "runtime/error.h"
+#include "runtime/exec_internal.h"
+
+static LLVMValueRef byte_gep(LLVMBuilderRef b, LLVMTypeRef i8, LLVMTypeRef i64, LLVMValueRef p,
+                             size_t off) {
+  if (off == 0) return p;
+  LLVMValueRef idx = LLVMConstInt(i64, off, 0);
+  return LLVMBuildInBoundsGEP2(b, i8, p, &idx, 1, "");
+}
+
+static LLVMValueRef load_field(LLVMBuilderRef b, LLVMTypeRef i8, LLVMTypeRef i64, LLVMTypeRef ptr,
+                               LLVMValueRef rt, size_t off, const char *name) {
+  return LLVMBuildLoad2(b, ptr, byte_gep(b, i8, i64, rt, off), name);
+}
+
+jit_status exec_emit_entry(const exec *e, LLVMModuleRef m) {
+  jit_status st = JIT_OK;
+  LLVMContextRef c = LLVMGetModuleContext(m);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0), i8 = LLVMInt8TypeInContext(c);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(c), i64 = LLVMInt64TypeInContext(c);
+  LLVMTypeRef vd = LLVMVoidTypeInContext(c);
+  uint32_t n = e->n_params + e->n_results + 1;
+  LLVMTypeRef *params = malloc(n * sizeof *params);
+  LLVMValueRef *bv = malloc((e->n_bufs ? e->n_bufs : 1) * sizeof *bv);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+  if (!params || !bv || !b) {
+    st = jit_error(JIT_ENOMEM, "jit_call: out of memory building the entry");
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; i++) params[i] = ptr;
+  LLVMValueRef fn = LLVMAddFunction(m, EXEC_ENTRY_NAME, LLVMFunctionType(vd, params, n, 0));
+  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+
+  LLVMValueRef rt = LLVMGetParam(fn, n - 1);
+  LLVMValueRef scratch = load_field(b, i8, i64, ptr, rt, offsetof(exec_rt, scratch), "scratch");
+  LLVMValueRef mms = load_field(b, i8, i64, ptr, rt, offsetof(exec_rt, mm_scratch), "mm_scratch");
+  LLVMValueRef empty = load_field(b, i8, i64, ptr, rt, offsetof(exec_rt, empty), "empty");
+  LLVMValueRef cb = load_field(b, i8, i64, ptr, rt, offsetof(exec_rt, step), "step");
+  for (uint32_t i = 0; i < e->n_bufs; i++) {
+    const ebuf *eb = &e->bufs[i];
+    if (eb->bytes == 0) bv[i] = empty;
+    else if (eb->kind == EB_PARAM) bv[i] = LLVMGetParam(fn, eb->index);
+    else if (eb->kind == EB_RESULT) bv[i] = LLVMGetParam(fn, e->n_params + eb->index);
+    else bv[i] = byte_gep(b, i8, i64, scratch, eb->off);
+  }
+  uint32_t max_bufs = 1;
+  for (uint32_t s = 0; s < e->n_steps; s++)
+    if (e->steps[s].n_bufs > max_bufs) max_bufs = e->steps[s].n_bufs;
+  LLVMValueRef arr = LLVMBuildAlloca(b, LLVMArrayType(ptr, max_bufs), "bufs");
+
+  LLVMTypeRef kty_params[3] = {ptr, i64, i64}, cty_params[3] = {ptr, i32, ptr};
+  LLVMTypeRef kty = LLVMFunctionType(vd, kty_params, 3, 0), cty = LLVMFunctionType(vd, cty_params, 3, 0);
+  for (uint32_t s = 0; s < e->n_steps; s++) {
+    const estep *sp = &e->steps[s];
+    if (sp->kind == ES_COPY) {
+      LLVMBuildMemCpy(b, bv[sp->bufs[1]], 1, bv[sp->bufs[0]], 1, LLVMConstInt(i64, sp->bytes, 0));
+      continue;
+    }
+    for (uint32_t k = 0; k < sp->n_bufs; k++) {
+      uint32_t id = sp->bufs[k];
+      LLVMValueRef v = id != EXEC_MM_SCRATCH ? bv[id] : sp->inline_run ? mms : LLVMConstNull(ptr);
+      LLVMValueRef idx = LLVMConstInt(i64, k, 0);
+      LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, ptr, arr, &idx, 1, ""));
+    }
+    if (sp->inline_run) {
+      LLVMValueRef kfn = LLVMGetNamedFunction(m, sp->name);
+      if (!kfn) {
+        st = jit_error(JIT_EINTERNAL, "jit_call: the module has no kernel %s", sp->name);
+        goto done;
+      }
+      LLVMValueRef a[3] = {arr, LLVMConstInt(i64, 0, 0), LLVMConstInt(i64, (unsigned long long)sp->rows, 0)};
+      LLVMBuildCall2(b, kty, kfn, a, 3, "");
+    } else {
+      LLVMValueRef a[3] = {rt, LLVMConstInt(i32, s, 0), arr};
+      LLVMBuildCall2(b, cty, cb, a, 3, "");
+    }
+  }
+  LLVMBuildRetVoid(b);
+done:
+  if (b) LLVMDisposeBuilder(b);
+  free(params);
+  free(bv);
+  return st;
+}

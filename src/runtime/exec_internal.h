@@ -1,0 +1,87 @@
+/* exec_internal.h: the executable's structures, shared by exec.c (building, running, the C step
+ * loop) and exec_entry.c (the signature's typed LLVM entry that runs the same steps natively). */
+#ifndef TJIT_RUNTIME_EXEC_INTERNAL_H
+#define TJIT_RUNTIME_EXEC_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <llvm-c/Core.h>
+
+#include "ir/ir.h"
+#include "runtime/exec.h"
+
+struct cg_dylib;
+struct ffi_entry;
+
+#define EXEC_ALIGN 64
+/* A step's buffer id that stands for the running thread's matmul scratch block. */
+#define EXEC_MM_SCRATCH UINT32_MAX
+
+typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end);
+
+typedef enum { EB_PARAM, EB_RESULT, EB_TEMP } eb_kind;
+
+typedef struct ebuf {
+  uint8_t kind;   /* eb_kind */
+  uint32_t index; /* EB_PARAM, EB_RESULT: which */
+  size_t off;     /* EB_TEMP: offset in the intermediates arena */
+  size_t bytes;
+} ebuf;
+
+typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY } es_kind;
+
+typedef struct estep {
+  uint8_t kind;       /* es_kind */
+  bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
+  uint32_t *bufs;     /* buffer ids: kernel: its bufs; dot: lhs, rhs, out, EXEC_MM_SCRATCH;
+                         interp: args then results; copy: src, dst */
+  uint32_t n_bufs, n_args;
+  kernel_fn fn;       /* ES_KERNEL, ES_DOT */
+  char name[32];      /* ES_KERNEL, ES_DOT: the function's symbol */
+  int64_t rows, row_work; /* rows of a whole call; work per row (elements, or MACs of a dot) */
+  int64_t grain;      /* ES_DOT: rows per piece when split over threads */
+  ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
+  ir_func *sub;       /* ES_INTERP: the kernel as a function */
+  size_t bytes;       /* ES_COPY */
+} estep;
+
+struct exec {
+  jit_ctx *ctx;
+  uint32_t n_params, n_results;
+  ebuf *bufs;
+  uint32_t n_bufs;
+  estep *steps;
+  uint32_t n_steps;
+  size_t scratch_bytes; /* intermediates (a multiple of EXEC_ALIGN) */
+  size_t mm_bytes;      /* one thread's matmul scratch (a multiple of EXEC_ALIGN); 0: no dot */
+  int mm_threads;       /* matmul scratch blocks after the intermediates */
+  size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes */
+  void *arena;          /* allocated by the first run that owns it, kept for the next */
+  atomic_flag busy;     /* a run is using arena */
+  struct cg_dylib *lib;
+  void (*entry)(void);  /* the typed entry (NULL: the steps run from the C loop) */
+  struct ffi_entry *cif;
+};
+
+/* What a run hands its entry as the last argument; the entry reads the first four fields. */
+typedef struct exec_rt {
+  void *scratch;      /* the intermediates arena of this run */
+  void *mm_scratch;   /* thread 0's matmul scratch block of this run */
+  void *empty;        /* stands for buffers of zero bytes */
+  void (*step)(struct exec_rt *rt, uint32_t step, void *const *bufs); /* runs a step that is
+                         split over threads or interpreted */
+  exec *e;
+  jit_status status;  /* the first failure of a step */
+} exec_rt;
+
+/* The entry's symbol. */
+#define EXEC_ENTRY_NAME "tjit_entry"
+
+/* Adds `void tjit_entry(ptr param0, .., ptr result0, .., ptr rt)` to m: runs e's steps in order,
+   calling inline kernels (already in m) directly and the rest through rt->step. */
+jit_status exec_emit_entry(const exec *e, LLVMModuleRef m);
+
+#endif /* TJIT_RUNTIME_EXEC_INTERNAL_H */

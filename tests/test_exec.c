@@ -1,0 +1,705 @@
+/* test_exec.c: the executor end to end through jit_call: dots as matmul kernels (many shapes,
+ * dtypes and layouts, against opt_level 0 and across thread counts), their epilogues, the typed
+ * entry, and the disk cache across processes (hits, corrupt entries, concurrent compiles). */
+#define _GNU_SOURCE /* open_memstream, mkdtemp */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ir/ir.h"
+#include "tjit.h"
+
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- random data ------------------------------------------------------------------------------- */
+static uint64_t rng(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int64_t numel(int rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= shape[i];
+  return n;
+}
+
+/* Floats uniform in (-1, 1); ints small, so that i8 sums stay readable (they wrap alike anyway). */
+static void *random_data(jit_dtype dt, int64_t n, uint64_t seed) {
+  void *buf = malloc((size_t)(n ? n : 1) * jit_dtype_size(dt));
+  assert_non_null(buf);
+  uint64_t s = seed;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = rng(&s);
+    if (ir_dtype_is_float(dt)) ir_store_f64(dt, buf, i, (double)(r >> 11) * 0x1p-52 - 1.0);
+    else if (dt == JIT_U8) ir_store_i64(dt, buf, i, (int64_t)(r % 6));
+    else ir_store_i64(dt, buf, i, (int64_t)(r % 9) - 4);
+  }
+  return buf;
+}
+
+static jit_array *upload(jit_ctx *ctx, jit_dtype dt, int rank, const int64_t *shape, const void *d) {
+  jit_array *a = NULL;
+  assert_int_equal(jit_array_from_host(ctx, dt, rank, shape, d, &a), JIT_OK);
+  return a;
+}
+
+static void *download(const jit_array *a) {
+  size_t n = (size_t)numel(jit_array_rank(a), jit_array_shape(a)) * jit_dtype_size(jit_array_dtype(a));
+  void *buf = malloc(n ? n : 1);
+  assert_non_null(buf);
+  assert_int_equal(jit_array_to_host(a, buf, n), JIT_OK);
+  return buf;
+}
+
+/* ---- contexts ------------------------------------------------------------------------------------ */
+static jit_ctx *ctx2, *ctx1, *ctx0; /* opt 3 with 2 threads, opt 3 with 1 thread, opt 0 */
+
+static int ctx_setup(void **state) {
+  (void)state;
+  jit_ctx_opts o = jit_ctx_opts_default();
+  o.n_threads = 2;
+  o.cache_dir = "";
+  if (jit_ctx_create(&o, &ctx2) != JIT_OK) return -1;
+  o.n_threads = 1;
+  if (jit_ctx_create(&o, &ctx1) != JIT_OK) return -1;
+  o.opt_level = 0;
+  if (jit_ctx_create(&o, &ctx0) != JIT_OK) return -1;
+  return 0;
+}
+
+static int ctx_teardown(void **state) {
+  (void)state;
+  jit_ctx_destroy(ctx2);
+  jit_ctx_destroy(ctx1);
+  jit_ctx_destroy(ctx0);
+  return 0;
+}
+
+/* ---- dot cases ----------------------------------------------------------------------------------- */
+typedef enum { EPI_NONE, EPI_BIAS_RELU, EPI_BOTH, EPI_ABS_IN } epi_kind;
+
+typedef struct dot_case {
+  int lr, rr;                   /* ranks */
+  int64_t ls[4], rs[4];         /* shapes */
+  int nb, lb[2], rb[2];         /* batch dims */
+  int nc, lc[2], rc[2];         /* contracting dims */
+} dot_case;
+
+typedef struct dot_run {
+  const dot_case *c;
+  epi_kind epi;
+} dot_run;
+
+/* The dot; EPI_BIAS_RELU: relu(dot + bias) (bias over the last dim); EPI_BOTH: the dot and
+   dot * 2 + bias; EPI_ABS_IN: dot(|a|, |b|) (the magnitude the tolerance scales with). */
+static void dot_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const dot_run *u = user;
+  const dot_case *c = u->c;
+  jit_val x = a[0], y = a[1];
+  if (u->epi == EPI_ABS_IN) {
+    x = jit_abs(t, x);
+    y = jit_abs(t, y);
+  }
+  jit_val d = jit_dot_general(t, x, y, c->nb, c->lb, c->rb, c->nc, c->lc, c->rc);
+  if (u->epi == EPI_BIAS_RELU) {
+    r[0] = jit_relu(t, jit_add(t, d, a[2]));
+  } else if (u->epi == EPI_BOTH) {
+    r[0] = d;
+    r[1] = jit_add(t, jit_mul(t, d, jit_scalar(t, 2.0)), a[2]);
+  } else {
+    r[0] = d;
+  }
+}
+
+static int n_results_of(epi_kind e) { return e == EPI_BOTH ? 2 : 1; }
+
+/* Runs the case on ctx with the given data; returns the results (malloc'd) and their shape. */
+static void run_case(jit_ctx *ctx, const dot_run *u, jit_dtype dt, void *const *data,
+                     const int64_t *bias_shape, void **out, int *out_rank, int64_t *out_shape) {
+  const dot_case *c = u->c;
+  int nr = n_results_of(u->epi);
+  jit_array *args[3] = {upload(ctx, dt, c->lr, c->ls, data[0]), upload(ctx, dt, c->rr, c->rs, data[1]),
+                        NULL};
+  int n_args = 2;
+  if (u->epi == EPI_BIAS_RELU || u->epi == EPI_BOTH) {
+    args[2] = upload(ctx, dt, 1, bias_shape, data[2]);
+    n_args = 3;
+  }
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "dot", .n_args = n_args, .n_results = nr};
+  assert_int_equal(jit_compile(ctx, dot_fn, (void *)u, &o, &f), JIT_OK);
+  jit_array *res[2] = {NULL, NULL};
+  jit_status st = jit_call(f, args, res);
+  if (st != JIT_OK) fprintf(stderr, "jit_call: %s\n", jit_last_error());
+  assert_int_equal(st, JIT_OK);
+  for (int i = 0; i < nr; i++) {
+    out[i] = download(res[i]);
+    if (i == 0) {
+      *out_rank = jit_array_rank(res[0]);
+      memcpy(out_shape, jit_array_shape(res[0]), (size_t)*out_rank * sizeof *out_shape);
+    }
+    jit_array_free(res[i]);
+  }
+  /* a warm call of the same signature gives the same bytes */
+  assert_int_equal(jit_call(f, args, res), JIT_OK);
+  for (int i = 0; i < nr; i++) {
+    void *again = download(res[i]);
+    int64_t n = numel(jit_array_rank(res[i]), jit_array_shape(res[i]));
+    if (n > 0) assert_memory_equal(again, out[i], (size_t)n * jit_dtype_size(dt));
+    free(again);
+    jit_array_free(res[i]);
+  }
+  jit_fn_free(f);
+  for (int i = 0; i < n_args; i++) jit_array_free(args[i]);
+}
+
+static double eps_result(jit_dtype dt) {
+  switch (dt) {
+  case JIT_F16: return 0x1p-10;
+  case JIT_BF16: return 0x1p-7;
+  case JIT_F32: return 0x1p-23;
+  case JIT_F64: return 0x1p-52;
+  default: return 0;
+  }
+}
+
+/* Compiled (2 threads) vs compiled (1 thread): bit-identical; vs the interpreter: exact for ints,
+   for floats within a result rounding plus K accumulation roundings of the magnitude. */
+static bool check_case(const dot_case *c, jit_dtype dt, epi_kind epi, uint64_t seed) {
+  dot_run u = {c, epi}, um = {c, EPI_ABS_IN};
+  int64_t k = 1;
+  for (int i = 0; i < c->nc; i++) k *= c->ls[c->lc[i]];
+  void *data[3] = {random_data(dt, numel(c->lr, c->ls), seed),
+                   random_data(dt, numel(c->rr, c->rs), seed + 1), NULL};
+  /* the bias runs along the result's last dim */
+  int64_t n_last = 1;
+  if (c->rr > c->nb + c->nc) {
+    bool used[4] = {false};
+    for (int i = 0; i < c->nb; i++) used[c->rb[i]] = true;
+    for (int i = 0; i < c->nc; i++) used[c->rc[i]] = true;
+    for (int i = c->rr - 1; i >= 0; i--)
+      if (!used[i]) {
+        n_last = c->rs[i];
+        break;
+      }
+  } else if (c->lr > c->nb + c->nc) {
+    bool used[4] = {false};
+    for (int i = 0; i < c->nb; i++) used[c->lb[i]] = true;
+    for (int i = 0; i < c->nc; i++) used[c->lc[i]] = true;
+    for (int i = c->lr - 1; i >= 0; i--)
+      if (!used[i]) {
+        n_last = c->ls[i];
+        break;
+      }
+  }
+  int64_t bias_shape[1] = {n_last};
+  data[2] = random_data(dt, n_last, seed + 2);
+  void *r2[2] = {0}, *r1[2] = {0}, *r0[2] = {0}, *mag[1] = {0};
+  int rank = 0, rank1 = 0, rank0 = 0, rankm = 0;
+  int64_t shape[JIT_MAX_RANK], shape1[JIT_MAX_RANK], shape0[JIT_MAX_RANK], shapem[JIT_MAX_RANK];
+  run_case(ctx2, &u, dt, data, bias_shape, r2, &rank, shape);
+  run_case(ctx1, &u, dt, data, bias_shape, r1, &rank1, shape1);
+  run_case(ctx0, &u, dt, data, bias_shape, r0, &rank0, shape0);
+  run_case(ctx0, &um, dt, data, bias_shape, mag, &rankm, shapem);
+  assert_int_equal(rank, rank0);
+  assert_int_equal(rank, rank1);
+  assert_memory_equal(shape, shape0, (size_t)rank * sizeof *shape);
+  int64_t n = numel(rank, shape);
+  bool ok = true;
+  char what[160];
+  snprintf(what, sizeof what, "%s [%lld %lld %lld %lld]x[%lld %lld %lld %lld] epi %d",
+           jit_dtype_name(dt), (long long)c->ls[0], (long long)c->ls[1], (long long)c->ls[2],
+           (long long)c->ls[3], (long long)c->rs[0], (long long)c->rs[1], (long long)c->rs[2],
+           (long long)c->rs[3], (int)epi);
+  for (int r = 0; r < n_results_of(epi); r++) {
+    if (n > 0 && memcmp(r2[r], r1[r], (size_t)n * jit_dtype_size(dt)) != 0) {
+      fprintf(stderr, "%s: result %d differs between 1 and 2 threads\n", what, r);
+      ok = false;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double g = ir_load_f64(dt, r2[r], i), w = ir_load_f64(dt, r0[r], i);
+      double m = fabs(ir_load_f64(dt, mag[0], i)) * (r == 1 ? 2 : 1) + 2.0;
+      double tol = ir_dtype_is_float(dt)
+                       ? eps_result(dt) * (fabs(w) + 1.0) * 2 +
+                             (double)(k + 2) * (dt == JIT_F64 ? 0x1p-53 : 0x1p-24) * m
+                       : 0;
+      bool same = ir_dtype_is_float(dt) ? fabs(g - w) <= tol
+                                        : ir_load_i64(dt, r2[r], i) == ir_load_i64(dt, r0[r], i);
+      if (!same && bad++ == 0)
+        fprintf(stderr, "%s: result %d [%lld]: compiled %.9g, interpreter %.9g (tol %.3g)\n", what, r,
+                (long long)i, g, w, tol);
+    }
+    if (bad) {
+      fprintf(stderr, "%s: %d of %lld elements differ\n", what, bad, (long long)n);
+      ok = false;
+    }
+  }
+  for (int r = 0; r < 2; r++) {
+    free(r2[r]);
+    free(r1[r]);
+    free(r0[r]);
+  }
+  free(mag[0]);
+  for (int i = 0; i < 3; i++) free(data[i]);
+  return ok;
+}
+
+static const dot_case cases[] = {
+    /* 0: 1 x 1 x 1 */
+    {2, 2, {1, 1}, {1, 1}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 1: primes */
+    {2, 2, {7, 13}, {13, 5}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 2: just past the tile sizes */
+    {2, 2, {33, 65}, {65, 17}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 3: large enough to be split over threads, not a multiple of any block */
+    {2, 2, {129, 300}, {300, 257}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 4: K past one K block */
+    {2, 2, {20, 1500}, {1500, 40}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 5: transposed lhs (contract its dim 0) */
+    {2, 2, {37, 19}, {37, 23}, 0, {0}, {0}, 1, {0}, {0}},
+    /* 6: transposed rhs (contract its dim 1) */
+    {2, 2, {19, 37}, {23, 37}, 0, {0}, {0}, 1, {1}, {1}},
+    /* 7: batch in front */
+    {3, 3, {3, 17, 29}, {3, 29, 11}, 1, {0}, {0}, 1, {2}, {1}},
+    /* 8: batch dims elsewhere */
+    {3, 3, {17, 3, 29}, {29, 11, 3}, 1, {1}, {2}, 1, {2}, {0}},
+    /* 9: two contracting dims */
+    {3, 3, {5, 6, 7}, {6, 7, 4}, 0, {0}, {0}, 2, {1, 2}, {0, 1}},
+    /* 10: vector x matrix */
+    {1, 2, {64}, {64, 33}, 0, {0}, {0}, 1, {0}, {0}},
+    /* 11: matrix x vector */
+    {2, 1, {33, 64}, {64}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 12: vector . vector */
+    {1, 1, {100}, {100}, 0, {0}, {0}, 1, {0}, {0}},
+    /* 13: many rows (split in whole cache blocks) */
+    {2, 2, {600, 64}, {64, 96}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 14: nothing contracted over (K = 0): zeros */
+    {2, 2, {4, 0}, {0, 5}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 15: no rows */
+    {2, 2, {0, 5}, {5, 3}, 0, {0}, {0}, 1, {1}, {0}},
+    /* 16: batched with two free dims on each side and a batch of 2 split over threads */
+    {4, 3, {2, 9, 8, 70}, {2, 70, 90}, 1, {0}, {0}, 1, {3}, {1}},
+};
+
+static void test_dot_f32(void **state) {
+  (void)state;
+  bool ok = true;
+  for (int i = 0; i < N_OF(cases); i++) ok &= check_case(&cases[i], JIT_F32, EPI_NONE, 100 + i);
+  assert_true(ok);
+}
+
+static void test_dot_dtypes(void **state) {
+  (void)state;
+  const jit_dtype dts[] = {JIT_F64, JIT_F16, JIT_BF16, JIT_I8, JIT_U8, JIT_I32, JIT_I64};
+  const int some[] = {1, 2, 4, 6, 8, 9, 11, 14};
+  bool ok = true;
+  for (int d = 0; d < N_OF(dts); d++) {
+    for (int i = 0; i < N_OF(some); i++) ok &= check_case(&cases[some[i]], dts[d], EPI_NONE, 200 + i);
+    /* split over threads: one 8-byte and one 1-byte dtype are enough next to f32 */
+    if (dts[d] == JIT_F64 || dts[d] == JIT_I8) ok &= check_case(&cases[3], dts[d], EPI_NONE, 250);
+  }
+  assert_true(ok);
+}
+
+static void test_dot_epilogues(void **state) {
+  (void)state;
+  const int f32_cases[] = {0, 1, 3, 4, 7, 10, 13, 16}, other_cases[] = {0, 1, 4, 7, 10};
+  const jit_dtype dts[] = {JIT_F32, JIT_F16, JIT_I32};
+  bool ok = true;
+  for (int d = 0; d < N_OF(dts); d++) {
+    const int *some = d == 0 ? f32_cases : other_cases;
+    int n = d == 0 ? N_OF(f32_cases) : N_OF(other_cases);
+    for (int i = 0; i < n; i++) {
+      ok &= check_case(&cases[some[i]], dts[d], EPI_BIAS_RELU, 300 + i);
+      ok &= check_case(&cases[some[i]], dts[d], EPI_BOTH, 400 + i);
+    }
+  }
+  assert_true(ok);
+}
+
+/* ---- dots inside larger programs ---------------------------------------------------------------- */
+/* relu(x @ w1 + b1) @ w2 + b2, the operands of the second dot made by other kernels, and a
+   transposed operand computed on the fly. */
+static void mlp_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val h = jit_relu(t, jit_add(t, jit_matmul(t, a[0], a[1]), a[2]));
+  jit_val y = jit_add(t, jit_matmul(t, h, a[3]), a[4]);
+  const int perm[2] = {1, 0};
+  jit_val z = jit_matmul(t, jit_transpose(t, jit_exp(t, a[0]), perm), y); /* [K,M] x [M,N2] */
+  r[0] = y;
+  r[1] = z;
+}
+
+typedef struct mlp_data {
+  int64_t m, k, n1, n2;
+  void *v[5];
+  int64_t shape[5][2];
+  int rank[5];
+} mlp_data;
+
+static void mlp_init(mlp_data *d, int64_t m, int64_t k, int64_t n1, int64_t n2, uint64_t seed) {
+  memset(d, 0, sizeof *d);
+  int64_t shapes[5][2] = {{m, k}, {k, n1}, {n1, 0}, {n1, n2}, {n2, 0}};
+  int ranks[5] = {2, 2, 1, 2, 1};
+  for (int i = 0; i < 5; i++) {
+    memcpy(d->shape[i], shapes[i], sizeof shapes[i]);
+    d->rank[i] = ranks[i];
+    d->v[i] = random_data(JIT_F32, numel(ranks[i], shapes[i]), seed + (uint64_t)i);
+  }
+}
+
+static void mlp_free(mlp_data *d) {
+  for (int i = 0; i < 5; i++) free(d->v[i]);
+}
+
+/* Runs mlp on ctx; results[0..1] malloc'd; stats into *st when non-NULL. */
+static jit_status mlp_run(jit_ctx *ctx, const mlp_data *d, void **results, jit_fn_stats *st) {
+  jit_array *args[5] = {0};
+  jit_status rc = JIT_OK;
+  for (int i = 0; i < 5 && rc == JIT_OK; i++)
+    rc = jit_array_from_host(ctx, JIT_F32, d->rank[i], d->shape[i], d->v[i], &args[i]);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "mlp", .n_args = 5, .n_results = 2};
+  if (rc == JIT_OK) rc = jit_compile(ctx, mlp_fn, NULL, &o, &f);
+  jit_array *res[2] = {NULL, NULL};
+  if (rc == JIT_OK) rc = jit_call(f, args, res);
+  for (int i = 0; i < 2; i++) {
+    results[i] = NULL;
+    if (rc != JIT_OK) continue;
+    size_t n = (size_t)numel(jit_array_rank(res[i]), jit_array_shape(res[i])) * 4;
+    results[i] = malloc(n);
+    if (!results[i]) rc = JIT_ENOMEM;
+    else rc = jit_array_to_host(res[i], results[i], n);
+  }
+  if (rc == JIT_OK && st) rc = jit_fn_stats_get(f, st);
+  for (int i = 0; i < 2; i++) jit_array_free(res[i]);
+  jit_fn_free(f);
+  for (int i = 0; i < 5; i++) jit_array_free(args[i]);
+  return rc;
+}
+
+static bool close_f32(const char *what, const float *a, const float *b, int64_t n, double tol) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs((double)a[i] - (double)b[i]) <= tol * (1 + fabs((double)b[i])))) {
+      fprintf(stderr, "%s [%lld]: %.9g vs %.9g\n", what, (long long)i, a[i], b[i]);
+      return false;
+    }
+  return true;
+}
+
+static void test_mlp(void **state) {
+  (void)state;
+  mlp_data d;
+  mlp_init(&d, 70, 96, 130, 40, 7);
+  void *r2[2], *r1[2], *r0[2];
+  jit_fn_stats st;
+  assert_int_equal(mlp_run(ctx2, &d, r2, &st), JIT_OK);
+  assert_true(st.n_kernels >= 4);
+  assert_true(st.codegen_ms > 0 && st.llvm_ms > 0);
+  assert_int_equal(mlp_run(ctx1, &d, r1, NULL), JIT_OK);
+  assert_int_equal(mlp_run(ctx0, &d, r0, NULL), JIT_OK);
+  assert_memory_equal(r2[0], r1[0], 70 * 40 * 4);
+  assert_memory_equal(r2[1], r1[1], 96 * 40 * 4);
+  assert_true(close_f32("mlp y", r2[0], r0[0], 70 * 40, 1e-4));
+  assert_true(close_f32("mlp z", r2[1], r0[1], 96 * 40, 1e-4));
+  for (int i = 0; i < 2; i++) {
+    free(r2[i]);
+    free(r1[i]);
+    free(r0[i]);
+  }
+  mlp_free(&d);
+}
+
+/* The dumps name the matmul kernels and the entry. */
+static void test_dump(void **state) {
+  (void)state;
+  mlp_data d;
+  mlp_init(&d, 8, 16, 24, 8, 9);
+  jit_array *args[5] = {0};
+  for (int i = 0; i < 5; i++) args[i] = upload(ctx2, JIT_F32, d.rank[i], d.shape[i], d.v[i]);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "mlp", .n_args = 5, .n_results = 2};
+  assert_int_equal(jit_compile(ctx2, mlp_fn, NULL, &o, &f), JIT_OK);
+  jit_array *res[2] = {NULL, NULL};
+  assert_int_equal(jit_call(f, args, res), JIT_OK);
+  jit_array_free(res[0]);
+  jit_array_free(res[1]);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  assert_non_null(m);
+  assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_C | JIT_DUMP_LLVM, m), JIT_OK);
+  fclose(m);
+  assert_non_null(strstr(text, "is the matmul kernel tjit_dot"));
+  assert_non_null(strstr(text, "define void @tjit_entry("));
+  assert_non_null(strstr(text, "define void @tjit_dot"));
+  assert_null(strstr(text, "runs in the interpreter"));
+  free(text);
+  jit_fn_free(f);
+  for (int i = 0; i < 5; i++) jit_array_free(args[i]);
+  mlp_free(&d);
+}
+
+/* Host threads calling one jit_fn at once: each run needs its own intermediates and matmul
+   scratch, whichever thread owns the executable's arena. */
+typedef struct conc {
+  jit_fn *f;
+  jit_array **args;
+  const float *want;
+  int64_t n;
+  int bad;
+} conc;
+
+static void *conc_main(void *arg) {
+  conc *c = arg;
+  for (int it = 0; it < 6; it++) {
+    jit_array *res[2] = {NULL, NULL};
+    if (jit_call(c->f, c->args, res) != JIT_OK) {
+      c->bad++;
+      continue;
+    }
+    float *y = malloc((size_t)c->n * 4);
+    if (!y || jit_array_to_host(res[0], y, (size_t)c->n * 4) != JIT_OK ||
+        memcmp(y, c->want, (size_t)c->n * 4) != 0)
+      c->bad++;
+    free(y);
+    jit_array_free(res[0]);
+    jit_array_free(res[1]);
+  }
+  return NULL;
+}
+
+static void test_concurrent(void **state) {
+  (void)state;
+  mlp_data d;
+  mlp_init(&d, 200, 128, 160, 64, 11);
+  void *want[2];
+  assert_int_equal(mlp_run(ctx2, &d, want, NULL), JIT_OK);
+  jit_array *args[5];
+  for (int i = 0; i < 5; i++) args[i] = upload(ctx2, JIT_F32, d.rank[i], d.shape[i], d.v[i]);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "mlp", .n_args = 5, .n_results = 2};
+  assert_int_equal(jit_compile(ctx2, mlp_fn, NULL, &o, &f), JIT_OK);
+  enum { NT = 4 };
+  pthread_t th[NT];
+  conc c[NT];
+  for (int i = 0; i < NT; i++) {
+    c[i] = (conc){f, args, want[0], 200 * 64, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, conc_main, &c[i]), 0);
+  }
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(c[i].bad, 0);
+  }
+  jit_fn_stats st;
+  assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+  assert_int_equal(st.n_signatures, 1);
+  assert_int_equal(st.calls, NT * 6);
+  jit_fn_free(f);
+  for (int i = 0; i < 5; i++) jit_array_free(args[i]);
+  free(want[0]);
+  free(want[1]);
+  mlp_free(&d);
+}
+
+/* ---- the disk cache across processes --------------------------------------------------------------
+   Each child makes its own context with TJIT_CACHE_DIR set, runs mlp, and reports through a pipe;
+   the parent holds no context while children run. */
+typedef struct child_report {
+  int status;          /* jit_status of the run */
+  uint64_t disk_hits;
+  int n_kernels;
+  uint64_t hash;       /* FNV-1a of both results' bytes */
+} child_report;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static pid_t child_start(const char *dir, int *fd) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(p[0]);
+    child_report r = {0};
+    setenv("TJIT_CACHE_DIR", dir, 1);
+    jit_ctx_opts o = jit_ctx_opts_default();
+    o.n_threads = 2;
+    jit_ctx *ctx = NULL;
+    mlp_data d;
+    mlp_init(&d, 40, 64, 96, 24, 3);
+    void *res[2] = {NULL, NULL};
+    jit_fn_stats st = {0};
+    r.status = jit_ctx_create(&o, &ctx);
+    if (r.status == JIT_OK) r.status = mlp_run(ctx, &d, res, &st);
+    if (r.status == JIT_OK) {
+      r.hash = fnv(fnv(14695981039346656037ull, res[0], 40 * 24 * 4), res[1], 64 * 24 * 4);
+      r.disk_hits = st.disk_cache_hits;
+      r.n_kernels = st.n_kernels;
+    }
+    free(res[0]);
+    free(res[1]);
+    mlp_free(&d);
+    jit_ctx_destroy(ctx);
+    ssize_t w = write(p[1], &r, sizeof r);
+    _exit(w == (ssize_t)sizeof r ? 0 : 1);
+  }
+  close(p[1]);
+  *fd = p[0];
+  return pid;
+}
+
+static child_report child_finish(pid_t pid, int fd) {
+  child_report r;
+  memset(&r, 0xff, sizeof r);
+  ssize_t n = read(fd, &r, sizeof r);
+  close(fd);
+  int ws = 0;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  assert_int_equal(n, (ssize_t)sizeof r);
+  assert_int_equal(r.status, JIT_OK);
+  return r;
+}
+
+static child_report child_run(const char *dir) {
+  int fd;
+  pid_t pid = child_start(dir, &fd);
+  return child_finish(pid, fd);
+}
+
+static char cache_dir[64];
+
+static int make_dir(void **state) {
+  (void)state;
+  snprintf(cache_dir, sizeof cache_dir, "/tmp/tjit-test-exec-XXXXXX");
+  return mkdtemp(cache_dir) ? 0 : -1;
+}
+
+static void remove_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  char path[512];
+  while ((de = readdir(d))) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    unlink(path);
+  }
+  closedir(d);
+}
+
+static int remove_dir(void **state) {
+  (void)state;
+  remove_entries(cache_dir);
+  rmdir(cache_dir);
+  return 0;
+}
+
+/* Applies damage to every entry file: 0 truncate to half, 1 zero length, 2 flip a payload byte,
+   3 flip a header byte. Returns how many files it damaged. */
+static int damage_entries(const char *dir, int how) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *de;
+  char path[512];
+  int n = 0;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 200) continue;
+    if (how == 0) assert_int_equal(truncate(path, sb.st_size / 2), 0);
+    else if (how == 1) assert_int_equal(truncate(path, 0), 0);
+    else {
+      int fd = open(path, O_RDWR);
+      assert_true(fd >= 0);
+      off_t at = how == 2 ? sb.st_size - 100 : 20;
+      unsigned char c;
+      assert_int_equal(pread(fd, &c, 1, at), 1);
+      c ^= 0x5a;
+      assert_int_equal(pwrite(fd, &c, 1, at), 1);
+      close(fd);
+    }
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static void test_disk_cache_second_process(void **state) {
+  (void)state;
+  remove_entries(cache_dir);
+  child_report a = child_run(cache_dir);
+  assert_int_equal(a.disk_hits, 0);
+  assert_true(a.n_kernels >= 4);
+  child_report b = child_run(cache_dir);
+  assert_true(b.disk_hits > 0);
+  assert_int_equal(b.hash, a.hash);
+}
+
+static void test_disk_cache_corrupt(void **state) {
+  (void)state;
+  remove_entries(cache_dir);
+  child_report a = child_run(cache_dir);
+  for (int how = 0; how < 4; how++) {
+    assert_true(damage_entries(cache_dir, how) > 0);
+    child_report b = child_run(cache_dir); /* recompiles and replaces the entry */
+    assert_int_equal(b.disk_hits, 0);
+    assert_int_equal(b.hash, a.hash);
+    child_report c = child_run(cache_dir);
+    assert_true(c.disk_hits > 0);
+    assert_int_equal(c.hash, a.hash);
+  }
+}
+
+static void test_disk_cache_concurrent(void **state) {
+  (void)state;
+  for (int round = 0; round < 2; round++) {
+    remove_entries(cache_dir);
+    int fa, fb;
+    pid_t pa = child_start(cache_dir, &fa), pb = child_start(cache_dir, &fb);
+    child_report a = child_finish(pa, fa), b = child_finish(pb, fb);
+    assert_int_equal(a.hash, b.hash);
+    child_report c = child_run(cache_dir);
+    assert_true(c.disk_hits > 0);
+    assert_int_equal(c.hash, a.hash);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest disk[] = {
+      cmocka_unit_test(test_disk_cache_second_process),
+      cmocka_unit_test(test_disk_cache_corrupt),
+      cmocka_unit_test(test_disk_cache_concurrent),
+  };
+  const struct CMUnitTest dots[] = {
+      cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
+      cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
+  };
+  int fails = cmocka_run_group_tests_name("disk cache", disk, make_dir, remove_dir);
+  fails += cmocka_run_group_tests_name("dots", dots, ctx_setup, ctx_teardown);
+  return fails;
+}
