@@ -19,8 +19,9 @@
 /* Fails (printing the message) unless the last error contains want. */
 static void expect_msg(const char *want) {
   const char *got = jit_last_error();
-  if (!strstr(got, want)) {
-    print_error("last error \"%s\" does not contain \"%s\"\n", got, want);
+  if (!got || !want || !strstr(got, want)) {
+    print_error("last error \"%s\" does not contain \"%s\"\n", got ? got : "(null)",
+                want ? want : "(null)");
     fail();
   }
 }
