@@ -29,7 +29,8 @@ int floors_measure(int reps, floor_result *out);
 /* ---- workloads (workloads.c) ------------------------------------------------------------------ */
 typedef enum { FLOOR_BYTES, FLOOR_FLOPS, FLOOR_LATENCY } floor_kind;
 
-#define WL_MAX_ARGS 5
+#define WL_MAX_ARGS 6
+#define WL_MAX_RESULTS 3
 
 typedef struct wl_arg {
   int rank;
@@ -47,10 +48,12 @@ typedef struct workload {
   double tol;               /* max ||y - ref|| / ||ref|| */
   int n_args;
   wl_arg args[WL_MAX_ARGS];
-  int out_rank;
-  int64_t out_shape[2];
+  int n_results;             /* 0 means 1 */
+  int out_rank[WL_MAX_RESULTS];
+  int64_t out_shape[WL_MAX_RESULTS][2];
   jit_trace_fn trace;
-  /* ref[i] for every element of the result, in float64, from the same float32 inputs. */
+  /* ref for every element of every result, in float64, from the same float32 inputs: the
+     results one after the other, each in row-major order. The check is per result. */
   void (*reference)(const float *const *args, double *ref);
 } workload;
 
@@ -58,6 +61,7 @@ extern const workload bench_workloads[];
 extern const int bench_n_workloads;
 
 int64_t wl_numel(int rank, const int64_t *shape);
+int wl_n_results(const workload *w);
 /* Fills dst with the seeded uniform(-1, 1) data of argument i of w (the same in every process). */
 void wl_fill(const workload *w, int i, float *dst);
 

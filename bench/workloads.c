@@ -14,6 +14,8 @@ int64_t wl_numel(int rank, const int64_t *shape) {
   return n;
 }
 
+int wl_n_results(const workload *w) { return w->n_results > 0 ? w->n_results : 1; }
+
 /* splitmix64: seeded per (workload, argument), so every process draws the same data. */
 static uint64_t next_u64(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -146,10 +148,22 @@ static void w4_ref(const float *const *a, double *y) {
   free(h);
 }
 
-/* ---- W6 vmap_loss, batched by hand: l = mean((x @ w - y)^2, axis 1) ---------------------------- */
+/* ---- W6 vmap_loss: l_i = mean((x_i @ w - y_i)^2), jit_vmap over i ------------------------------ */
 enum { W6_N = 4096, W6_D = 512, W6_O = 64 };
 
+/* One example: x_i [D], w [D,O], y_i [O] -> scalar. */
+static void w6_example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val d = jit_sub(t, jit_matmul(t, a[0], a[1]), a[2]);
+  int axis = 0;
+  r[0] = jit_div(t, jit_reduce_sum(t, jit_mul(t, d, d), 1, &axis), jit_scalar(t, W6_O));
+}
+
 static void w6_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_vmap(t, w6_example, NULL, 3, a, (const int[]){0, -1, 0}, 1, r, NULL);
+}
+
+/* W6b: the same loss batched by hand, l = mean((x @ w - y)^2, axis 1): what vmap should match. */
+static void w6b_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   jit_val d = jit_sub(t, jit_matmul(t, a[0], a[1]), a[2]);
   int axis = 1;
   r[0] = jit_div(t, jit_reduce_sum(t, jit_mul(t, d, d), 1, &axis), jit_scalar(t, W6_O));
@@ -168,6 +182,83 @@ static void w6_ref(const float *const *a, double *l) {
   }
 }
 
+/* ---- W8 grad_mlp: value_and_grad of mean((mlp(x) - t)^2) wrt w1, w2 ----------------------------- */
+/* args: x, w1, b1, w2, b2, t */
+static void w8_loss(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val h = jit_relu(t, jit_add(t, jit_matmul(t, a[0], a[1]), a[2]));
+  jit_val d = jit_sub(t, jit_add(t, jit_matmul(t, h, a[3]), a[4]), a[5]);
+  int axes[2] = {0, 1};
+  r[0] = jit_div(t, jit_reduce_sum(t, jit_mul(t, d, d), 2, axes), jit_scalar(t, (double)W4_B * W4_D));
+}
+
+static void w8_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_value_and_grad(t, w8_loss, NULL, 6, a, (UINT64_C(1) << 1) | (UINT64_C(1) << 3), 0, r);
+}
+
+/* c = a @ b, all float64, a [M,K] b [K,N]. */
+static void matmul_dd(int64_t M, int64_t K, int64_t N, const double *a, const double *b, double *c) {
+  for (int64_t i = 0; i < M; i++) {
+    double *row = c + i * N;
+    memset(row, 0, sizeof(double) * (size_t)N);
+    for (int64_t k = 0; k < K; k++) {
+      double av = a[i * K + k];
+      if (av == 0) continue; /* relu zeros half of dh */
+      const double *bk = b + k * N;
+      for (int64_t j = 0; j < N; j++) row[j] += av * bk[j];
+    }
+  }
+}
+
+/* out [C,R] = transpose of a [R,C] (float32 or float64), in float64. */
+static void transpose_d(int64_t R, int64_t C, const float *af, const double *ad, double *out) {
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) out[j * R + i] = af ? af[i * C + j] : ad[i * C + j];
+}
+
+/* ref = [loss, dw1 (D*H), dw2 (H*D)]. */
+static void w8_ref(const float *const *a, double *ref) {
+  enum { B = W4_B, D = W4_D, H = W4_H };
+  const int64_t n_out = (int64_t)1 + (int64_t)D * H * 2;
+  double *h = malloc(sizeof(double) * B * H);      /* relu(x @ w1 + b1) */
+  double *g = malloc(sizeof(double) * B * D);      /* d loss / d out */
+  double *ht = malloc(sizeof(double) * H * B);
+  double *w2t = malloc(sizeof(double) * D * H);
+  double *dh = malloc(sizeof(double) * B * H);
+  double *xt = malloc(sizeof(double) * D * B);
+  if (!h || !g || !ht || !w2t || !dh || !xt) {
+    for (int64_t i = 0; i < n_out; i++) ref[i] = NAN; /* fails the check visibly */
+    goto done;
+  }
+  double *dw1 = ref + 1, *dw2 = ref + 1 + (int64_t)D * H;
+  matmul_f64(B, D, H, a[0], NULL, a[1], h);
+  for (int64_t i = 0; i < B; i++)
+    for (int64_t j = 0; j < H; j++) h[i * H + j] = fmax(h[i * H + j] + a[2][j], 0.0);
+  matmul_f64(B, H, D, NULL, h, a[3], g);
+  double loss = 0;
+  for (int64_t i = 0; i < B; i++)
+    for (int64_t j = 0; j < D; j++) {
+      double d = g[i * D + j] + a[4][j] - a[5][i * D + j];
+      loss += d * d;
+      g[i * D + j] = 2.0 * d / ((double)B * D);
+    }
+  ref[0] = loss / ((double)B * D);
+  transpose_d(B, H, NULL, h, ht);
+  matmul_dd(H, B, D, ht, g, dw2);                  /* dw2 = h^T @ g */
+  transpose_d(H, D, a[3], NULL, w2t);
+  matmul_dd(B, D, H, g, w2t, dh);                  /* dh = g @ w2^T, masked by relu */
+  for (int64_t i = 0; i < (int64_t)B * H; i++)
+    if (!(h[i] > 0)) dh[i] = 0;
+  transpose_d(B, D, a[0], NULL, xt);
+  matmul_dd(D, B, H, xt, dh, dw1);                 /* dw1 = x^T @ dh */
+done:
+  free(h);
+  free(g);
+  free(ht);
+  free(w2t);
+  free(dh);
+  free(xt);
+}
+
 /* ---- W7 dispatch: y = x + 1 ---------------------------------------------------------------------- */
 static void w7_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = jit_add(t, a[0], jit_scalar(t, 1.0));
@@ -183,29 +274,36 @@ static void w7_ref(const float *const *a, double *y) {
 
 const workload bench_workloads[] = {
     {.id = "W1", .name = "eltwise", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
-     .n_args = 1, .args = {ARG1(W1_N)}, .out_rank = 1, .out_shape = {W1_N},
+     .n_args = 1, .args = {ARG1(W1_N)}, .out_rank = {1}, .out_shape = {{W1_N}},
      .trace = w1_trace, .reference = w1_ref},
     {.id = "W2", .name = "softmax", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
-     .n_args = 1, .args = {ARG2(ROWS, COLS)}, .out_rank = 2, .out_shape = {ROWS, COLS},
+     .n_args = 1, .args = {ARG2(ROWS, COLS)}, .out_rank = {2}, .out_shape = {{ROWS, COLS}},
      .trace = w2_trace, .reference = w2_ref},
     {.id = "W3", .name = "layernorm", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
-     .n_args = 3, .args = {ARG2(ROWS, COLS), ARG1(COLS), ARG1(COLS)}, .out_rank = 2,
-     .out_shape = {ROWS, COLS}, .trace = w3_trace, .reference = w3_ref},
+     .n_args = 3, .args = {ARG2(ROWS, COLS), ARG1(COLS), ARG1(COLS)}, .out_rank = {2},
+     .out_shape = {{ROWS, COLS}}, .trace = w3_trace, .reference = w3_ref},
     {.id = "W4", .name = "mlp", .kind = FLOOR_FLOPS,
      .amount = 2.0 * 2 * W4_B * W4_D * W4_H, .tol = 1e-4, .n_args = 5,
      .args = {ARG2(W4_B, W4_D), ARG2(W4_D, W4_H), ARG1(W4_H), ARG2(W4_H, W4_D), ARG1(W4_D)},
-     .out_rank = 2, .out_shape = {W4_B, W4_D}, .trace = w4_trace, .reference = w4_ref},
+     .out_rank = {2}, .out_shape = {{W4_B, W4_D}}, .trace = w4_trace, .reference = w4_ref},
     {.id = "W5", .name = "rnn_scan", .na = "needs issue 5: scan", .kind = FLOOR_FLOPS,
      .amount = 8.4e9},
     {.id = "W6", .name = "vmap_loss", .kind = FLOOR_FLOPS, .amount = 2.0 * W6_N * W6_D * W6_O,
-     .tol = 1e-4, .note = "W6 is written as a plain batched trace (x @ w over all rows); "
-                          "jit_vmap needs issue 4",
+     .tol = 1e-4, .note = "W6 is jit_vmap of the one-example loss over x and y (w unbatched); "
+                          "W6b is the same loss batched by hand, timed in the same run",
      .n_args = 3, .args = {ARG2(W6_N, W6_D), ARG2(W6_D, W6_O), ARG2(W6_N, W6_O)},
-     .out_rank = 1, .out_shape = {W6_N}, .trace = w6_trace, .reference = w6_ref},
+     .out_rank = {1}, .out_shape = {{W6_N}}, .trace = w6_trace, .reference = w6_ref},
+    {.id = "W6b", .name = "vmap_loss_hand", .kind = FLOOR_FLOPS, .amount = 2.0 * W6_N * W6_D * W6_O,
+     .tol = 1e-4, .n_args = 3, .args = {ARG2(W6_N, W6_D), ARG2(W6_D, W6_O), ARG2(W6_N, W6_O)},
+     .out_rank = {1}, .out_shape = {{W6_N}}, .trace = w6b_trace, .reference = w6_ref},
     {.id = "W7", .name = "dispatch", .kind = FLOOR_LATENCY, .tol = 1e-4, .n_args = 1,
-     .args = {ARG1(8)}, .out_rank = 1, .out_shape = {8}, .trace = w7_trace, .reference = w7_ref},
-    {.id = "W8", .name = "grad_mlp", .na = "needs issue 4: value_and_grad", .kind = FLOOR_FLOPS,
-     .amount = 21.5e9},
+     .args = {ARG1(8)}, .out_rank = {1}, .out_shape = {{8}}, .trace = w7_trace, .reference = w7_ref},
+    {.id = "W8", .name = "grad_mlp", .kind = FLOOR_FLOPS, .amount = 21.5e9, .tol = 1e-3,
+     .n_args = 6,
+     .args = {ARG2(W4_B, W4_D), ARG2(W4_D, W4_H), ARG1(W4_H), ARG2(W4_H, W4_D), ARG1(W4_D),
+              ARG2(W4_B, W4_D)},
+     .n_results = 3, .out_rank = {0, 2, 2}, .out_shape = {{0}, {W4_D, W4_H}, {W4_H, W4_D}},
+     .trace = w8_trace, .reference = w8_ref},
     {.id = "W9", .name = "sharded_matmul", .na = "needs issue 6: sharding", .kind = FLOOR_FLOPS,
      .amount = 17.2e9},
 };
