@@ -91,7 +91,13 @@ static int ctx_teardown(void **state) {
 }
 
 /* ---- dot cases ----------------------------------------------------------------------------------- */
-typedef enum { EPI_NONE, EPI_BIAS_RELU, EPI_BOTH, EPI_ABS_IN } epi_kind;
+typedef enum {
+  EPI_NONE, EPI_BIAS_RELU, EPI_BOTH, EPI_ABS_IN,
+  EPI_BIAS,      /* dot + bias */
+  EPI_BIAS_TANH, /* tanh(dot + bias) */
+  EPI_CONST,     /* max(dot * 0.5 + bias, -1) + 1: scalar constants */
+  EPI_RESID      /* dot + r, r the size of the result (2-d cases only) */
+} epi_kind;
 
 typedef struct dot_case {
   int lr, rr;                   /* ranks */
@@ -118,6 +124,15 @@ static void dot_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   jit_val d = jit_dot_general(t, x, y, c->nb, c->lb, c->rb, c->nc, c->lc, c->rc);
   if (u->epi == EPI_BIAS_RELU) {
     r[0] = jit_relu(t, jit_add(t, d, a[2]));
+  } else if (u->epi == EPI_BIAS) {
+    r[0] = jit_add(t, d, a[2]);
+  } else if (u->epi == EPI_BIAS_TANH) {
+    r[0] = jit_tanh(t, jit_add(t, d, a[2]));
+  } else if (u->epi == EPI_CONST) {
+    jit_val y = jit_add(t, jit_mul(t, d, jit_scalar(t, 0.5)), a[2]);
+    r[0] = jit_add(t, jit_max(t, y, jit_scalar(t, -1.0)), jit_scalar(t, 1.0));
+  } else if (u->epi == EPI_RESID) {
+    r[0] = jit_add(t, d, a[2]);
   } else if (u->epi == EPI_BOTH) {
     r[0] = d;
     r[1] = jit_add(t, jit_mul(t, d, jit_scalar(t, 2.0)), a[2]);
@@ -136,7 +151,11 @@ static void run_case(jit_ctx *ctx, const dot_run *u, jit_dtype dt, void *const *
   jit_array *args[3] = {upload(ctx, dt, c->lr, c->ls, data[0]), upload(ctx, dt, c->rr, c->rs, data[1]),
                         NULL};
   int n_args = 2;
-  if (u->epi == EPI_BIAS_RELU || u->epi == EPI_BOTH) {
+  if (u->epi == EPI_RESID) {
+    int64_t rs[2] = {c->ls[0], c->rs[1]};
+    args[2] = upload(ctx, dt, 2, rs, data[2]);
+    n_args = 3;
+  } else if (u->epi != EPI_NONE && u->epi != EPI_ABS_IN) {
     args[2] = upload(ctx, dt, 1, bias_shape, data[2]);
     n_args = 3;
   }
@@ -208,7 +227,7 @@ static bool check_case(const dot_case *c, jit_dtype dt, epi_kind epi, uint64_t s
       }
   }
   int64_t bias_shape[1] = {n_last};
-  data[2] = random_data(dt, n_last, seed + 2);
+  data[2] = random_data(dt, epi == EPI_RESID ? c->ls[0] * c->rs[1] : n_last, seed + 2);
   void *r2[2] = {0}, *r1[2] = {0}, *r0[2] = {0}, *mag[1] = {0};
   int rank = 0, rank1 = 0, rank0 = 0, rankm = 0;
   int64_t shape[JIT_MAX_RANK], shape1[JIT_MAX_RANK], shape0[JIT_MAX_RANK], shapem[JIT_MAX_RANK];
@@ -333,6 +352,29 @@ static void test_dot_epilogues(void **state) {
   assert_true(ok);
 }
 
+/* Epilogues fused into the matmul's store: each kind, several dtypes, whole and edge tiles. */
+static void test_dot_fused_epilogues(void **state) {
+  (void)state;
+  const int some[] = {1, 3, 4, 7};
+  const epi_kind kinds[] = {EPI_BIAS, EPI_BIAS_TANH, EPI_CONST};
+  const jit_dtype dts[] = {JIT_F32, JIT_F64, JIT_BF16};
+  bool ok = true;
+  for (int d = 0; d < N_OF(dts); d++)
+    for (int e = 0; e < N_OF(kinds); e++)
+      for (int i = 0; i < N_OF(some); i++) {
+        if (dts[d] != JIT_F32 && some[i] == 3) continue;
+        ok &= check_case(&cases[some[i]], dts[d], kinds[e], 500 + i);
+      }
+  /* 2-d cases only for the residual (its shape is [lhs rows, rhs cols]) */
+  const int two_d[] = {1, 2, 4};
+  for (int d = 0; d < N_OF(dts); d++)
+    for (int i = 0; i < N_OF(two_d); i++) ok &= check_case(&cases[two_d[i]], dts[d], EPI_RESID, 600 + i);
+  ok &= check_case(&cases[3], JIT_F32, EPI_RESID, 700);
+  ok &= check_case(&cases[2], JIT_I32, EPI_RESID, 702);
+  ok &= check_case(&cases[3], JIT_I32, EPI_BIAS, 701);
+  assert_true(ok);
+}
+
 /* ---- dots inside larger programs ---------------------------------------------------------------- */
 /* relu(x @ w1 + b1) @ w2 + b2, the operands of the second dot made by other kernels, and a
    transposed operand computed on the fly. */
@@ -450,6 +492,22 @@ static void test_dump(void **state) {
   assert_non_null(strstr(text, "define void @tjit_entry("));
   assert_non_null(strstr(text, "define void @tjit_dot"));
   assert_null(strstr(text, "runs in the interpreter"));
+  /* the epilogues of relu(x @ w1 + b1) @ w2 + b2 run in the matmuls' stores: the only loop
+     kernel left is exp(x) (the transposed operand of the third dot) */
+  int loops = 0;
+  for (const char *q = text; (q = strstr(q, "define void @tjit_k")) != NULL; q++) loops++;
+  assert_int_equal(loops, 1);
+  free(text);
+  text = NULL;
+  m = open_memstream(&text, &len);
+  assert_non_null(m);
+  assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_FUSED, m), JIT_OK);
+  fclose(m);
+  int dots = 0, kernels = 0;
+  for (const char *q = text; (q = strstr(q, " = dot ")) != NULL; q++) dots++;
+  for (const char *q = text; (q = strstr(q, "kernel k")) != NULL; q++) kernels++;
+  assert_int_equal(dots, 3);
+  assert_int_equal(kernels, 4); /* one per dot (with its epilogue), and exp */
   free(text);
   jit_fn_free(f);
   for (int i = 0; i < 5; i++) jit_array_free(args[i]);
@@ -696,7 +754,7 @@ int main(void) {
   };
   const struct CMUnitTest dots[] = {
       cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
-      cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues), cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
   };
   int fails = cmocka_run_group_tests_name("disk cache", disk, make_dir, remove_dir);

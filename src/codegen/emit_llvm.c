@@ -9,6 +9,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
 
+#include "codegen/epilogue.h"
 #include "codegen/kernel.h"
 #include "codegen/llvm_math.h"
 #include "runtime/error.h"
@@ -324,6 +325,36 @@ static LLVMValueRef ew(le *e, const lp_ins *in) {
   default: break;
   }
   return is_f(in->dt) ? ew_float(e, in, x, y) : ew_int(e, in, x, y);
+}
+
+/* One elementwise op of the loop IR on scalars x, y, z, for code outside a loop kernel (the matmul
+   epilogue): the same emission as a kernel's LP_EW. NULL when the op has no compiled form. */
+LLVMValueRef lp_emit_ew(LLVMBuilderRef b, LLVMModuleRef m, const lp_ins *in, LLVMValueRef x,
+                        LLVMValueRef y, LLVMValueRef z) {
+  le e;
+  memset(&e, 0, sizeof e);
+  LLVMContextRef c = LLVMGetModuleContext(m);
+  e.c = c;
+  e.m = m;
+  e.b = b;
+  e.i1 = LLVMInt1TypeInContext(c);
+  e.i8 = LLVMInt8TypeInContext(c);
+  e.i16 = LLVMInt16TypeInContext(c);
+  e.i32 = LLVMInt32TypeInContext(c);
+  e.i64 = LLVMInt64TypeInContext(c);
+  e.f32 = LLVMFloatTypeInContext(c);
+  e.f64 = LLVMDoubleTypeInContext(c);
+  e.half = LLVMHalfTypeInContext(c);
+  e.ptr = LLVMPointerTypeInContext(c, 0);
+  e.vd = LLVMVoidTypeInContext(c);
+  LLVMValueRef vals[3] = {x, y, z};
+  lp_ins op = *in;
+  op.a = x ? 0 : -1;
+  op.b = y ? 1 : -1;
+  op.c = z ? 2 : -1;
+  e.val = vals;
+  LLVMValueRef r = ew(&e, &op);
+  return e.bad ? NULL : r;
 }
 
 /* ---- instructions and loops ------------------------------------------------------------------- */

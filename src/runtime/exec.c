@@ -15,6 +15,7 @@
 #include <llvm-c/Core.h>
 
 #include "codegen/disk_cache.h"
+#include "codegen/epilogue.h"
 #include "codegen/kernel.h"
 #include "codegen/llvm_jit.h"
 #include "codegen/matmul.h"
@@ -49,6 +50,7 @@ void exec_free(exec *e) {
   if (!e) return;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     free(e->steps[i].bufs);
+    free(e->steps[i].epi);
     ir_func_free(e->steps[i].sub);
   }
   free(e->steps);
@@ -179,7 +181,7 @@ static jit_status add_interp(builder *B, const ir_ref *ops, uint32_t n_ops, cons
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
    interpreter when the emitter has no form for it (bool operands; no contracted elements, where
    the result is all zeros and the packed loops never run). */
-static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot) {
+static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan *epi) {
   const ir_ins *d = &B->f->ins[dot];
   jit_dtype dt = ir_type_of(B->f, d->args[0])->dtype;
   if (!bytes_of(B->f, dot)) return JIT_OK; /* nothing to write */
@@ -191,12 +193,19 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot) {
     jit_error_clear();
     return add_interp(B, &dot, 1, d->args, d->n_args, &dot, 1);
   }
-  estep *s = add_step(B, ES_DOT, 4);
+  uint32_t n_epi = epi ? epi->n_reads : 0;
+  estep *s = add_step(B, ES_DOT, 4 + n_epi);
   if (!s) return oom();
+  if (epi) {
+    if (!(s->epi = malloc(sizeof *s->epi))) return oom();
+    *s->epi = *epi;
+    cg_epi_desc(s->epi, NULL, &desc);
+  }
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
-  TRY_RET(buf_for(B, dot, &s->bufs[2]));
-  s->bufs[3] = EXEC_MM_SCRATCH;
+  for (uint32_t i = 0; i < n_epi; i++) TRY_RET(buf_for(B, epi->reads[i], &s->bufs[2 + i]));
+  TRY_RET(buf_for(B, epi ? epi->root : dot, &s->bufs[2 + n_epi]));
+  s->bufs[3 + n_epi] = EXEC_MM_SCRATCH;
   s->dot = dot;
   s->rows = nb * m;
   s->row_work = n * k;
@@ -223,8 +232,17 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
       continue;
     }
     TRY(st);
-    /* the dot first; its elementwise epilogue, if any, is the loop kernel reading its buffer */
-    if (k->dot != IR_NOREF) TRY(add_dot(B, ki, k->dot));
+    /* the dot first; its elementwise epilogue, if any, runs in the matmul's store when it can,
+       else as the loop kernel reading the dot's buffer */
+    if (k->dot != IR_NOREF) {
+      cg_epi_plan epi;
+      bool fuse = lfs[ki] && bytes_of(B->f, k->dot) && cg_epi_plan_make(p, ki, &epi);
+      TRY(add_dot(B, ki, k->dot, fuse ? &epi : NULL));
+      if (fuse && B->e->n_steps && B->e->steps[B->e->n_steps - 1].epi) {
+        lp_free(lfs[ki]);
+        lfs[ki] = NULL;
+      }
+    }
     lp_func *lf = lfs[ki];
     if (!lf) continue;
     estep *s = add_step(B, ES_KERNEL, lf->n_bufs);
@@ -375,7 +393,8 @@ static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, u
     const estep *s = &e->steps[i];
     if (s->kind != ES_DOT) continue;
     cg_matmul_desc d;
-    cg_matmul_desc_from_ir(&d, f, s->dot, 0);
+    if (s->epi) cg_epi_desc(s->epi, m, &d);
+    else cg_matmul_desc_from_ir(&d, f, s->dot, 0);
     TRY(cg_matmul_emit(m, s->name, &d));
   }
   TRY(exec_emit_entry(e, m));
@@ -536,7 +555,9 @@ static void run_rows(void *arg, int ith, int nth) {
   int64_t lo = pieces * ith / nth * s->grain, hi = pieces * (ith + 1) / nth * s->grain;
   if (hi > s->rows) hi = s->rows;
   if (lo >= hi) return;
-  void *kb[4] = {j->bufs[0], j->bufs[1], j->bufs[2], j->mm + (size_t)ith * j->mm_bytes};
+  void *kb[4 + CG_EPI_MAX_READS];
+  for (uint32_t k = 0; k + 1 < s->n_bufs; k++) kb[k] = j->bufs[k];
+  kb[s->n_bufs - 1] = j->mm + (size_t)ith * j->mm_bytes;
   s->fn(kb, lo, hi);
 }
 

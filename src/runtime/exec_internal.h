@@ -14,6 +14,7 @@
 #include "runtime/exec.h"
 
 struct cg_dylib;
+struct cg_epi_plan;
 struct ffi_entry;
 
 #define EXEC_ALIGN 64
@@ -44,6 +45,8 @@ typedef struct estep {
   int64_t rows, row_work; /* rows of a whole call; work per row (elements, or MACs of a dot) */
   int64_t grain;      /* ES_DOT: rows per piece when split over threads */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
+  struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
+                         epilogue's reads, out, scratch), or NULL */
   ir_func *sub;       /* ES_INTERP: the kernel as a function */
   size_t bytes;       /* ES_COPY */
 } estep;

@@ -1,0 +1,291 @@
+/* epilogue.c: a dot kernel's elementwise epilogue (bias add, activation, residual, ...) run in the
+ * matmul's store through its epilogue callback, saving the separate loop kernel's pass over the
+ * dot's output. Only patterns whose inputs index by (row, column) simply are planned; the executor
+ * keeps the loop kernel for the rest. Ops are emitted with the loop kernels' scalar emission
+ * (lp_emit_ew), per lane unless the op is a plain f32/f64 one that is the same on vectors. */
+#include "codegen/epilogue.h"
+
+#include <string.h>
+
+static int op_index(const cg_epi_plan *pl, ir_ref v) {
+  for (uint32_t i = 0; i < pl->n_ops; i++)
+    if (pl->ops[i] == v) return (int)i;
+  return -1;
+}
+
+static bool add_read(cg_epi_plan *pl, ir_ref v) {
+  for (uint32_t i = 0; i < pl->n_reads; i++)
+    if (pl->reads[i] == v) return true;
+  if (pl->n_reads == CG_EPI_MAX_READS) return false;
+  pl->reads[pl->n_reads++] = v;
+  return true;
+}
+
+static bool same_dims(const ir_type *a, const ir_type *b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
+bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
+  const ir_func *f = p->f;
+  const fz_kernel *k = &p->kernels[ki];
+  memset(out, 0, sizeof *out);
+  if (k->kind != FZ_DOT || k->dot == IR_NOREF || k->n_writes != 1 || k->writes[0] != k->root ||
+      k->root == k->dot || k->n_ops > CG_EPI_MAX_OPS)
+    return false;
+  const ir_ins *dot = &f->ins[k->dot];
+  const ir_type *dt = ir_type_of(f, k->dot), *rt = ir_type_of(f, k->root);
+  const ir_type *rhs = ir_type_of(f, dot->args[1]);
+  /* the output's last dim must be the matmul's N: exactly one free rhs dim */
+  if (dt->rank < 1 || !same_dims(dt, rt) ||
+      rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1)
+    return false;
+  out->f = f;
+  out->dot = k->dot;
+  out->root = k->root;
+  out->n = dt->dims[dt->rank - 1];
+  for (uint32_t i = 0; i < k->n_ops; i++) {
+    ir_ref v = k->ops[i];
+    const ir_ins *in = &f->ins[v];
+    if (v != k->dot && in->op != IR_CONST) {
+      if (!same_dims(ir_type_of(f, v), rt)) return false;
+      if (in->op == IR_BROADCAST) {
+        ir_ref a = in->args[0];
+        int ai = op_index(out, a);
+        if (ai >= 0) {
+          if (f->ins[a].op != IR_CONST) return false;
+        } else {
+          const ir_type *at = ir_type_of(f, a);
+          bool col = at->rank == 1 && in->attr.dims.n == 1 && in->attr.dims.d[0] == rt->rank - 1;
+          if (!(at->rank == 0 || col) || !add_read(out, a)) return false;
+        }
+      } else if (ir_op_flags[in->op] & IR_EW) {
+        jit_dtype in_dt = ir_type_of(f, in->args[in->op == IR_SELECT ? 1 : 0])->dtype;
+        if ((ir_op_flags[in->op] & IR_UNARY_F) && in->op != IR_FLOOR && !ir_dtype_is_float(in_dt))
+          return false;
+        for (uint32_t a = 0; a < in->n_args; a++) {
+          ir_ref x = in->args[a];
+          if (op_index(out, x) >= 0) continue;
+          if (!same_dims(ir_type_of(f, x), rt) || !add_read(out, x)) return false;
+        }
+      } else {
+        return false;
+      }
+    }
+    out->ops[out->n_ops++] = v;
+  }
+  return op_index(out, k->dot) >= 0 && op_index(out, k->root) >= 0;
+}
+
+/* ---- emission ------------------------------------------------------------------------------- */
+
+typedef struct ev {
+  LLVMValueRef v;
+  bool uniform; /* a scalar, the same for every lane */
+} ev;
+
+static LLVMTypeRef ctype(LLVMContextRef c, jit_dtype d) {
+  switch (d) {
+  case JIT_BOOL: return LLVMInt1TypeInContext(c);
+  case JIT_I8:
+  case JIT_U8: return LLVMInt8TypeInContext(c);
+  case JIT_I32: return LLVMInt32TypeInContext(c);
+  case JIT_I64: return LLVMInt64TypeInContext(c);
+  case JIT_F64: return LLVMDoubleTypeInContext(c);
+  default: return LLVMFloatTypeInContext(c);
+  }
+}
+
+static LLVMTypeRef stype(LLVMContextRef c, jit_dtype d) {
+  switch (d) {
+  case JIT_BOOL: return LLVMInt8TypeInContext(c);
+  case JIT_F16: return LLVMHalfTypeInContext(c);
+  case JIT_BF16: return LLVMInt16TypeInContext(c);
+  default: return ctype(c, d);
+  }
+}
+
+/* x (scalar or vector of the storage type of d) in the compute type. */
+static LLVMValueRef widen(LLVMBuilderRef b, LLVMContextRef c, jit_dtype d, LLVMValueRef x,
+                          unsigned w) {
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(c), i32 = LLVMInt32TypeInContext(c);
+  if (w) f32 = LLVMVectorType(f32, w), i32 = LLVMVectorType(i32, w);
+  if (d == JIT_F16) return LLVMBuildFPExt(b, x, f32, "");
+  if (d == JIT_BF16) {
+    LLVMValueRef z = LLVMBuildZExt(b, x, i32, "");
+    LLVMValueRef k16 = LLVMConstInt(LLVMInt32TypeInContext(c), 16, 0), ks[16];
+    if (w) {
+      for (unsigned l = 0; l < w && l < 16; l++) ks[l] = k16;
+      k16 = LLVMConstVector(ks, w);
+    }
+    return LLVMBuildBitCast(b, LLVMBuildShl(b, z, k16, ""), f32, "");
+  }
+  if (d == JIT_BOOL) return LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
+  return x;
+}
+
+static LLVMValueRef splat(LLVMBuilderRef b, LLVMValueRef s, unsigned w) {
+  LLVMContextRef c = LLVMGetTypeContext(LLVMTypeOf(s));
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(LLVMTypeOf(s), w));
+  v = LLVMBuildInsertElement(b, v, s, LLVMConstInt(LLVMInt32TypeInContext(c), 0, 0), "");
+  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(LLVMInt32TypeInContext(c), w));
+  return LLVMBuildShuffleVector(b, v, LLVMGetUndef(LLVMTypeOf(v)), zeros, "");
+}
+
+static LLVMValueRef buf_ptr(const cg_mm_epi *e, LLVMContextRef c, uint32_t ri) {
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+  LLVMValueRef idx = LLVMConstInt(LLVMInt64TypeInContext(c), 2 + ri, 0);
+  return LLVMBuildLoad2(e->b, ptr, LLVMBuildInBoundsGEP2(e->b, ptr, e->bufs, &idx, 1, ""), "");
+}
+
+/* Elements base + col + lane of read ri (lanes past N read element N - 1 of the row instead:
+   those lanes are never stored). */
+static LLVMValueRef load_vec(const cg_mm_epi *e, const cg_epi_plan *pl, LLVMContextRef c,
+                             uint32_t ri, LLVMValueRef base) {
+  LLVMBuilderRef b = e->b;
+  jit_dtype d = ir_type_of(pl->f, pl->reads[ri])->dtype;
+  LLVMTypeRef st = stype(c, d), i64 = LLVMInt64TypeInContext(c);
+  LLVMValueRef p = buf_ptr(e, c, ri);
+  LLVMValueRef r;
+  if (LLVMIsConstant(e->mask)) { /* a whole tile: every lane is in the row */
+    LLVMValueRef i = LLVMBuildNSWAdd(b, base, e->col, "");
+    LLVMValueRef q = LLVMBuildInBoundsGEP2(b, st, p, &i, 1, "");
+    r = LLVMBuildLoad2(b, LLVMVectorType(st, e->width), q, "");
+    LLVMSetAlignment(r, (unsigned)jit_dtype_size(d));
+  } else {
+    r = LLVMGetUndef(LLVMVectorType(st, e->width));
+    for (unsigned l = 0; l < e->width; l++) {
+      LLVMValueRef cl = LLVMBuildNSWAdd(b, e->col, LLVMConstInt(i64, l, 0), "");
+      LLVMValueRef lt = LLVMBuildICmp(b, LLVMIntSLT, cl, LLVMConstInt(i64, (uint64_t)pl->n - 1, 0), "");
+      cl = LLVMBuildSelect(b, lt, cl, LLVMConstInt(i64, (uint64_t)pl->n - 1, 0), "");
+      LLVMValueRef i = LLVMBuildNSWAdd(b, base, cl, "");
+      LLVMValueRef x = LLVMBuildLoad2(b, st, LLVMBuildInBoundsGEP2(b, st, p, &i, 1, ""), "");
+      LLVMSetAlignment(x, (unsigned)jit_dtype_size(d));
+      r = LLVMBuildInsertElement(b, r, x, LLVMConstInt(LLVMInt32TypeInContext(c), l, 0), "");
+    }
+  }
+  return widen(b, c, d, r, e->width);
+}
+
+static bool vector_safe(const lp_ins *in) {
+  if (in->dt != in->in_dt || (in->dt != JIT_F32 && in->dt != JIT_F64)) return false;
+  switch ((ir_op)in->ew) {
+  case IR_ADD:
+  case IR_SUB:
+  case IR_MUL:
+  case IR_DIV:
+  case IR_MAX:
+  case IR_MIN:
+  case IR_NEG: return true;
+  default: return false;
+  }
+}
+
+static LLVMValueRef epilogue(void *ctx, const cg_mm_epi *e) {
+  cg_epi_plan *pl = ctx;
+  const ir_func *f = pl->f;
+  LLVMBuilderRef b = e->b;
+  LLVMContextRef c = LLVMGetModuleContext(pl->m);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(c), i64 = LLVMInt64TypeInContext(c);
+  ev vals[CG_EPI_MAX_OPS];
+  LLVMValueRef rowbase = LLVMBuildNSWMul(b, e->row, LLVMConstInt(i64, (uint64_t)pl->n, 0), "");
+  for (uint32_t i = 0; i < pl->n_ops; i++) {
+    ir_ref v = pl->ops[i];
+    const ir_ins *in = &f->ins[v];
+    jit_dtype d = ir_type_of(f, v)->dtype;
+    ev *o = &vals[i];
+    if (v == pl->dot) {
+      o->v = e->acc;
+      o->uniform = false;
+    } else if (in->op == IR_CONST) {
+      o->uniform = true;
+      if (ir_dtype_is_float(d)) {
+        lp_ins cv;
+        memset(&cv, 0, sizeof cv);
+        cv.op = LP_EW;
+        cv.ew = IR_CONVERT;
+        cv.dt = (uint8_t)d;
+        cv.in_dt = JIT_F64;
+        o->v = lp_emit_ew(b, pl->m, &cv, LLVMConstReal(LLVMDoubleTypeInContext(c), in->attr.value),
+                          NULL, NULL);
+        if (!o->v) return NULL;
+      } else if (d == JIT_BOOL) {
+        o->v = LLVMConstInt(ctype(c, d), in->attr.value != 0, 0);
+      } else {
+        o->v = LLVMConstInt(ctype(c, d), (unsigned long long)(long long)in->attr.value, 1);
+      }
+    } else if (in->op == IR_BROADCAST) {
+      ir_ref a = in->args[0];
+      int ai = op_index(pl, a);
+      if (ai >= 0) {
+        *o = vals[ai];
+      } else {
+        uint32_t ri = 0;
+        while (pl->reads[ri] != a) ri++;
+        if (ir_type_of(f, a)->rank == 0) {
+          LLVMValueRef x = LLVMBuildLoad2(b, stype(c, d), buf_ptr(e, c, ri), "");
+          LLVMSetAlignment(x, (unsigned)jit_dtype_size(d));
+          o->v = widen(b, c, d, x, 0);
+          o->uniform = true;
+        } else {
+          o->v = load_vec(e, pl, c, ri, LLVMConstInt(i64, 0, 0));
+          o->uniform = false;
+        }
+      }
+    } else {
+      ev x[3];
+      memset(x, 0, sizeof x);
+      bool all_uniform = true;
+      for (uint32_t k = 0; k < in->n_args && k < 3; k++) {
+        int ai = op_index(pl, in->args[k]);
+        if (ai >= 0) {
+          x[k] = vals[ai];
+        } else {
+          uint32_t ri = 0;
+          while (pl->reads[ri] != in->args[k]) ri++;
+          x[k].v = load_vec(e, pl, c, ri, rowbase);
+        }
+        all_uniform &= x[k].uniform;
+      }
+      lp_ins op;
+      memset(&op, 0, sizeof op);
+      op.op = LP_EW;
+      op.dt = (uint8_t)d;
+      op.in_dt = (uint8_t)ir_type_of(f, in->args[in->op == IR_SELECT ? 1 : 0])->dtype;
+      op.ew = (uint8_t)in->op;
+      op.cmp = (uint8_t)in->attr.cmp;
+      if (all_uniform || vector_safe(&op)) {
+        for (uint32_t k = 0; k < in->n_args && !all_uniform; k++)
+          if (x[k].uniform) x[k].v = splat(b, x[k].v, e->width);
+        o->v = lp_emit_ew(b, pl->m, &op, x[0].v, x[1].v, x[2].v);
+        o->uniform = all_uniform;
+      } else {
+        LLVMValueRef r = NULL;
+        for (unsigned l = 0; l < e->width; l++) {
+          LLVMValueRef lane = LLVMConstInt(i32, l, 0), s[3] = {NULL, NULL, NULL};
+          for (uint32_t k = 0; k < in->n_args && k < 3; k++)
+            s[k] = x[k].uniform ? x[k].v : LLVMBuildExtractElement(b, x[k].v, lane, "");
+          LLVMValueRef y = lp_emit_ew(b, pl->m, &op, s[0], s[1], s[2]);
+          if (!y) return NULL;
+          if (!r) r = LLVMGetUndef(LLVMVectorType(LLVMTypeOf(y), e->width));
+          r = LLVMBuildInsertElement(b, r, y, lane, "");
+        }
+        o->v = r;
+        o->uniform = false;
+      }
+      if (!o->v) return NULL;
+    }
+  }
+  ev *r = &vals[op_index(pl, pl->root)];
+  return r->uniform ? splat(b, r->v, e->width) : r->v;
+}
+
+void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d) {
+  cg_matmul_desc_from_ir(d, pl->f, pl->dot, pl->n_reads);
+  pl->m = m;
+  d->out_dtype = ir_type_of(pl->f, pl->root)->dtype;
+  d->epilogue = epilogue;
+  d->epilogue_ctx = pl;
+}
