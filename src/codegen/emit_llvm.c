@@ -327,26 +327,30 @@ static LLVMValueRef ew(le *e, const lp_ins *in) {
   return is_f(in->dt) ? ew_float(e, in, x, y) : ew_int(e, in, x, y);
 }
 
+/* An emitter over module m and builder b, with the types every emission uses. */
+static void le_init(le *e, LLVMContextRef c, LLVMModuleRef m, LLVMBuilderRef b) {
+  memset(e, 0, sizeof *e);
+  e->c = c;
+  e->m = m;
+  e->b = b;
+  e->i1 = LLVMInt1TypeInContext(c);
+  e->i8 = LLVMInt8TypeInContext(c);
+  e->i16 = LLVMInt16TypeInContext(c);
+  e->i32 = LLVMInt32TypeInContext(c);
+  e->i64 = LLVMInt64TypeInContext(c);
+  e->f32 = LLVMFloatTypeInContext(c);
+  e->f64 = LLVMDoubleTypeInContext(c);
+  e->half = LLVMHalfTypeInContext(c);
+  e->ptr = LLVMPointerTypeInContext(c, 0);
+  e->vd = LLVMVoidTypeInContext(c);
+}
+
 /* One elementwise op of the loop IR on scalars x, y, z, for code outside a loop kernel (the matmul
    epilogue): the same emission as a kernel's LP_EW. NULL when the op has no compiled form. */
 LLVMValueRef lp_emit_ew(LLVMBuilderRef b, LLVMModuleRef m, const lp_ins *in, LLVMValueRef x,
                         LLVMValueRef y, LLVMValueRef z) {
   le e;
-  memset(&e, 0, sizeof e);
-  LLVMContextRef c = LLVMGetModuleContext(m);
-  e.c = c;
-  e.m = m;
-  e.b = b;
-  e.i1 = LLVMInt1TypeInContext(c);
-  e.i8 = LLVMInt8TypeInContext(c);
-  e.i16 = LLVMInt16TypeInContext(c);
-  e.i32 = LLVMInt32TypeInContext(c);
-  e.i64 = LLVMInt64TypeInContext(c);
-  e.f32 = LLVMFloatTypeInContext(c);
-  e.f64 = LLVMDoubleTypeInContext(c);
-  e.half = LLVMHalfTypeInContext(c);
-  e.ptr = LLVMPointerTypeInContext(c, 0);
-  e.vd = LLVMVoidTypeInContext(c);
+  le_init(&e, LLVMGetModuleContext(m), m, b);
   LLVMValueRef vals[3] = {x, y, z};
   lp_ins op = *in;
   op.a = x ? 0 : -1;
@@ -651,20 +655,7 @@ jit_status lp_emit_llvm(lp_func *const *fns, uint32_t n, struct LLVMOpaqueContex
                         const char *module_name, struct LLVMOpaqueModule **out) {
   jit_status st = JIT_OK;
   le e;
-  memset(&e, 0, sizeof e);
-  e.c = c;
-  e.m = LLVMModuleCreateWithNameInContext(module_name, c);
-  e.b = LLVMCreateBuilderInContext(c);
-  e.i1 = LLVMInt1TypeInContext(c);
-  e.i8 = LLVMInt8TypeInContext(c);
-  e.i16 = LLVMInt16TypeInContext(c);
-  e.i32 = LLVMInt32TypeInContext(c);
-  e.i64 = LLVMInt64TypeInContext(c);
-  e.f32 = LLVMFloatTypeInContext(c);
-  e.f64 = LLVMDoubleTypeInContext(c);
-  e.half = LLVMHalfTypeInContext(c);
-  e.ptr = LLVMPointerTypeInContext(c, 0);
-  e.vd = LLVMVoidTypeInContext(c);
+  le_init(&e, c, LLVMModuleCreateWithNameInContext(module_name, c), LLVMCreateBuilderInContext(c));
   for (uint32_t i = 0; i < n && st == JIT_OK; i++)
     if (fns[i]) st = emit_kernel(&e, fns[i]);
   LLVMDisposeBuilder(e.b);
