@@ -94,15 +94,9 @@ static int32_t new_ins(lower *L, const lp_ins *in, int level) {
 
 static int32_t new_block(lower *L) {
   lp_func *lf = L->lf;
-  if (lf->n_blocks == lf->cap_blocks) {
-    uint32_t cap = lf->cap_blocks ? 2 * lf->cap_blocks : 8;
-    lp_block *g = realloc(lf->blocks, cap * sizeof *g);
-    if (!g) {
-      L->oom = true;
-      return -1;
-    }
-    lf->blocks = g;
-    lf->cap_blocks = cap;
+  if (!ir_grow((void **)&lf->blocks, &lf->cap_blocks, lf->n_blocks + 1, sizeof *lf->blocks)) {
+    L->oom = true;
+    return -1;
   }
   memset(&lf->blocks[lf->n_blocks], 0, sizeof lf->blocks[0]);
   return (int32_t)lf->n_blocks++;
@@ -110,15 +104,9 @@ static int32_t new_block(lower *L) {
 
 static void append(lower *L, int32_t block, int32_t id) {
   lp_block *b = &L->lf->blocks[block];
-  if (b->n == b->cap) {
-    uint32_t cap = b->cap ? 2 * b->cap : 16;
-    int32_t *g = realloc(b->ins, cap * sizeof *g);
-    if (!g) {
-      L->oom = true;
-      return;
-    }
-    b->ins = g;
-    b->cap = cap;
+  if (!ir_grow((void **)&b->ins, &b->cap, b->n + 1, sizeof *b->ins)) {
+    L->oom = true;
+    return;
   }
   b->ins[b->n++] = id;
 }
@@ -400,15 +388,9 @@ static bool computed(const lower *L, ir_ref v) {
 static void note_read(lower *L, ir_ref b) {
   for (uint32_t i = 0; i < L->n_reads; i++)
     if (L->reads[i] == b) return;
-  if (L->n_reads == L->cap_reads) {
-    uint32_t cap = L->cap_reads ? 2 * L->cap_reads : 8;
-    ir_ref *g = realloc(L->reads, cap * sizeof *g);
-    if (!g) {
-      L->oom = true;
-      return;
-    }
-    L->reads = g;
-    L->cap_reads = cap;
+  if (!ir_grow((void **)&L->reads, &L->cap_reads, L->n_reads + 1, sizeof *L->reads)) {
+    L->oom = true;
+    return;
   }
   L->reads[L->n_reads++] = b;
 }
@@ -472,15 +454,9 @@ static cand *find_cand(const lower *L, ir_ref v, const fz_map *m) {
 
 static void add_cand(lower *L, ir_ref v, const fz_map *m, uint32_t owner) {
   if (find_cand(L, v, m)) return;
-  if (L->n_cand == L->cap_cand) {
-    uint32_t cap = L->cap_cand ? 2 * L->cap_cand : 4;
-    cand *g = realloc(L->cand, cap * sizeof *g);
-    if (!g) {
-      L->oom = true;
-      return;
-    }
-    L->cand = g;
-    L->cap_cand = cap;
+  if (!ir_grow((void **)&L->cand, &L->cap_cand, L->n_cand + 1, sizeof *L->cand)) {
+    L->oom = true;
+    return;
   }
   L->cand[L->n_cand++] = (cand){v, *m, owner, -1};
 }

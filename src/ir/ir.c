@@ -50,8 +50,7 @@ void ir_func_replace(ir_func *dst, ir_func *src) {
   free(src);
 }
 
-/* Grows *p (an array of *cap elements of size) to hold at least need; false on OOM. */
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
+bool ir_grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
   if (need <= *cap) return true;
   uint64_t n = *cap ? (uint64_t)*cap * 2 : 16;
   while (n < need) n *= 2;
@@ -80,7 +79,7 @@ ir_ty ir_type_intern(ir_func *f, const ir_type *t) {
   /* Functions hold tens of distinct types at most; newest first finds repeats fast. */
   for (uint32_t i = f->n_types; i-- > 0;)
     if (ir_type_equal(&f->types[i], t)) return i;
-  if (!grow((void **)&f->types, &f->cap_types, f->n_types + 1, sizeof *f->types)) {
+  if (!ir_grow((void **)&f->types, &f->cap_types, f->n_types + 1, sizeof *f->types)) {
     f->oom = true;
     return UINT32_MAX;
   }
@@ -114,7 +113,7 @@ static const char *intern_file(ir_func *f, const char *file) {
 ir_ref ir_emit(ir_func *f, ir_op op, ir_ty ty, uint32_t n_args, const ir_ref *args,
                const ir_attr *attr, ir_loc loc) {
   if (f->oom || ty == UINT32_MAX) goto oom;
-  if (!grow((void **)&f->ins, &f->cap_ins, f->n_ins + 1, sizeof *f->ins)) goto oom;
+  if (!ir_grow((void **)&f->ins, &f->cap_ins, f->n_ins + 1, sizeof *f->ins)) goto oom;
   ir_ref *copy = NULL;
   if (n_args) {
     copy = ir_arena_array(&f->arena, n_args, sizeof *copy);

@@ -159,6 +159,9 @@ typedef struct ir_func {
   bool oom;            /* an allocation failed: the function is unusable */
 } ir_func;
 
+/* Grows *p, an array of *cap elements of size bytes, to hold at least need (capacity doubles,
+   from 16); false on overflow or OOM, *p and *cap unchanged. The growable arrays of every stage. */
+bool     ir_grow(void **p, uint32_t *cap, uint32_t need, size_t size);
 ir_func *ir_func_new(const char *name);                      /* NULL on OOM */
 void     ir_func_free(ir_func *f);
 /* Moves src's contents into dst (freeing dst's old contents) and frees src's shell: how a pass
