@@ -6,6 +6,20 @@
 
 #include "trace/subtrace.h"
 
+bool subtrace_check_call(op_ctx *c, jit_trace_fn fn, int n_args, const jit_val *args,
+                         int n_results, const jit_val *results) {
+  if (!fn) return op_fail(c, JIT_EINVAL, "fn is NULL"), false;
+  if (n_args < 0 || n_results < 0)
+    return op_fail(c, JIT_EINVAL, "negative count (n_args %d, n_results %d)", n_args, n_results),
+           false;
+  bool a = n_args > 0 && !args;
+  if (a || (n_results > 0 && !results))
+    return op_fail(c, JIT_EINVAL, "%s is NULL (n_%s = %d)", a ? "args" : "results",
+                   a ? "args" : "results", a ? n_args : n_results),
+           false;
+  return true;
+}
+
 jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
                     int n_results, ir_func **out) {
   jit_trace *t = c->t;

@@ -16,6 +16,10 @@ jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir
 /* Copies body's instructions into the parent's function with param i mapped to args[i]
    (locations and attributes kept) and writes the refs of body's results to
    results[0..body->n_results). JIT_ENOMEM is recorded on c. */
+/* The checks every transformation's entry makes on its caller's arguments (fn, counts, arrays);
+   false after recording JIT_EINVAL. */
+bool subtrace_check_call(op_ctx *c, jit_trace_fn fn, int n_args, const jit_val *args,
+                         int n_results, const jit_val *results);
 jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, ir_ref *results);
 
 /* Resolves n handles to typed refs (weak scalars become f32) and copies their types into

@@ -110,20 +110,7 @@ void jit_checkpoint(jit_trace *t, jit_trace_fn fn, void *user, int n_args, const
   if (results)
     for (int i = 0; i < n_results; i++) results[i] = (jit_val){0};
   if (!op_begin(t, "checkpoint", &c)) return;
-  if (!fn) {
-    op_fail(&c, JIT_EINVAL, "fn is NULL");
-    return;
-  }
-  if (n_args < 0 || n_results < 0) {
-    op_fail(&c, JIT_EINVAL, "negative count (n_args %d, n_results %d)", n_args, n_results);
-    return;
-  }
-  if ((n_args > 0 && !args) || (n_results > 0 && !results)) {
-    bool a = n_args > 0 && !args;
-    op_fail(&c, JIT_EINVAL, "%s is NULL (n_%s = %d)", a ? "args" : "results",
-            a ? "args" : "results", a ? n_args : n_results);
-    return;
-  }
+  if (!subtrace_check_call(&c, fn, n_args, args, n_results, results)) return;
   size_t na = n_args ? (size_t)n_args : 1, nr = n_results ? (size_t)n_results : 1;
   refs = malloc(na * sizeof *refs);
   types = malloc(na * sizeof *types);
