@@ -26,7 +26,9 @@
      CONST value (a splat of any shape); IOTA axis (the counting dim); CMP cmp; TRANSPOSE dims
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
-     drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free). */
+     drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free).
+     ALL_REDUCE .. AXIS_INDEX coll: the collectives of a partitioned (per-device) function, see
+     ir_coll. */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
 #define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
@@ -66,7 +68,13 @@
   _(REDUCE_SUM, 1, IR_REDUCE, "reduce_sum")        \
   _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
   _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
-  _(DOT, 2, 0, "dot")
+  _(DOT, 2, 0, "dot")                              \
+  _(ALL_REDUCE, 1, 0, "all_reduce")                \
+  _(ALL_GATHER, 1, 0, "all_gather")                \
+  _(REDUCE_SCATTER, 1, 0, "reduce_scatter")        \
+  _(ALL_TO_ALL, 1, 0, "all_to_all")                \
+  _(COLLECTIVE_PERMUTE, 1, 0, "collective_permute")\
+  _(AXIS_INDEX, 0, 0, "axis_index")
 
 typedef enum ir_op {
 #define IR_OP_ENUM(name, arity, flags, text) IR_##name,
@@ -109,6 +117,27 @@ typedef struct ir_dims {
   uint8_t d[IR_MAX_RANK];
 } ir_dims;
 
+/* A collective's attributes. The devices of a mesh form groups: the devices whose mesh
+   coordinates differ only on the axes of `axes` (a bit mask of mesh axis indices). A device's
+   position p in its group is its coordinates on those axes, row-major in mesh axis order; n is
+   the group size. Semantics, all deterministic (reductions fold in position order 0..n-1):
+     ALL_REDUCE       every member gets the elementwise reduction (kind) of all members' operands.
+     ALL_GATHER       result = the members' operands concatenated along dim in position order.
+     REDUCE_SCATTER   the reduction (kind) split into n equal chunks along dim; member p gets
+                      chunk p (the operand's dim is n times the result's).
+     ALL_TO_ALL       each member splits its operand into n chunks along dim; member p receives
+                      chunk p of every member and concatenates them along dim2 in source order.
+     COLLECTIVE_PERMUTE  member p's operand goes to member (p + shift) mod n.
+     AXIS_INDEX       no operand: the i32 scalar p. */
+typedef enum ir_coll_kind { IR_COLL_SUM, IR_COLL_MAX, IR_COLL_MIN } ir_coll_kind;
+typedef struct ir_coll {
+  uint8_t axes;        /* bit i: mesh axis i is in the group */
+  uint8_t kind;        /* ir_coll_kind: ALL_REDUCE, REDUCE_SCATTER */
+  uint8_t dim;         /* ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL (split dim) */
+  uint8_t dim2;        /* ALL_TO_ALL (concat dim) */
+  int32_t shift;       /* COLLECTIVE_PERMUTE */
+} ir_coll;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -118,6 +147,7 @@ typedef struct ir_attr {
   ir_dims dims;        /* TRANSPOSE, BROADCAST, REDUCE_* */
   ir_dot_dims dot;     /* DOT */
   ir_slice slice;      /* SLICE */
+  ir_coll coll;        /* ALL_REDUCE .. AXIS_INDEX */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */

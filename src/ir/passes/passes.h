@@ -65,4 +65,29 @@ uint32_t ir_remat_max_tag(const ir_func *f);
 struct fz_prog;
 jit_status ir_fuse(const ir_func *f, struct fz_prog **out);
 
+/* partition.c (issue 6): sharding propagation and SPMD partitioning. From the global f (not
+   changed) and the shardings of its args (NULL entries: unconstrained; all on one mesh), chooses
+   a sharding for every value and writes the per-device program: the same function for every
+   device of the mesh, on local (per-shard) shapes, with the collectives (ir_coll) that the
+   shardings require. The runtime lays each arg out as param_shardings[i] says (resharding when it
+   differs from the arg's), runs `local` on every device and assembles results by
+   result_shardings. */
+struct jit_mesh;
+struct jit_sharding;
+typedef struct ir_spmd {
+  ir_func *local;                         /* owned */
+  struct jit_mesh *mesh;                  /* a counted reference */
+  uint32_t n_params, n_results;
+  struct jit_sharding **param_shardings;  /* n_params counted references */
+  struct jit_sharding **result_shardings; /* n_results counted references */
+} ir_spmd;
+jit_status ir_partition(const ir_func *f, struct jit_mesh *mesh,
+                        struct jit_sharding *const *arg_shardings, ir_spmd **out);
+void       ir_spmd_free(ir_spmd *p);      /* NULL is a no-op */
+/* The oracle of partitioned execution: interprets p->local on every device of p->mesh in
+   lockstep, the collectives exchanging values between them. args[d][i] / results[d][i] are the
+   local buffers of param / result i on the device at mesh position d. */
+jit_status ir_interp_spmd(const ir_spmd *p, const void *const *const *args,
+                          void *const *const *results);
+
 #endif /* TJIT_PASSES_H */
