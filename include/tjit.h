@@ -139,6 +139,11 @@ jit_status jit_call(jit_fn *f, jit_array *const *args, jit_array **results);
 jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len,
                            jit_array *const *args, jit_array **results);
 const void *jit_trace_static_args(jit_trace *t, size_t *len);
+/* ahead of time (JAX's f.lower(args).compile()): compiles the signature args select, without
+   running it; JIT_OK at once when it is already compiled. Counted in stats like a call. */
+jit_status jit_precompile(jit_fn *f, jit_array *const *args);
+jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t static_len,
+                                 jit_array *const *args);
 void        jit_fn_free(jit_fn *f);
 
 /* ---- inspection and timing --------------------------------------------------------------------- */
@@ -148,7 +153,7 @@ enum { JIT_DUMP_TRACED = 1, JIT_DUMP_OPTIMIZED = 2, JIT_DUMP_PARTITIONED = 4,
 jit_status jit_fn_dump(jit_fn *f, jit_array *const *args, unsigned what, FILE *out);
 
 typedef struct jit_fn_stats {
-  uint64_t calls, cache_hits, cache_misses, disk_cache_hits;
+  uint64_t calls, cache_hits, cache_misses, disk_cache_hits; /* calls: jit_call + jit_precompile */
   int      n_signatures, n_kernels;
   double   trace_ms, passes_ms, codegen_ms, llvm_ms;  /* summed over compiled signatures */
   double   last_call_us;                              /* wall time of the last jit_call */

@@ -592,6 +592,44 @@ __attribute__((noinline)) static char *dump_text(jit_fn *f, jit_array *const *ar
   return buf;
 }
 
+/* jit_precompile compiles without running; the next call is a cache hit that traces nothing. */
+static void test_precompile(void **state) {
+  (void)state;
+  jit_ctx *ctx = new_ctx();
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "sq", .n_args = 1, .n_results = 1};
+  assert_int_equal(jit_compile(ctx, square_plus, NULL, &o, &f), JIT_OK);
+  const int64_t shape[1] = {3};
+  const float v[3] = {1, 2, 3};
+  jit_array *a = f32_array(ctx, 1, shape, v), *r = NULL;
+  EXPECT_ERR(jit_precompile(NULL, &a), JIT_EINVAL, "jit_precompile: f is NULL");
+  EXPECT_ERR(jit_precompile(f, NULL), JIT_EINVAL, "jit_precompile: sq: args is NULL");
+  EXPECT_ERR(jit_precompile_static(f, NULL, 4, &a), JIT_EINVAL,
+             "jit_precompile: sq: static_args is NULL for 4 bytes");
+  n_traces = 0;
+  assert_int_equal(jit_precompile(f, &a), JIT_OK);
+  assert_int_equal(n_traces, 1);
+  jit_fn_stats st;
+  assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+  assert_int_equal(st.cache_misses, 1);
+  assert_int_equal(st.n_signatures, 1);
+  assert_true(st.codegen_ms > 0 && st.llvm_ms > 0);
+  assert_true(st.last_call_us == 0); /* nothing ran */
+  assert_int_equal(jit_precompile(f, &a), JIT_OK); /* already compiled: a hit */
+  assert_int_equal(jit_call(f, &a, &r), JIT_OK);
+  assert_int_equal(n_traces, 1);
+  float got[3];
+  assert_int_equal(jit_array_to_host(r, got, sizeof got), JIT_OK);
+  assert_true(got[0] == 2 && got[1] == 6 && got[2] == 12);
+  assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+  assert_int_equal(st.calls, 3);
+  assert_int_equal(st.cache_hits, 2);
+  jit_array_free(r);
+  jit_array_free(a);
+  jit_fn_free(f);
+  jit_ctx_destroy(ctx);
+}
+
 static void test_dump(void **state) {
   (void)state;
   jit_ctx *ctx = new_ctx();
@@ -830,6 +868,7 @@ int main(void) {
       cmocka_unit_test_setup(test_call_partial_failure, clear_env),
       cmocka_unit_test_setup(test_failed_trace_not_cached, clear_env),
       cmocka_unit_test_setup(test_stats, clear_env),
+      cmocka_unit_test_setup(test_precompile, clear_env),
       cmocka_unit_test_setup(test_dump, clear_env),
       cmocka_unit_test_setup(test_dump_env_dir, clear_env),
       cmocka_unit_test_setup(test_dump_env_stderr, clear_env),

@@ -176,21 +176,19 @@ fail:
   return st;
 }
 
-jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len,
-                           jit_array *const *args, jit_array **results) {
+/* The checks every entry shares, then the signature args select: found in the cache or compiled
+   now. who names the entry in messages. */
+static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t static_len,
+                                  jit_array *const *args, const char *who, jit_sig **out) {
   jit_status st = JIT_OK;
-  double t0 = now_ms();
-  if (!f) return jit_error(JIT_EINVAL, "jit_call: f is NULL");
-  if (!results) return jit_error(JIT_EINVAL, "jit_call: %s: results is NULL", f->name);
-  for (int i = 0; i < f->n_results; i++) results[i] = NULL;
   if (static_len > 0 && !static_args)
-    return jit_error(JIT_EINVAL, "jit_call: %s: static_args is NULL for %zu bytes", f->name,
+    return jit_error(JIT_EINVAL, "%s: %s: static_args is NULL for %zu bytes", who, f->name,
                      static_len);
-  TRY(fn_check_args(f, args, "jit_call"));
+  TRY(fn_check_args(f, args, who));
   TRY(sharding_check_call(f->name, f->n_args, args)); /* h14: committed args share one device list */
   for (compile_frame *c = compiling; c; c = c->up)
     if (c->f == f)
-      return jit_error(JIT_EINVAL, "jit_call: %s: called from inside its own trace function",
+      return jit_error(JIT_EINVAL, "%s: %s: called from inside its own trace function", who,
                        f->name);
 
   uint64_t hash = sig_hash(f->n_args, args, static_args, static_len);
@@ -205,6 +203,20 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
     st = compile_sig(f, hash, args, static_args, static_len, &s);
   }
   pthread_mutex_unlock(&f->mu);
+  if (st == JIT_OK) *out = s;
+  return st;
+fail:
+  return st;
+}
+
+jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len,
+                           jit_array *const *args, jit_array **results) {
+  double t0 = now_ms();
+  if (!f) return jit_error(JIT_EINVAL, "jit_call: f is NULL");
+  if (!results) return jit_error(JIT_EINVAL, "jit_call: %s: results is NULL", f->name);
+  for (int i = 0; i < f->n_results; i++) results[i] = NULL;
+  jit_sig *s = NULL;
+  jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s);
   if (st == JIT_OK) st = run_sig(f, s, args, results);
 
   double us = (now_ms() - t0) * 1e3;
@@ -212,8 +224,17 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
   f->stats.last_call_us = us;
   pthread_mutex_unlock(&f->mu);
   return st;
-fail:
-  return st;
+}
+
+jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t static_len,
+                                 jit_array *const *args) {
+  if (!f) return jit_error(JIT_EINVAL, "jit_precompile: f is NULL");
+  jit_sig *s = NULL;
+  return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s);
+}
+
+jit_status jit_precompile(jit_fn *f, jit_array *const *args) {
+  return jit_precompile_static(f, NULL, 0, args);
 }
 
 jit_status jit_call(jit_fn *f, jit_array *const *args, jit_array **results) {
