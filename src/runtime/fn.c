@@ -177,9 +177,11 @@ fail:
 }
 
 /* The checks every entry shares, then the signature args select: found in the cache or compiled
-   now. who names the entry in messages. */
+   now. who names the entry in messages. A refusal before the lookup (bad args, a call from inside
+   f's own trace, which holds f->mu) leaves *s NULL and *counted false. */
 static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t static_len,
-                                  jit_array *const *args, const char *who, jit_sig **out) {
+                                  jit_array *const *args, const char *who, jit_sig **out,
+                                  bool *counted) {
   jit_status st = JIT_OK;
   if (static_len > 0 && !static_args)
     return jit_error(JIT_EINVAL, "%s: %s: static_args is NULL for %zu bytes", who, f->name,
@@ -192,6 +194,7 @@ static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t sta
                        f->name);
 
   uint64_t hash = sig_hash(f->n_args, args, static_args, static_len);
+  *counted = true;
   /* Calls refused above are not counted: calls == cache_hits + cache_misses always holds. */
   pthread_mutex_lock(&f->mu);
   f->stats.calls++;
@@ -216,8 +219,10 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
   if (!results) return jit_error(JIT_EINVAL, "jit_call: %s: results is NULL", f->name);
   for (int i = 0; i < f->n_results; i++) results[i] = NULL;
   jit_sig *s = NULL;
-  jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s);
+  bool counted = false;
+  jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s, &counted);
   if (st == JIT_OK) st = run_sig(f, s, args, results);
+  if (!counted) return st;
 
   double us = (now_ms() - t0) * 1e3;
   pthread_mutex_lock(&f->mu);
@@ -230,7 +235,8 @@ jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t stat
                                  jit_array *const *args) {
   if (!f) return jit_error(JIT_EINVAL, "jit_precompile: f is NULL");
   jit_sig *s = NULL;
-  return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s);
+  bool counted = false;
+  return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted);
 }
 
 jit_status jit_precompile(jit_fn *f, jit_array *const *args) {
