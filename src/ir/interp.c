@@ -644,6 +644,119 @@ fail:
   return st;
 }
 
+/* ---- scan ------------------------------------------------------------------------------------ */
+/* A SCAN's value is its results laid end to end in one buffer, result k at off[k] (16-byte
+   aligned); GET copies one out. off has n_results + 1 entries, the last the total. */
+static jit_status scan_layout(const ir_func *f, ir_ref r, size_t **off) {
+  const ir_ins *in = &f->ins[r];
+  const ir_func *b = ir_scan_body(f, in);
+  if (!b) return bad(f, r, "no body");
+  size_t *o = malloc((b->n_results + 1) * sizeof *o);
+  if (!o) return jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
+  o[0] = 0;
+  for (uint32_t k = 0; k < b->n_results; k++) {
+    ir_type t;
+    size_t bytes;
+    if (!ir_scan_result_type(f, in, k, &t) || !type_bytes(&t, &bytes) || bytes > SIZE_MAX / 2 - o[k]) {
+      free(o);
+      return bad(f, r, "result %u has an invalid or too large type", k);
+    }
+    o[k + 1] = o[k] + ((bytes + 15) & ~(size_t)15);
+  }
+  *off = o;
+  return JIT_OK;
+}
+
+/* Runs the body length times: carries double-buffered, x slices read and y slices written in
+   place (slice t of a row-major array is contiguous). */
+static jit_status eval_scan(const ir_func *f, ir_ref r, ival *vals) {
+  const ir_ins *in = &f->ins[r];
+  const ir_scan *a = &in->attr.scan;
+  const ir_func *b = ir_scan_body(f, in);
+  size_t *off = NULL, *xstep = NULL;
+  const void **bargs = NULL;
+  void **bres = NULL;
+  unsigned char **cur = NULL, **nxt = NULL;
+  jit_status st = scan_layout(f, r, &off);
+  if (st != JIT_OK) return st;
+  uint32_t nc = a->n_carry, na = in->n_args, nr = b->n_results;
+  unsigned char *out = malloc(off[nr] ? off[nr] : 1);
+  bargs = calloc(na + 1, sizeof *bargs);
+  bres = calloc(nr + 1, sizeof *bres);
+  xstep = calloc(na + 1, sizeof *xstep);
+  cur = calloc(nc + 1, sizeof *cur);
+  nxt = calloc(nc + 1, sizeof *nxt);
+  vals[r].data = vals[r].own = out;
+  if (!out || !bargs || !bres || !xstep || !cur || !nxt) goto nomem;
+  for (uint32_t i = 0; i < nc; i++) {
+    size_t bytes = off[i + 1] - off[i];
+    cur[i] = malloc(bytes ? bytes : 1);
+    nxt[i] = malloc(bytes ? bytes : 1);
+    if (!cur[i] || !nxt[i]) goto nomem;
+    type_bytes(ir_type_of(f, in->args[a->n_consts + i]), &bytes);
+    if (bytes) memcpy(cur[i], vals[in->args[a->n_consts + i]].data, bytes);
+  }
+  for (uint32_t i = a->n_consts + nc; i < na; i++) type_bytes(ir_type_of(b, i), &xstep[i]);
+  for (int64_t s = 0; s < a->length; s++) {
+    int64_t t = a->reverse ? a->length - 1 - s : s;
+    for (uint32_t i = 0; i < na; i++) {
+      const unsigned char *base = vals[in->args[i]].data;
+      if (i >= a->n_consts && i < a->n_consts + nc) base = cur[i - a->n_consts];
+      bargs[i] = base + (size_t)t * xstep[i];
+    }
+    for (uint32_t k = 0; k < nr; k++) {
+      if (k < nc) {
+        bres[k] = nxt[k];
+      } else {
+        size_t ybytes = 0;
+        type_bytes(ir_type_of(b, b->results[k]), &ybytes);
+        bres[k] = out + off[k] + (size_t)t * ybytes;
+      }
+    }
+    if ((st = ir_interp(b, bargs, bres)) != JIT_OK) goto done;
+    unsigned char **swap = cur;
+    cur = nxt;
+    nxt = swap;
+  }
+  for (uint32_t i = 0; i < nc; i++) memcpy(out + off[i], cur[i], off[i + 1] - off[i]);
+  goto done;
+nomem:
+  st = jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
+done:
+  for (uint32_t i = 0; cur && i < nc; i++) free(cur[i]);
+  for (uint32_t i = 0; nxt && i < nc; i++) free(nxt[i]);
+  free(cur);
+  free(nxt);
+  free(bargs);
+  free(bres);
+  free(xstep);
+  free(off);
+  return st;
+}
+
+static jit_status eval_get(const ir_func *f, ir_ref r, ival *vals) {
+  const ir_ins *in = &f->ins[r];
+  size_t *off = NULL, bytes = 0;
+  if (f->ins[in->args[0]].op != IR_SCAN) return bad(f, r, "operand is not a scan");
+  jit_status st = scan_layout(f, in->args[0], &off);
+  if (st != JIT_OK) return st;
+  const ir_func *b = ir_scan_body(f, &f->ins[in->args[0]]);
+  if (in->attr.axis < 0 || in->attr.axis >= b->n_results) {
+    free(off);
+    return bad(f, r, "index %lld out of range", (long long)in->attr.axis);
+  }
+  type_bytes(ir_type_of(f, r), &bytes);
+  unsigned char *out = malloc(bytes ? bytes : 1);
+  if (!out) {
+    free(off);
+    return jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
+  }
+  if (bytes) memcpy(out, vals[in->args[0]].data + off[in->attr.axis], bytes);
+  vals[r].data = vals[r].own = out;
+  free(off);
+  return JIT_OK;
+}
+
 /* Evaluates instruction r into vals[r]. */
 static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *const *args) {
   const ir_ins *in = &f->ins[r];
@@ -653,8 +766,10 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
   size_t bytes;
   if (!type_bytes(t, &bytes)) return bad(f, r, "invalid or too large result type");
   int arity = ir_op_arity[in->op];
-  if (arity >= 0 ? in->n_args != (uint32_t)arity : in->n_args < 1)
+  if (in->op != IR_SCAN && (arity >= 0 ? in->n_args != (uint32_t)arity : in->n_args < 1))
     return bad(f, r, "%u operands", in->n_args);
+  if (in->op == IR_SCAN) return eval_scan(f, r, vals);
+  if (in->op == IR_GET) return eval_get(f, r, vals);
 
   if (in->op == IR_PARAM) {
     int64_t p = in->attr.axis;

@@ -32,6 +32,8 @@ ir_func *ir_func_new(const char *name) {
 }
 
 static void release(ir_func *f) {
+  for (uint32_t i = 0; i < f->n_bodies; i++) ir_func_free(f->bodies[i]);
+  free(f->bodies);
   ir_arena_free(&f->arena);
   free(f->types);
   free(f->ins);
@@ -179,8 +181,41 @@ ir_func *ir_func_clone(const ir_func *f) {
   }
   c->n_params = f->n_params;
   if (ir_set_results(c, f->n_results, f->results) != JIT_OK) goto fail;
+  for (uint32_t i = 0; i < f->n_bodies; i++) {
+    uint32_t index;
+    ir_func *b = ir_func_clone(f->bodies[i]);
+    if (!b || ir_add_body(c, b, &index) != JIT_OK) goto fail;
+  }
   return c;
 fail:
   ir_func_free(c);
   return NULL;
+}
+
+jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index) {
+  if (!ir_grow((void **)&f->bodies, &f->cap_bodies, f->n_bodies + 1, sizeof *f->bodies)) {
+    ir_func_free(body);
+    f->oom = true;
+    return JIT_ENOMEM;
+  }
+  *index = f->n_bodies;
+  f->bodies[f->n_bodies++] = body;
+  return JIT_OK;
+}
+
+const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan) {
+  return scan->op == IR_SCAN && scan->attr.scan.body < f->n_bodies ? f->bodies[scan->attr.scan.body]
+                                                                    : NULL;
+}
+
+bool ir_scan_result_type(const ir_func *f, const ir_ins *scan, uint32_t k, ir_type *out) {
+  const ir_func *b = ir_scan_body(f, scan);
+  if (!b || k >= b->n_results || b->results[k] >= b->n_ins) return false;
+  *out = *ir_type_of(b, b->results[k]);
+  if (k < scan->attr.scan.n_carry) return true;
+  if (out->rank >= IR_MAX_RANK) return false;
+  for (int d = out->rank; d > 0; d--) out->dims[d] = out->dims[d - 1];
+  out->dims[0] = scan->attr.scan.length;
+  out->rank++;
+  return true;
 }

@@ -28,7 +28,8 @@
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
      drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free).
      ALL_REDUCE .. AXIS_INDEX coll: the collectives of a partitioned (per-device) function, see
-     ir_coll. */
+     ir_coll. SCAN scan (see ir_scan; any number of operands, 0 included); GET axis (the index of
+     the scan result it reads). */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
 #define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
@@ -74,7 +75,9 @@
   _(REDUCE_SCATTER, 1, 0, "reduce_scatter")        \
   _(ALL_TO_ALL, 1, 0, "all_to_all")                \
   _(COLLECTIVE_PERMUTE, 1, 0, "collective_permute")\
-  _(AXIS_INDEX, 0, 0, "axis_index")
+  _(AXIS_INDEX, 0, 0, "axis_index")                \
+  _(SCAN, -1, 0, "scan")                           \
+  _(GET, 1, 0, "get")
 
 typedef enum ir_op {
 #define IR_OP_ENUM(name, arity, flags, text) IR_##name,
@@ -138,6 +141,20 @@ typedef struct ir_coll {
   int32_t shift;       /* COLLECTIVE_PERMUTE */
 } ir_coll;
 
+/* A loop (JAX's lax.scan). Operands: n_consts loop invariants, n_carry initial carries, then the
+   xs, each with leading dim `length`. The body (f->bodies[body]) takes the consts, the carries and
+   one slice of each x (the leading dim dropped) and returns the new carries (their types equal
+   the carries') then one slice of each y. Step t (t = length-1 .. 0 when reverse) reads slice t of
+   the xs and writes slice t of the ys. The scan's results are the final carries then the ys
+   stacked along a new leading dim of size length (length 0: the initial carries, empty ys). A
+   SCAN instruction's own type is the token bool[]: its results are read only through GET. */
+typedef struct ir_scan {
+  uint32_t body;       /* index into the function's bodies */
+  uint32_t n_consts, n_carry;
+  int64_t length;      /* >= 0 */
+  uint8_t reverse;
+} ir_scan;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -148,6 +165,7 @@ typedef struct ir_attr {
   ir_dot_dims dot;     /* DOT */
   ir_slice slice;      /* SLICE */
   ir_coll coll;        /* ALL_REDUCE .. AXIS_INDEX */
+  ir_scan scan;        /* SCAN */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */
@@ -186,6 +204,8 @@ typedef struct ir_func {
   ir_ref *results;     /* n_results refs (malloc'd) */
   uint32_t n_results;
   const char *last_file; /* the newest loc file string in the arena: most locations repeat it */
+  struct ir_func **bodies; /* the sub-functions SCANs run, owned (malloc'd array) */
+  uint32_t n_bodies, cap_bodies;
   bool oom;            /* an allocation failed: the function is unusable */
 } ir_func;
 
@@ -210,8 +230,16 @@ ir_ref   ir_emit(ir_func *f, ir_op op, ir_ty ty, uint32_t n_args, const ir_ref *
 ir_ref   ir_emit_param(ir_func *f, ir_ty ty);                 /* must precede other emits */
 ir_ref   ir_emit_const(ir_func *f, ir_ty ty, double value, ir_loc loc);
 jit_status ir_set_results(ir_func *f, uint32_t n, const ir_ref *refs);
-/* Copies f (same refs, same types): for keeping the traced IR while passes change a copy. */
+/* Copies f (same refs, same types, bodies copied too): for keeping the traced IR while passes
+   change a copy. */
 ir_func *ir_func_clone(const ir_func *f);
+/* Gives body to f (f frees it from now on, also on failure); its index in *index. JIT_ENOMEM. */
+jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index);
+/* The body of a SCAN instruction, or NULL when its index is out of range. */
+const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan);
+/* Result k of a SCAN: final carry k, or y (k - n_carry) stacked over length. false when k or the
+   body is out of range. */
+bool ir_scan_result_type(const ir_func *f, const ir_ins *scan, uint32_t k, ir_type *out);
 
 /* ---- dtypes (dtype.c) ---------------------------------------------------------------------- */
 bool   ir_dtype_is_float(jit_dtype d);     /* f16 bf16 f32 f64 */

@@ -47,7 +47,10 @@ typedef struct parser {
   size_t map_cap, map_n;
   ir_ref *args;                /* operand scratch */
   size_t args_cap;
+  int depth;                   /* scan bodies being read around the current function */
 } parser;
+
+enum { MAX_SCAN_NESTING = 32 }; /* keeps hostile input from exhausting the stack */
 
 static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
@@ -387,12 +390,15 @@ static jit_status parse_axes_pair(parser *p, const char *key, uint8_t *l, uint8_
 }
 
 enum { A_DIM = 1, A_AXIS = 2, A_DIR = 4, A_PERM = 8, A_DIMS = 16, A_AXES = 32, A_START = 64,
-       A_LIMIT = 128, A_STRIDE = 256, A_BATCH = 512, A_CONTRACT = 1024, A_REMAT = 2048 };
+       A_LIMIT = 128, A_STRIDE = 256, A_BATCH = 512, A_CONTRACT = 1024, A_REMAT = 2048,
+       A_CONSTS = 4096, A_CARRY = 8192, A_LENGTH = 16384, A_REVERSE = 32768, A_INDEX = 65536 };
+enum { A_OPTIONAL = A_BATCH | A_REVERSE };
 
 static const struct { unsigned bit; const char *name; } attr_keys[] = {
     {A_DIM, "dim"},       {A_AXIS, "axis"},     {A_DIR, "dir"},       {A_PERM, "perm"},
     {A_DIMS, "dims"},     {A_AXES, "axes"},     {A_START, "start"},   {A_LIMIT, "limit"},
-    {A_STRIDE, "stride"}, {A_BATCH, "batch"},   {A_CONTRACT, "contract"},
+    {A_STRIDE, "stride"}, {A_BATCH, "batch"},   {A_CONTRACT, "contract"}, {A_CONSTS, "consts"},
+    {A_CARRY, "carry"},   {A_LENGTH, "length"}, {A_REVERSE, "reverse"}, {A_INDEX, "index"},
 };
 
 /* Attributes op accepts, and those it requires. */
@@ -406,10 +412,12 @@ static unsigned attrs_allowed(ir_op op) {
   case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: return A_AXES;
   case IR_SLICE: return A_START | A_LIMIT | A_STRIDE;
   case IR_DOT: return A_BATCH | A_CONTRACT;
+  case IR_SCAN: return A_CONSTS | A_CARRY | A_LENGTH | A_REVERSE;
+  case IR_GET: return A_INDEX;
   default: return 0;
   }
 }
-static unsigned attrs_required(ir_op op) { return attrs_allowed(op) & ~(unsigned)A_BATCH; }
+static unsigned attrs_required(ir_op op) { return attrs_allowed(op) & ~(unsigned)A_OPTIONAL; }
 
 static const char *attr_list(unsigned bits, char *buf, size_t n) {
   size_t len = 0;
@@ -485,6 +493,24 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
     return parse_i64s(p, "limit", a->slice.limit, rank);
   case A_STRIDE:
     return parse_i64s(p, "stride", a->slice.stride, rank);
+  case A_INDEX:
+    return parse_int(p, "a result index", 0, UINT32_MAX, &a->axis);
+  case A_CONSTS:
+  case A_CARRY: {
+    int64_t v = 0;
+    jit_status s2 = parse_int(p, "a count", 0, UINT32_MAX, &v);
+    if (bit == A_CONSTS) a->scan.n_consts = (uint32_t)v;
+    else a->scan.n_carry = (uint32_t)v;
+    return s2;
+  }
+  case A_LENGTH:
+    return parse_int(p, "a length", 0, INT64_MAX, &a->scan.length);
+  case A_REVERSE: {
+    int64_t v = 0;
+    jit_status s2 = parse_int(p, "0 or 1", 0, 1, &v);
+    a->scan.reverse = (uint8_t)v;
+    return s2;
+  }
   case A_BATCH:
     return parse_axes_pair(p, "batch", a->dot.lhs_batch, a->dot.rhs_batch, &a->dot.n_batch);
   default: /* A_CONTRACT */
@@ -536,6 +562,78 @@ static jit_status end_of_line(parser *p, ir_loc *loc, const char *what) {
   }
   if (p->t.k == T_NL) lex(p);
   return JIT_OK;
+}
+
+static jit_status parse_func(parser *p);
+
+/* The rest of a scan after ':': `(T1, T2) {`, the body as a nested func, `}`. The body becomes
+   one of p->f's bodies (a->scan.body); the listed types must be the ones the body implies. */
+static jit_status parse_scan_rest(parser *p, ir_attr *a, ir_ty *ty, ir_loc *loc) {
+  jit_status st;
+  tok open = p->t;
+  ir_type listed[64];
+  uint32_t n_listed = 0;
+  if ((st = expect_punct(p, '(', "'(' before a scan's result types"))) return st;
+  while (!is_punct(p, ')')) {
+    if (n_listed == sizeof listed / sizeof listed[0])
+      return err_at(p->t.line, p->t.col, "more than %zu scan results", sizeof listed / sizeof listed[0]);
+    if ((st = parse_type(p, &listed[n_listed++]))) return st;
+    if (is_punct(p, ')')) break;
+    if ((st = expect_punct(p, ',', "',' or ')' in the scan's result types"))) return st;
+  }
+  lex(p);
+  if ((st = expect_punct(p, '{', "'{' before the scan's body"))) return st;
+  if ((st = end_of_line(p, loc, "end of line after '{'"))) return st;
+  skip_newlines(p);
+  if (!is_word(p, "func")) return expected(p, "the scan's body ('func @name(...)')");
+  if (p->depth == MAX_SCAN_NESTING)
+    return err_at(p->t.line, p->t.col, "scans nested more than %d deep", MAX_SCAN_NESTING);
+  /* the body has its own value names: parse it with a fresh map, then restore the parent's */
+  ir_func *parent = p->f;
+  slot *map = p->map;
+  size_t map_cap = p->map_cap, map_n = p->map_n;
+  ir_ref *args = p->args; /* holds the scan's operands until it is emitted */
+  size_t args_cap = p->args_cap;
+  p->map = NULL;
+  p->map_cap = p->map_n = 0;
+  p->args = NULL;
+  p->args_cap = 0;
+  p->depth++;
+  st = parse_func(p);
+  p->depth--;
+  ir_func *body = p->f;
+  free(p->map);
+  free(p->args);
+  p->f = parent;
+  p->map = map;
+  p->map_cap = map_cap;
+  p->map_n = map_n;
+  p->args = args;
+  p->args_cap = args_cap;
+  if (st) return st;
+  if ((st = ir_add_body(parent, body, &a->scan.body))) return oom(p);
+  skip_newlines(p);
+  if ((st = expect_punct(p, '}', "'}' after the scan's body"))) return st;
+  if ((st = end_of_line(p, NULL, "end of line after '}'"))) return st;
+  ir_ins probe = {.op = IR_SCAN, .attr = *a};
+  if (body->n_results != n_listed)
+    return err_at(open.line, open.col, "the scan lists %u result types, its body returns %u",
+                  (unsigned)n_listed, (unsigned)body->n_results);
+  for (uint32_t k = 0; k < n_listed; k++) {
+    ir_type want;
+    if (!ir_scan_result_type(parent, &probe, k, &want))
+      return err_at(open.line, open.col, "scan result %u has no type (rank too large?)", (unsigned)k);
+    if (!ir_type_equal(&want, &listed[k])) {
+      char t1[96], t2[96];
+      ir_format_type(&listed[k], t1, sizeof t1);
+      ir_format_type(&want, t2, sizeof t2);
+      return err_at(open.line, open.col, "scan result %u is listed as %s, but the body makes it %s",
+                    (unsigned)k, t1, t2);
+    }
+  }
+  ir_type token = {.dtype = JIT_BOOL, .rank = 0};
+  *ty = ir_type_intern(parent, &token);
+  return *ty == UINT32_MAX ? oom(p) : JIT_OK;
 }
 
 static jit_status parse_ins(parser *p) {
@@ -590,7 +688,7 @@ static jit_status parse_ins(parser *p) {
   /* "%a %b": a missing comma reads best as the end of the operands */
   if (p->t.k == T_VAL) return expected(p, "':' before the result type");
   int arity = ir_op_arity[op];
-  if (arity < 0 ? n < 1 : n != (uint32_t)arity) {
+  if (op != IR_SCAN && (arity < 0 ? n < 1 : n != (uint32_t)arity)) {
     if (arity < 0)
       return err_at(opt.line, opt.col, "'%s' takes at least 1 operand, found 0", ir_op_name[op]);
     return err_at(opt.line, opt.col, "'%s' takes %d operand%s, found %u", ir_op_name[op], arity,
@@ -611,9 +709,13 @@ static jit_status parse_ins(parser *p) {
   }
   if ((st = expect_punct(p, ':', "':' before the result type"))) return st;
   ir_ty ty;
-  if ((st = parse_type_ty(p, &ty))) return st;
   ir_loc loc = {0};
-  if ((st = end_of_line(p, &loc, "end of line after the result type"))) return st;
+  if (op == IR_SCAN) {
+    if ((st = parse_scan_rest(p, &a, &ty, &loc))) return st;
+  } else {
+    if ((st = parse_type_ty(p, &ty))) return st;
+    if ((st = end_of_line(p, &loc, "end of line after the result type"))) return st;
+  }
 
   ir_ref r = ir_emit(p->f, op, ty, n, p->args, &a, loc);
   if (r == IR_NOREF) return oom(p);

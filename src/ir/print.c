@@ -1,5 +1,12 @@
 /* print.c: the IR's text form (the dump format and tjit-opt's input language).
- * Output parses back with ir_parse into the same function: print(parse(print(f))) == print(f). */
+ * Output parses back with ir_parse into the same function: print(parse(print(f))) == print(f).
+ * A scan lists its result types and opens a block holding its body, a function printed 4 columns
+ * deeper with its own value numbers:
+ *   %2 = scan %0, %1 consts=0 carry=1 length=5 reverse=1 : (f32[3], f32[5,3]) {   # a.c:7
+ *     func @body(%0: f32[3], %1: f32[3]) -> (f32[3], f32[3]) { ... }
+ *   }
+ *   %3 = get %2 index=0 : f32[3]
+ * (reverse=1 only when set); its results are read by `get`. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -201,16 +208,41 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
     puts_(l, "x");
     put_dims(l, a->dot.rhs_contract, clamp_n(a->dot.n_contract));
     break;
+  case IR_SCAN:
+    lprintf(l, " consts=%u carry=%u length=%lld", (unsigned)a->scan.n_consts,
+            (unsigned)a->scan.n_carry, (long long)a->scan.length);
+    if (a->scan.reverse) puts_(l, " reverse=1");
+    break;
+  case IR_GET:
+    lprintf(l, " index=%lld", (long long)a->axis);
+    break;
   default:
     break;
   }
   if (a->remat) lprintf(l, " remat=%u", (unsigned)a->remat);
 }
 
-static void put_ins(line *l, const ir_func *f, ir_ref r) {
+/* A scan's result types `(T1, T2)`, from its body. */
+static void put_scan_types(line *l, const ir_func *f, const ir_ins *in) {
+  const ir_func *b = ir_scan_body(f, in);
+  if (!b) {
+    lprintf(l, "<bad body %u>", (unsigned)in->attr.scan.body);
+    return;
+  }
+  puts_(l, "(");
+  for (uint32_t k = 0; k < b->n_results; k++) {
+    ir_type t;
+    if (k) puts_(l, ", ");
+    if (ir_scan_result_type(f, in, k, &t)) put_type(l, &t);
+    else puts_(l, "<bad result>");
+  }
+  puts_(l, ")");
+}
+
+static void put_ins(line *l, const ir_func *f, ir_ref r, int indent) {
   const ir_ins *in = &f->ins[r];
   const char *name = (unsigned)in->op < IR_N_OPS ? ir_op_name[in->op] : "<bad op>";
-  lprintf(l, "  %%%u = %s", (unsigned)r, name);
+  lprintf(l, "%*s  %%%u = %s", indent, "", (unsigned)r, name);
   if (in->op == IR_CONST) {
     puts_(l, " ");
     put_double(l, in->attr.value);
@@ -218,7 +250,12 @@ static void put_ins(line *l, const ir_func *f, ir_ref r) {
   for (uint32_t i = 0; i < in->n_args; i++) lprintf(l, "%s%%%u", i ? ", " : " ", (unsigned)in->args[i]);
   put_attrs(l, f, in);
   puts_(l, " : ");
-  put_ty(l, f, in->ty);
+  if (in->op == IR_SCAN) {
+    put_scan_types(l, f, in);
+    puts_(l, " {");
+  } else {
+    put_ty(l, f, in->ty);
+  }
   if (in->loc.file) {
     size_t pad = l->col < LOC_COLUMN ? LOC_COLUMN - l->col : 1;
     while (pad--) put(l, " ", 1);
@@ -228,38 +265,49 @@ static void put_ins(line *l, const ir_func *f, ir_ref r) {
   }
 }
 
-jit_status ir_print(const ir_func *f, FILE *out) {
-  line l = {.out = out};
-  puts_(&l, "func @");
-  puts_(&l, f->name ? f->name : "");
-  puts_(&l, "(");
+/* f at indent spaces; a scan's body follows its line, nested 4 deeper, closed by `}`. */
+static void print_func(line *l, const ir_func *f, int indent) {
+  l->col = 0;
+  lprintf(l, "%*sfunc @", indent, "");
+  puts_(l, f->name ? f->name : "");
+  puts_(l, "(");
   uint32_t np = f->n_params < f->n_ins ? f->n_params : f->n_ins;
   for (uint32_t i = 0; i < np; i++) {
-    lprintf(&l, "%s%%%u: ", i ? ", " : "", (unsigned)i);
-    put_ty(&l, f, f->ins[i].ty);
+    lprintf(l, "%s%%%u: ", i ? ", " : "", (unsigned)i);
+    put_ty(l, f, f->ins[i].ty);
   }
-  puts_(&l, ") -> ");
-  if (f->n_results != 1) puts_(&l, "(");
+  puts_(l, ") -> ");
+  if (f->n_results != 1) puts_(l, "(");
   for (uint32_t i = 0; i < f->n_results; i++) {
-    if (i) puts_(&l, ", ");
+    if (i) puts_(l, ", ");
     ir_ref r = f->results[i];
     if (r < f->n_ins)
-      put_ty(&l, f, f->ins[r].ty);
+      put_ty(l, f, f->ins[r].ty);
     else
-      lprintf(&l, "<bad ref %%%u>", (unsigned)r);
+      lprintf(l, "<bad ref %%%u>", (unsigned)r);
   }
-  if (f->n_results != 1) puts_(&l, ")");
-  puts_(&l, " {\n");
+  if (f->n_results != 1) puts_(l, ")");
+  puts_(l, " {\n");
   for (ir_ref r = np; r < f->n_ins; r++) {
-    l.col = 0;
-    put_ins(&l, f, r);
-    puts_(&l, "\n");
-    flush(&l);
+    l->col = 0;
+    put_ins(l, f, r, indent);
+    puts_(l, "\n");
+    flush(l);
+    const ir_func *b = ir_scan_body(f, &f->ins[r]);
+    if (b && indent < 64) { /* deeper nesting than that is a broken function, not a program */
+      print_func(l, b, indent + 4);
+      lprintf(l, "%*s  }\n", indent, "");
+    }
   }
-  puts_(&l, "  return");
-  for (uint32_t i = 0; i < f->n_results; i++) lprintf(&l, "%s%%%u", i ? ", " : " ", (unsigned)f->results[i]);
-  puts_(&l, "\n}\n");
-  flush(&l);
+  lprintf(l, "%*s  return", indent, "");
+  for (uint32_t i = 0; i < f->n_results; i++) lprintf(l, "%s%%%u", i ? ", " : " ", (unsigned)f->results[i]);
+  lprintf(l, "\n%*s}\n", indent, "");
+  flush(l);
+}
+
+jit_status ir_print(const ir_func *f, FILE *out) {
+  line l = {.out = out};
+  print_func(&l, f, 0);
   if (l.err || ferror(out)) return jit_error(JIT_EIO, "ir_print: writing the IR text failed");
   return JIT_OK;
 }

@@ -49,6 +49,75 @@ static bool uses_declared(ir_op op) {
          op == IR_BROADCAST;
 }
 
+static bool is_token(const ir_type *t) { return t->dtype == JIT_BOOL && t->rank == 0; }
+
+/* A SCAN's operands against its body's signature (the body itself is verified by ir_verify). */
+static jit_status verify_scan(const ir_func *f, const ir_ins *in, char *why, size_t why_n) {
+  const ir_scan *a = &in->attr.scan;
+  const ir_func *b = ir_scan_body(f, in);
+  if (!b) return why_fail(why, why_n, "body %u does not exist (the function has %u)", (unsigned)a->body,
+                          (unsigned)f->n_bodies);
+  if (!is_token(&f->types[in->ty])) return why_fail(why, why_n, "a scan's type must be the token bool[]");
+  if (a->length < 0) return why_fail(why, why_n, "length %lld is negative", (long long)a->length);
+  if ((uint64_t)a->n_consts + a->n_carry > in->n_args)
+    return why_fail(why, why_n, "consts=%u carry=%u but only %u operands", (unsigned)a->n_consts,
+                    (unsigned)a->n_carry, (unsigned)in->n_args);
+  if (b->n_params != in->n_args)
+    return why_fail(why, why_n, "the body takes %u params, the scan has %u operands",
+                    (unsigned)b->n_params, (unsigned)in->n_args);
+  if (b->n_results < a->n_carry)
+    return why_fail(why, why_n, "the body returns %u values, fewer than the %u carries",
+                    (unsigned)b->n_results, (unsigned)a->n_carry);
+  char t1[96], t2[96];
+  for (uint32_t i = 0; i < in->n_args; i++) {
+    ir_type want = f->types[f->ins[in->args[i]].ty];
+    const ir_type *got = ir_type_of(b, i);
+    if (i >= a->n_consts + a->n_carry) { /* an x: one slice of its leading dim */
+      if (want.rank < 1 || want.dims[0] != a->length) {
+        ir_format_type(&want, t1, sizeof t1);
+        return why_fail(why, why_n, "xs operand %u has type %s, whose leading dim is not length %lld",
+                        (unsigned)i, t1, (long long)a->length);
+      }
+      for (int d = 0; d + 1 < want.rank; d++) want.dims[d] = want.dims[d + 1];
+      want.dims[--want.rank] = 0;
+    }
+    if (!ir_type_equal(&want, got)) {
+      ir_format_type(&want, t1, sizeof t1);
+      ir_format_type(got, t2, sizeof t2);
+      return why_fail(why, why_n, "body param %u has type %s, the scan gives it %s", (unsigned)i, t2, t1);
+    }
+  }
+  for (uint32_t i = 0; i < a->n_carry; i++) {
+    const ir_type *in_t = ir_type_of(b, a->n_consts + i), *out_t = ir_type_of(b, b->results[i]);
+    if (!ir_type_equal(in_t, out_t)) {
+      ir_format_type(in_t, t1, sizeof t1);
+      ir_format_type(out_t, t2, sizeof t2);
+      return why_fail(why, why_n, "carry %u enters the body as %s but leaves it as %s", (unsigned)i, t1, t2);
+    }
+  }
+  for (uint32_t k = a->n_carry; k < b->n_results; k++)
+    if (ir_type_of(b, b->results[k])->rank >= IR_MAX_RANK)
+      return why_fail(why, why_n, "y %u has rank %d: stacked it would exceed %d", (unsigned)(k - a->n_carry),
+                      ir_type_of(b, b->results[k])->rank, IR_MAX_RANK);
+  return JIT_OK;
+}
+
+static jit_status verify_get(const ir_func *f, const ir_ins *in, char *why, size_t why_n) {
+  const ir_ins *s = &f->ins[in->args[0]];
+  if (s->op != IR_SCAN) return why_fail(why, why_n, "get reads a scan, not a '%s'", ir_op_name[s->op]);
+  ir_type want;
+  if (in->attr.axis < 0 || in->attr.axis > UINT32_MAX ||
+      !ir_scan_result_type(f, s, (uint32_t)in->attr.axis, &want))
+    return why_fail(why, why_n, "index %lld is not a result of the scan", (long long)in->attr.axis);
+  if (!ir_type_equal(&want, &f->types[in->ty])) {
+    char t1[96], t2[96];
+    ir_format_type(&f->types[in->ty], t1, sizeof t1);
+    ir_format_type(&want, t2, sizeof t2);
+    return why_fail(why, why_n, "declared type %s differs from the scan's result %s", t1, t2);
+  }
+  return JIT_OK;
+}
+
 jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
   const ir_ins *in = &f->ins[r];
   if ((unsigned)in->op >= IR_N_OPS) return why_fail(why, why_n, "op #%d is not an op", (int)in->op);
@@ -72,7 +141,7 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
   char tmp[160];
   if (!type_ok(declared, tmp, sizeof tmp)) return why_fail(why, why_n, "bad result type: %s", tmp);
   int arity = ir_op_arity[in->op];
-  if (arity < 0 ? in->n_args < 1 : in->n_args != (uint32_t)arity)
+  if (in->op != IR_SCAN && (arity < 0 ? in->n_args < 1 : in->n_args != (uint32_t)arity))
     return why_fail(why, why_n, "'%s' takes %s%d operand%s, has %u", name, arity < 0 ? "at least " : "",
                     arity < 0 ? 1 : arity, arity == 1 || arity < 0 ? "" : "s", (unsigned)in->n_args);
   if (in->n_args && !in->args) return why_fail(why, why_n, "operand list is missing");
@@ -80,7 +149,12 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
     if (in->args[i] >= r)
       return why_fail(why, why_n, "operand %u is %%%u, which is not defined before %%%u", (unsigned)i,
                       (unsigned)in->args[i], (unsigned)r);
+  for (uint32_t i = 0; i < in->n_args; i++)
+    if (f->ins[in->args[i]].op == IR_SCAN && in->op != IR_GET)
+      return why_fail(why, why_n, "operand %u is a scan, which only 'get' may read", (unsigned)i);
   if (in->op == IR_PARAM) return JIT_OK;
+  if (in->op == IR_SCAN) return verify_scan(f, in, why, why_n);
+  if (in->op == IR_GET) return verify_get(f, in, why, why_n);
 
   const ir_type *small[8];
   const ir_type **args = small;
@@ -119,6 +193,11 @@ jit_status ir_verify(const ir_func *f, const char *pass) {
   if (f->n_params > f->n_ins)
     return jit_error(JIT_EINTERNAL, "%s: @%s: %u params but only %u instructions", head, fn,
                      (unsigned)f->n_params, (unsigned)f->n_ins);
+  for (uint32_t i = 0; i < f->n_bodies; i++) {
+    if (!f->bodies[i]) return jit_error(JIT_EINTERNAL, "%s: @%s: body %u is missing", head, fn, (unsigned)i);
+    jit_status st = ir_verify(f->bodies[i], pass);
+    if (st != JIT_OK) return st;
+  }
   char why[512];
   for (ir_ref r = 0; r < f->n_ins; r++) {
     jit_status st = ir_verify_ins(f, r, why, sizeof why);
@@ -138,5 +217,8 @@ jit_status ir_verify(const ir_func *f, const char *pass) {
     if (f->results[i] >= f->n_ins)
       return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is %%%u, but the function has %u values", head,
                        fn, (unsigned)i, (unsigned)f->results[i], (unsigned)f->n_ins);
+    else if (f->ins[f->results[i]].op == IR_SCAN)
+      return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is a scan token (read it through 'get')",
+                       head, fn, (unsigned)i);
   return JIT_OK;
 }
