@@ -134,7 +134,7 @@ static void err_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
     break;
   case E_VMAP: L(jit_vmap(t, inner_fn, NULL, 1, a, in_axes, 1, r, out_axes)); break;
   case E_GRAD: L(jit_value_and_grad(t, inner_fn, NULL, 1, a, 1, 0, xs)); r[0] = xs[0]; break;
-  case E_SCAN: L(jit_scan(t, scan_body, NULL, 1, a, 0, NULL, 3, 0, r, 0, NULL)); break;
+  case E_SCAN: L(jit_scan(t, scan_body, NULL, 1, a, 0, NULL, -1, 0, r, 0, NULL)); break;
   case E_CHECKPOINT: L(jit_checkpoint(t, NULL, NULL, 1, a, 1, r)); break;
   case E_SHARDING: r[0] = L(jit_with_sharding_constraint(t, a[0], NULL)); break;
   case E_SHARD_MAP: L(jit_shard_map(t, inner_fn, NULL, NULL, 1, a, NULL, 1, r, NULL)); break;
@@ -229,7 +229,7 @@ static const err_case cases[] = {
     {E_TRACE_FAIL_AFTER, JIT_ESHAPE, "add", 2, 1, {F32(3), F32(4)}, NULL},
     {E_VMAP, JIT_ESHAPE, "vmap", 1, 1, {SCALAR(JIT_F32)}, "in_axes[0] = 0 out of range"},
     {E_GRAD, JIT_ESHAPE, "value_and_grad", 1, 1, {F32(3)}, "the loss (result 0) must be a scalar"},
-    {E_SCAN, JIT_EUNSUPPORTED, "scan", 1, 1, {F32(3)}, NULL},
+    {E_SCAN, JIT_EINVAL, "scan", 1, 1, {F32(3)}, "a scan without xs needs length >= 0"},
     {E_CHECKPOINT, JIT_EINVAL, "checkpoint", 1, 1, {F32(3)}, "fn is NULL"},
     {E_SHARDING, JIT_EUNSUPPORTED, "with_sharding_constraint", 1, 1, {F32(3)}, NULL},
     {E_SHARD_MAP, JIT_EUNSUPPORTED, "shard_map", 1, 1, {F32(3)}, NULL},

@@ -618,7 +618,7 @@ static const struct {
     {51, JIT_EDTYPE, "bad: convert at tests/test_trace.c:%d: unknown dtype -3"},
     {52, JIT_ESHAPE, "bad: vmap at tests/test_trace.c:%d: in_axes[0] = 5 out of range for arg 0 of type f32[2,3] (-1: not batched)"},
     {53, JIT_EINVAL, "bad: value_and_grad at tests/test_trace.c:%d: wrt_mask 0x4 selects argument 2, but n_args is 2"},
-    {54, JIT_EUNSUPPORTED, "bad: scan at tests/test_trace.c:%d: not implemented yet"},
+    {54, JIT_EINVAL, "bad: scan at tests/test_trace.c:%d: body is NULL"},
     {55, JIT_EINVAL, "bad: checkpoint at tests/test_trace.c:%d: fn is NULL"},
     {56, JIT_EUNSUPPORTED, "bad: with_sharding_constraint at tests/test_trace.c:%d: not implemented yet"},
     {57, JIT_EUNSUPPORTED, "bad: shard_map at tests/test_trace.c:%d: not implemented yet"},

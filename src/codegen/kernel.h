@@ -74,7 +74,9 @@ typedef enum fz_class {
   FZ_PARAM,  /* a parameter's buffer */
   FZ_MAT,    /* written to a buffer by kernel owner[] */
   FZ_VIEW,   /* a reshape of a buffer: the bytes of base[] */
-  FZ_INLINE  /* computed inside the kernels that read it, never stored */
+  FZ_INLINE, /* computed inside the kernels that read it, never stored */
+  FZ_SCAN    /* a loop run as a step of its own before the first kernel with a later root; it
+                writes its GETs (FZ_MAT, owner -1) */
 } fz_class;
 
 typedef struct fz_prog {

@@ -149,7 +149,12 @@ static jit_status sub_function(const ir_func *f, const ir_ref *ops, uint32_t n_o
     if (in->n_args > 64 && !(a = malloc(in->n_args * sizeof *a))) goto nomem;
     for (uint32_t k = 0; k < in->n_args; k++) a[k] = map[in->args[k]];
     ir_ty ty = ir_type_intern(g, ir_type_of(f, ops[i]));
-    map[ops[i]] = ty == UINT32_MAX ? IR_NOREF : ir_emit(g, in->op, ty, in->n_args, a, &in->attr, in->loc);
+    ir_attr attr = in->attr;
+    if (in->op == IR_SCAN) { /* the function gets its own copy of the loop's body */
+      ir_func *copy = ir_func_clone(ir_scan_body(f, in));
+      if (!copy || ir_add_body(g, copy, &attr.scan.body) != JIT_OK) ty = UINT32_MAX;
+    }
+    map[ops[i]] = ty == UINT32_MAX ? IR_NOREF : ir_emit(g, in->op, ty, in->n_args, a, &attr, in->loc);
     if (a != args) free(a);
   }
   for (uint32_t i = 0; i < n_writes; i++) res[i] = map[writes[i]];
@@ -218,12 +223,40 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   return JIT_OK;
 }
 
+/* The scan at ref v as an interpreted step: it reads its operands' buffers and writes those of
+   its live GETs. */
+static jit_status add_scan(builder *B, ir_ref v) {
+  const ir_func *f = B->f;
+  jit_status st = JIT_OK;
+  uint32_t n_gets = 0;
+  for (ir_ref u = v + 1; u < f->n_ins; u++)
+    if (f->ins[u].op == IR_GET && f->ins[u].args[0] == v && B->p->cls[u] == FZ_MAT) n_gets++;
+  ir_ref *ops = malloc((n_gets + 1) * sizeof *ops);
+  if (!ops) return oom();
+  uint32_t n = 0;
+  ops[n++] = v;
+  for (ir_ref u = v + 1; u < f->n_ins; u++)
+    if (f->ins[u].op == IR_GET && f->ins[u].args[0] == v && B->p->cls[u] == FZ_MAT) ops[n++] = u;
+  st = add_interp(B, ops, n, f->ins[v].args, f->ins[v].n_args, ops + 1, n - 1);
+  free(ops);
+  return st;
+}
+
+/* Adds the steps of the scans before ref `before` not added yet (*next: the first ref to look at). */
+static jit_status add_scans_before(builder *B, ir_ref before, ir_ref *next) {
+  for (; *next < before && *next < B->f->n_ins; (*next)++)
+    if (B->p->cls[*next] == FZ_SCAN) TRY_RET(add_scan(B, *next));
+  return JIT_OK;
+}
+
 /* Lowers every kernel into lfs[] (NULL: interpreted or nothing to loop) and makes the steps. */
 static jit_status make_steps(builder *B, lp_func **lfs) {
   jit_status st = JIT_OK;
   const fz_prog *p = B->p;
+  ir_ref next_scan = 0;
   for (uint32_t ki = 0; ki < p->n_kernels; ki++) {
     const fz_kernel *k = &p->kernels[ki];
+    TRY(add_scans_before(B, k->root, &next_scan));
     st = lp_lower(p, ki, &lfs[ki]);
     if (st == JIT_EUNSUPPORTED) {
       jit_error_clear(); /* not a failure of the call: the interpreter runs this kernel */
@@ -253,6 +286,7 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
     s->inline_run = (double)s->rows * (double)s->row_work < EXEC_PAR_MIN;
     snprintf(s->name, sizeof s->name, "%s", lf->name);
   }
+  TRY(add_scans_before(B, B->f->n_ins, &next_scan));
   return JIT_OK;
 fail:
   return st;

@@ -20,8 +20,9 @@ bool subtrace_check_call(op_ctx *c, jit_trace_fn fn, int n_args, const jit_val *
   return true;
 }
 
-jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
-                    int n_results, ir_func **out) {
+static jit_status run_sub(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
+                          const ir_type *arg_types, int n_results, ir_func **out,
+                          ir_ref **captured, uint32_t *n_captured) {
   jit_trace *t = c->t;
   *out = NULL;
   if (t->status != JIT_OK) return t->status;
@@ -35,7 +36,9 @@ jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir
                        .n_results = n_results,
                        .arg_types = arg_types,
                        .static_args = t->req ? t->req->static_args : NULL,
-                       .static_len = t->req ? t->req->static_len : 0};
+                       .static_len = t->req ? t->req->static_len : 0,
+                       .captured = captured,
+                       .n_captured = n_captured};
   jit_status st = trace_run(&req, c, out);
   if (st != JIT_OK) {
     /* the inner message already names the user's op and line inside fn: adopt it verbatim */
@@ -43,6 +46,19 @@ jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir
     snprintf(t->msg, sizeof t->msg, "%s", jit_last_error());
   }
   return st;
+}
+
+jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
+                    int n_results, ir_func **out) {
+  return run_sub(c, fn, user, n_args, arg_types, n_results, out, NULL, NULL);
+}
+
+jit_status subtrace_capturing(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
+                              const ir_type *arg_types, int n_results, ir_func **out,
+                              ir_ref **captured, uint32_t *n_captured) {
+  *captured = NULL;
+  *n_captured = 0;
+  return run_sub(c, fn, user, n_args, arg_types, n_results, out, captured, n_captured);
 }
 
 jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, ir_ref *results) {
@@ -65,7 +81,12 @@ jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, i
     for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
     ir_ty ty = ir_type_intern(t->f, &body->types[in->ty]);
     if (ty == UINT32_MAX) goto oom;
-    map[i] = ir_emit(t->f, in->op, ty, in->n_args, ops, &in->attr, in->loc);
+    ir_attr attr = in->attr;
+    if (in->op == IR_SCAN) { /* the parent gets its own copy of the loop's body */
+      ir_func *copy = ir_func_clone(ir_scan_body(body, in));
+      if (!copy || ir_add_body(t->f, copy, &attr.scan.body) != JIT_OK) goto oom;
+    }
+    map[i] = ir_emit(t->f, in->op, ty, in->n_args, ops, &attr, in->loc);
     if (map[i] == IR_NOREF) goto oom;
   }
   for (uint32_t i = 0; i < body->n_results; i++) results[i] = map[body->results[i]];

@@ -13,6 +13,13 @@
 jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
                     int n_results, ir_func **out);
 
+/* subtrace for a body that may use the enclosing traces' values (a scan's): those become extra
+   params of *out before the declared ones; *captured (malloc'd, the caller frees it; NULL when
+   none) holds their refs in c's function, *n_captured their count. */
+jit_status subtrace_capturing(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
+                              const ir_type *arg_types, int n_results, ir_func **out,
+                              ir_ref **captured, uint32_t *n_captured);
+
 /* Copies body's instructions into the parent's function with param i mapped to args[i]
    (locations and attributes kept) and writes the refs of body's results to
    results[0..body->n_results). JIT_ENOMEM is recorded on c. */

@@ -127,8 +127,59 @@ static trace_val *lookup(jit_trace *t, jit_val v) {
   return &t->vals[idx - 1];
 }
 
+static jit_val add_val(op_ctx *c, trace_val tv);
+
+/* The value of an enclosing trace's handle v inside t (captured through every trace between,
+   each of which must allow it), or NULL when it cannot be. A weak scalar is copied (it has no
+   ref); a typed value becomes a placeholder param of t. */
+static trace_val *capture(op_ctx *c, jit_trace *t, jit_val v) {
+  if (!t->req || !t->req->captured || !t->parent) return NULL;
+  for (uint32_t k = 0; k < t->n_caps; k++)
+    if (t->caps[k].outer.id == v.id) return lookup(t, t->caps[k].local);
+  trace_val *pv = lookup(t->parent, v);
+  if (!pv) pv = capture(c, t->parent, v);
+  if (!pv) return NULL;
+  trace_val local = *pv;
+  local.shape = NULL;
+  op_ctx here = {.t = t, .op = c->op, .loc = c->loc};
+  if (pv->ref == IR_NOREF) { /* a weak scalar: a copy of its value */
+    jit_val nv = add_val(&here, local);
+    return nv.id ? lookup(t, nv) : NULL;
+  }
+  if (!ir_grow((void **)&t->caps, &t->cap_caps, t->n_caps + 1, sizeof *t->caps)) {
+    op_fail(c, JIT_ENOMEM, "out of memory");
+    return NULL;
+  }
+  ir_ty ty = ir_type_intern(t->f, ir_type_of(t->parent->f, pv->ref));
+  ir_attr a = {0};
+  a.axis = -1; /* a placeholder, see finish_captures */
+  ir_ref outer_ref = pv->ref;
+  local.ref = ty == UINT32_MAX ? IR_NOREF : ir_emit(t->f, IR_PARAM, ty, 0, NULL, &a, (ir_loc){0});
+  if (local.ref == IR_NOREF) {
+    op_fail(c, JIT_ENOMEM, "out of memory");
+    return NULL;
+  }
+  jit_val nv = add_val(&here, local);
+  if (!nv.id) return NULL;
+  t->caps[t->n_caps++] = (trace_capture){v, outer_ref, local.ref, nv};
+  return lookup(t, nv);
+}
+
 trace_val *op_val(op_ctx *c, jit_val v, const char *what) {
   trace_val *tv = lookup(c->t, v);
+  if (!tv && v.id && c->t->req && c->t->req->captured) {
+    tv = capture(c, c->t, v);
+    if (!tv && c->t->status == JIT_OK) {
+      jit_trace *p = c->t->parent;
+      while (p && !lookup(p, v)) p = p->parent;
+      if (p) {
+        op_fail(c, JIT_EINVAL, "%s is a value of an enclosing trace that cannot be captured here "
+                               "(only scan bodies capture)", what);
+        return NULL;
+      }
+    }
+    if (tv) return tv;
+  }
   if (!tv) {
     jit_trace *p = c->t->parent;
     while (p && !lookup(p, v)) p = p->parent;
@@ -347,6 +398,56 @@ static void collect_results(jit_trace *t, const jit_val *res, ir_ref *refs) {
   }
 }
 
+/* Makes the captured placeholders real params, before the declared ones: rebuilds t->f in
+   order, mapping each placeholder to its param (the scan bodies move along unchanged). */
+static void finish_captures(jit_trace *t) {
+  ir_func *f = t->f, *nf = ir_func_new(f->name);
+  ir_ref *map = malloc((f->n_ins ? f->n_ins : 1) * sizeof *map);
+  ir_ref *ops = NULL, *res = NULL;
+  uint32_t ops_cap = 0;
+  if (!nf || !map) goto oom;
+  for (uint32_t k = 0; k < t->n_caps; k++) {
+    ir_ty ty = ir_type_intern(nf, ir_type_of(f, t->caps[k].local_ref));
+    map[t->caps[k].local_ref] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(nf, ty);
+  }
+  for (uint32_t i = 0; i < f->n_params; i++) {
+    ir_ty ty = ir_type_intern(nf, ir_type_of(f, i));
+    map[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(nf, ty);
+  }
+  for (uint32_t i = f->n_params; i < f->n_ins; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (in->op == IR_PARAM) continue; /* a placeholder: mapped above */
+    if (!ir_grow((void **)&ops, &ops_cap, in->n_args + 1, sizeof *ops)) goto oom;
+    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
+    ir_ty ty = ir_type_intern(nf, ir_type_of(f, i));
+    map[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, in->op, ty, in->n_args, ops, &in->attr, in->loc);
+  }
+  res = malloc((f->n_results ? f->n_results : 1) * sizeof *res);
+  if (!res || nf->oom) goto oom;
+  for (uint32_t i = 0; i < f->n_results; i++) res[i] = map[f->results[i]];
+  if (ir_set_results(nf, f->n_results, res) != JIT_OK) goto oom;
+  nf->bodies = f->bodies;
+  nf->n_bodies = f->n_bodies;
+  nf->cap_bodies = f->cap_bodies;
+  f->bodies = NULL;
+  f->n_bodies = f->cap_bodies = 0;
+  ir_func_replace(f, nf);
+  nf = NULL;
+  ir_ref *outer = malloc(t->n_caps * sizeof *outer);
+  if (!outer) goto oom;
+  for (uint32_t k = 0; k < t->n_caps; k++) outer[k] = t->caps[k].outer_ref;
+  *t->req->captured = outer;
+  *t->req->n_captured = t->n_caps;
+  goto done;
+oom:
+  trace_fail_at(t, JIT_ENOMEM, "out of memory");
+done:
+  ir_func_free(nf);
+  free(map);
+  free(ops);
+  free(res);
+}
+
 jit_status trace_function(const trace_request *req, ir_func **out) {
   return trace_run(req, NULL, out);
 }
@@ -388,6 +489,11 @@ jit_status trace_run(const trace_request *req, const op_ctx *outer, ir_func **ou
   if (t->status == JIT_OK) collect_results(t, res, refs);
   if (t->status == JIT_OK && (t->f->oom || ir_set_results(t->f, (uint32_t)req->n_results, refs)))
     trace_fail_at(t, JIT_ENOMEM, "out of memory");
+  if (req->captured) {
+    *req->captured = NULL;
+    *req->n_captured = 0;
+    if (t->status == JIT_OK && t->n_caps) finish_captures(t);
+  }
   if (t->status != JIT_OK) {
     st = jit_error(t->status, "%s", t->msg);
     goto fail;
@@ -398,6 +504,7 @@ fail:
   ir_func_free(t->f);
   ir_arena_free(&t->arena);
   free(t->vals);
+  free(t->caps);
   free(t);
   free(args);
   free(res);

@@ -13,6 +13,11 @@ typedef struct trace_request {
   const ir_type *arg_types;    /* n_args param types */
   const void *static_args;     /* visible to fn through jit_trace_static_args */
   size_t static_len;
+  /* A sub-trace (scan's body) may use the enclosing traces' values: each becomes an extra param,
+     placed BEFORE the declared ones, and *captured (malloc'd, the caller frees it) receives
+     their refs in the parent trace's function, *n_captured their count. NULL: not allowed. */
+  ir_ref **captured;
+  uint32_t *n_captured;
 } trace_request;
 
 /* Runs req->fn once. On success *out is the traced function (params in arg order, results in

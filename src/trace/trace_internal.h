@@ -38,8 +38,21 @@ struct jit_trace {
      (bad params, results left unset) name them. NULL / unknown at top level. */
   const char *outer_op;
   ir_loc outer_loc;
-  jit_trace *parent; /* the enclosing trace of a sub-trace, for messages only */
+  jit_trace *parent; /* the enclosing trace of a sub-trace (messages, captures) */
+  /* Values of enclosing traces used here (when req->captured allows it), see trace_capture. */
+  struct trace_capture *caps;
+  uint32_t n_caps, cap_caps;
 };
+
+/* One captured value: the enclosing trace's handle and its ref in the parent trace's function,
+   and here the placeholder param emitted where it was first used (made a real param when the
+   trace ends) and its local handle. */
+typedef struct trace_capture {
+  jit_val outer;
+  ir_ref outer_ref;
+  ir_ref local_ref;
+  jit_val local;
+} trace_capture;
 
 /* One public op in progress: its name for messages and the location it consumed. */
 typedef struct op_ctx {

@@ -1,5 +1,5 @@
 /* transform.c: the transformations' entry points (vmap, grad, scan, checkpoint, sharding,
- * shard_map and its collectives). Not implemented yet: each records JIT_EUNSUPPORTED. */
+ * shard_map and its collectives) not implemented yet: each records JIT_EUNSUPPORTED. */
 #include "trace/trace_internal.h"
 
 /* Records "not implemented yet" (unless the trace already failed) and invalidates n results. */
@@ -7,13 +7,6 @@ static void unsupported(jit_trace *t, const char *name, jit_val *results, int n)
   op_ctx c;
   for (int i = 0; results && i < n; i++) results[i] = (jit_val){0};
   if (op_begin(t, name, &c)) op_fail(&c, JIT_EUNSUPPORTED, "not implemented yet");
-}
-
-void jit_scan(jit_trace *t, jit_scan_fn body, void *user, int n_carry, const jit_val *init,
-              int n_xs, const jit_val *xs, int64_t length, int reverse, jit_val *final_carry,
-              int n_ys, jit_val *ys) {
-  for (int i = 0; ys && i < n_ys; i++) ys[i] = (jit_val){0};
-  unsupported(t, "scan", final_carry, n_carry);
 }
 
 jit_val jit_with_sharding_constraint(jit_trace *t, jit_val x, const jit_sharding *s) {

@@ -29,7 +29,7 @@
 /* A row of a row kernel is re-read from cache by each of its loops: keep it within L2. */
 #define FZ_MAX_ROW_ELEMS 65536
 
-enum { ST_NONE, ST_PARAM, ST_CHEAP, ST_DUP, ST_VIEW, ST_ROOT, ST_INLINE };
+enum { ST_NONE, ST_PARAM, ST_CHEAP, ST_DUP, ST_VIEW, ST_ROOT, ST_INLINE, ST_SCAN, ST_SCAN_OUT };
 
 /* ---- index maps ------------------------------------------------------------------------------- */
 
@@ -380,6 +380,15 @@ static jit_status visit(fuse *z, ir_ref v) {
     z->st[v] = ST_NONE;
     return JIT_OK;
   }
+  if (op == IR_SCAN) { /* a step of its own, between kernels; its operands in buffers */
+    z->st[v] = ST_SCAN;
+    mark_operands(z, v, z->must_mat);
+    return JIT_OK;
+  }
+  if (op == IR_GET) { /* written by its scan's step, read by kernels like a param */
+    z->st[v] = ST_SCAN_OUT;
+    return JIT_OK;
+  }
   if (op == IR_RESHAPE && !reshape_is_trivial(ir_type_of(f, in->args[0]), ir_type_of(f, v))) {
     z->st[v] = ST_VIEW;
     z->must_mat[in->args[0]] = true;
@@ -560,6 +569,8 @@ static jit_status build_prog(fuse *z, fz_prog *p) {
       break;
     case ST_CHEAP:
     case ST_DUP: p->cls[v] = FZ_INLINE; break;
+    case ST_SCAN: p->cls[v] = FZ_SCAN; break;
+    case ST_SCAN_OUT: p->cls[v] = FZ_MAT; break; /* owner -1: its scan's step writes it */
     case ST_VIEW:
       p->cls[v] = FZ_VIEW;
       p->base[v] = p->base[f->ins[v].args[0]];
@@ -734,10 +745,14 @@ jit_status fz_print(const fz_prog *p, FILE *out) {
     free(text);
     return jit_error(JIT_ENOMEM, "fusion: out of memory printing");
   }
+  /* the header, each top-level instruction's line (a scan's body, nested deeper, is skipped),
+     then the return and the closing brace */
   uint32_t li = 0;
   line[li++] = text;
   for (size_t i = 0; i + 1 < len; i++)
-    if (text[i] == '\n') line[li++] = text + i + 1;
+    if (text[i] == '\n' && (strncmp(text + i + 1, "  %", 3) == 0 || i + 1 >= len - 2 ||
+                            strncmp(text + i + 1, "  return", 8) == 0))
+      line[li++] = text + i + 1;
 #define LINE_OF(r) line[1 + (r) - f->n_params]
 #define PUT_LINE(s) fwrite((s), 1, strcspn((s), "\n"), out)
   PUT_LINE(line[0]);
@@ -763,6 +778,12 @@ jit_status fz_print(const fz_prog *p, FILE *out) {
     if (p->cls[v] == FZ_VIEW) {
       fputs("  view", out);
       PUT_LINE(LINE_OF(v) + 1);
+      fputc('\n', out);
+    }
+    if (p->cls[v] == FZ_SCAN) { /* its line without the body's opening brace */
+      const char *l = LINE_OF(v) + 1, *brace = strstr(l, ") {");
+      fputs("  loop", out);
+      fwrite(l, 1, brace ? (size_t)(brace - l + 1) : strcspn(l, "\n"), out);
       fputc('\n', out);
     }
   }

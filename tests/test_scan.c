@@ -1,0 +1,255 @@
+/* test_scan.c: jit_scan traced and run through jit_call, against plain C loops: cumulative sums
+ * (forward, reverse), an RNN cell closing over its weights, nested scans capturing a value two
+ * traces up, length 0 and 1, a scan without xs, and the errors (carry type, xs sizes, counts). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/optest.h"
+#include "tjit.h"
+
+/* ---- cumulative sum: carry += x_t, y_t = carry ------------------------------------------------ */
+static void cumsum_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                        jit_val *y, void *user) {
+  (void)user;
+  new_carry[0] = jit_add(t, carry[0], x[0]);
+  y[0] = new_carry[0];
+}
+
+typedef struct scan_opts {
+  int reverse;
+  int64_t length;
+} scan_opts;
+
+static void cumsum_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  const scan_opts *o = user;
+  jit_scan(t, cumsum_body, NULL, 1, &args[0], 1, &args[1], o->length, o->reverse, &results[0], 1,
+           &results[1]);
+}
+
+static void test_cumsum(void **state) {
+  (void)state;
+  for (int reverse = 0; reverse < 2; reverse++)
+    for (int64_t len = 0; len <= 7; len += (len < 2 ? 1 : 5)) { /* 0, 1, 2, 7 */
+      int64_t s0[1] = {4}, sx[2] = {len, 4};
+      ot_array in[2] = {ot_random(JIT_F32, 1, s0, 1, -1, 1), ot_random(JIT_F32, 2, sx, 2, -1, 1)};
+      ot_array out[2];
+      scan_opts o = {reverse, -1};
+      OT_ASSERT_OK(ot_run("cumsum", cumsum_fn, &o, 2, in, 2, out));
+      ot_array want_c = ot_zeros(JIT_F32, 1, s0), want_y = ot_zeros(JIT_F32, 2, sx);
+      for (int j = 0; j < 4; j++) want_c.v[j] = in[0].v[j];
+      for (int64_t s = 0; s < len; s++) { /* the plain C loop, rounding to f32 like the IR */
+        int64_t i = reverse ? len - 1 - s : s;
+        for (int j = 0; j < 4; j++) {
+          want_c.v[j] = (double)(float)(want_c.v[j] + in[1].v[i * 4 + j]);
+          want_y.v[i * 4 + j] = want_c.v[j];
+        }
+      }
+      assert_true(ot_expect("final carry", &out[0], &want_c));
+      assert_true(ot_expect("ys", &out[1], &want_y));
+      ot_free(&in[0]);
+      ot_free(&in[1]);
+    }
+}
+
+/* ---- RNN cell: h = tanh(h @ wh + x_t @ wx + b), y_t = h; wh, wx, b closed over ---------------- */
+typedef struct rnn {
+  jit_val wh, wx, b;
+} rnn;
+
+static void rnn_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                     jit_val *y, void *user) {
+  const rnn *w = user;
+  jit_val h = jit_tanh(t, jit_add(t, jit_add(t, jit_matmul(t, carry[0], w->wh),
+                                             jit_matmul(t, x[0], w->wx)),
+                                  w->b));
+  new_carry[0] = h;
+  y[0] = h;
+}
+
+static void rnn_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  rnn w = {args[2], args[3], args[4]};
+  jit_scan(t, rnn_body, &w, 1, &args[0], 1, &args[1], -1, 0, &results[0], 1, &results[1]);
+}
+
+static void test_rnn(void **state) {
+  (void)state;
+  enum { T = 6, B = 3, H = 5, D = 4 };
+  int64_t sh[2] = {B, H}, sx[3] = {T, B, D}, swh[2] = {H, H}, swx[2] = {D, H}, sb[1] = {H};
+  ot_array in[5] = {ot_random(JIT_F32, 2, sh, 11, -1, 1), ot_random(JIT_F32, 3, sx, 12, -1, 1),
+                    ot_random(JIT_F32, 2, swh, 13, -0.5, 0.5),
+                    ot_random(JIT_F32, 2, swx, 14, -0.5, 0.5), ot_random(JIT_F32, 1, sb, 15, -1, 1)};
+  ot_array out[2];
+  OT_ASSERT_OK(ot_run("rnn", rnn_fn, NULL, 5, in, 2, out));
+  int64_t sy[3] = {T, B, H};
+  ot_array want_h = ot_zeros(JIT_F32, 2, sh), want_y = ot_zeros(JIT_F32, 3, sy);
+  double h[B * H];
+  for (int i = 0; i < B * H; i++) h[i] = in[0].v[i];
+  for (int t = 0; t < T; t++) {
+    double nh[B * H];
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < H; j++) {
+        double acc = in[4].v[j];
+        for (int k = 0; k < H; k++) acc += h[b * H + k] * in[2].v[k * H + j];
+        for (int k = 0; k < D; k++) acc += in[1].v[(t * B + b) * D + k] * in[3].v[k * H + j];
+        nh[b * H + j] = tanh(acc);
+      }
+    memcpy(h, nh, sizeof h);
+    for (int i = 0; i < B * H; i++) want_y.v[t * B * H + i] = h[i];
+  }
+  for (int i = 0; i < B * H; i++) want_h.v[i] = h[i];
+  ot_tol tol = {1e-5, 1e-5}; /* f32 through a few steps of tanh and matmul */
+  assert_true(ot_expect_tol("final h", &out[0], &want_h, NULL, tol));
+  assert_true(ot_expect_tol("hs", &out[1], &want_y, NULL, tol));
+  for (int i = 0; i < 5; i++) ot_free(&in[i]);
+}
+
+/* ---- nested: the inner body uses w, a value of the outermost trace ----------------------------- */
+typedef struct nest {
+  jit_val w;
+} nest;
+
+static void inner_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                       jit_val *y, void *user) {
+  (void)y;
+  const nest *n = user;
+  new_carry[0] = jit_add(t, carry[0], jit_mul(t, n->w, x[0]));
+}
+
+static void outer_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                       jit_val *y, void *user) {
+  jit_scan(t, inner_body, user, 1, carry, 1, x, -1, 0, new_carry, 0, NULL);
+  y[0] = new_carry[0];
+}
+
+static void nest_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  nest n = {args[2]};
+  jit_scan(t, outer_body, &n, 1, &args[0], 1, &args[1], -1, 1, &results[0], 1, &results[1]);
+}
+
+static void test_nested(void **state) {
+  (void)state;
+  int64_t sc[1] = {2}, sx[3] = {4, 3, 2};
+  ot_array in[3] = {ot_random(JIT_F32, 1, sc, 21, -1, 1), ot_random(JIT_F32, 3, sx, 22, -1, 1),
+                    ot_random(JIT_F32, 1, sc, 23, -1, 1)};
+  ot_array out[2];
+  OT_ASSERT_OK(ot_run("nest", nest_fn, NULL, 3, in, 2, out));
+  int64_t sy[2] = {4, 2};
+  ot_array want_c = ot_zeros(JIT_F32, 1, sc), want_y = ot_zeros(JIT_F32, 2, sy);
+  double c[2] = {in[0].v[0], in[0].v[1]};
+  for (int s = 0; s < 4; s++) {
+    int i = 3 - s; /* the outer scan runs in reverse */
+    for (int u = 0; u < 3; u++)
+      for (int j = 0; j < 2; j++)
+        c[j] = (double)(float)(c[j] + (double)(float)(in[2].v[j] * in[1].v[i * 6 + u * 2 + j]));
+    want_y.v[i * 2] = c[0];
+    want_y.v[i * 2 + 1] = c[1];
+  }
+  want_c.v[0] = c[0];
+  want_c.v[1] = c[1];
+  assert_true(ot_expect("final", &out[0], &want_c));
+  assert_true(ot_expect("ys", &out[1], &want_y));
+  for (int i = 0; i < 3; i++) ot_free(&in[i]);
+}
+
+/* ---- no xs: length steps of carry = carry * 2 + 1, y = carry ----------------------------------- */
+static void double_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                        jit_val *y, void *user) {
+  (void)x;
+  (void)user;
+  new_carry[0] = jit_add(t, jit_mul(t, carry[0], jit_scalar(t, 2)), jit_scalar(t, 1));
+  y[0] = carry[0];
+}
+
+static void double_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_scan(t, double_body, NULL, 1, &args[0], 0, NULL, 5, 0, &results[0], 1, &results[1]);
+}
+
+static void test_no_xs(void **state) {
+  (void)state;
+  int64_t s1[1] = {3};
+  double v[3] = {0, 1, -2};
+  ot_array in = ot_values(JIT_F32, 1, s1, v);
+  ot_array out[2];
+  OT_ASSERT_OK(ot_run("double", double_fn, NULL, 1, &in, 2, out));
+  int64_t sy[2] = {5, 3};
+  ot_array want_c = ot_zeros(JIT_F32, 1, s1), want_y = ot_zeros(JIT_F32, 2, sy);
+  for (int j = 0; j < 3; j++) {
+    double c = v[j];
+    for (int s = 0; s < 5; s++) {
+      want_y.v[s * 3 + j] = c;
+      c = c * 2 + 1;
+    }
+    want_c.v[j] = c;
+  }
+  assert_true(ot_expect("final", &out[0], &want_c));
+  assert_true(ot_expect("ys", &out[1], &want_y));
+  ot_free(&in);
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+static int bad_line;
+
+static void f64_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                     jit_val *y, void *user) {
+  (void)x;
+  (void)y;
+  (void)user;
+  new_carry[0] = jit_convert(t, carry[0], JIT_F64);
+}
+
+static void bad_carry_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  bad_line = __LINE__ + 1;
+  jit_scan(t, f64_body, NULL, 1, &args[0], 1, &args[1], -1, 0, &results[0], 0, NULL);
+}
+
+static void bad_xs_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val xs[2] = {args[1], args[2]};
+  jit_val y[2];
+  bad_line = __LINE__ + 1;
+  jit_scan(t, cumsum_body, NULL, 1, &args[0], 2, xs, -1, 0, &results[0], 1, y);
+}
+
+static void bad_length_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val y;
+  bad_line = __LINE__ + 1;
+  jit_scan(t, cumsum_body, NULL, 1, &args[0], 1, &args[1], 9, 0, &results[0], 1, &y);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  int64_t s0[1] = {4}, sx[2] = {3, 4}, sx2[2] = {2, 4};
+  ot_array in[3] = {ot_random(JIT_F32, 1, s0, 1, -1, 1), ot_random(JIT_F32, 2, sx, 2, -1, 1),
+                    ot_random(JIT_F32, 2, sx2, 3, -1, 1)};
+  ot_array out[1];
+  assert_int_equal(ot_run("bad_carry", bad_carry_fn, NULL, 2, in, 1, out), JIT_ESHAPE);
+  assert_true(ot_error_has("the body returns carry 0 as f64[4], but the carry is f32[4]",
+                           "tests/test_scan.c", bad_line));
+  assert_int_equal(ot_run("bad_xs", bad_xs_fn, NULL, 3, in, 1, out), JIT_ESHAPE);
+  assert_true(ot_error_has("xs have different leading sizes: xs[0] is f32[3,4], xs[1] is f32[2,4]",
+                           "tests/test_scan.c", bad_line));
+  assert_int_equal(ot_run("bad_length", bad_length_fn, NULL, 2, in, 1, out), JIT_ESHAPE);
+  assert_true(ot_error_has("length 9 differs from the xs' leading size", "tests/test_scan.c",
+                           bad_line));
+  for (int i = 0; i < 3; i++) ot_free(&in[i]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cumsum), cmocka_unit_test(test_rnn),   cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_no_xs),  cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
+}
