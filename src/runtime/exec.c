@@ -46,9 +46,29 @@ static jit_status oom(void) { return jit_error(JIT_ENOMEM, "jit_call: out of mem
 
 static size_t align_up(size_t n) { return (n + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1); }
 
+/* An ES_SCAN step's shape: counts, the bytes one step advances each x and y by, carry sizes. */
+typedef struct scan_plan {
+  uint32_t n_consts, n_carry, n_results;
+  int64_t length;
+  bool reverse;
+  size_t *xstep;  /* per operand: bytes per step (0 for consts and carries) */
+  size_t *ystep;  /* per result: bytes per step (0 for carries) */
+  size_t *cbytes; /* per carry: its bytes */
+} scan_plan;
+
+static void scan_plan_free(scan_plan *sp) {
+  if (!sp) return;
+  free(sp->xstep);
+  free(sp->ystep);
+  free(sp->cbytes);
+  free(sp);
+}
+
 void exec_free(exec *e) {
   if (!e) return;
   for (uint32_t i = 0; i < e->n_steps; i++) {
+    exec_free(e->steps[i].body);
+    scan_plan_free(e->steps[i].scan);
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
     ir_func_free(e->steps[i].sub);
@@ -223,22 +243,88 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   return JIT_OK;
 }
 
-/* The scan at ref v as an interpreted step: it reads its operands' buffers and writes those of
-   its live GETs. */
+static jit_status add_copy(builder *B, uint32_t src, uint32_t dst, size_t bytes) {
+  estep *c = add_step(B, ES_COPY, 2);
+  if (!c) return oom();
+  c->bufs[0] = src;
+  c->bufs[1] = dst;
+  c->bytes = bytes;
+  return JIT_OK;
+}
+
+/* The scan at ref v as a step: its body compiled into an executable of its own, run once per
+   step on the step's slices (carries alternate between two scratch sets). It reads its operands'
+   buffers and writes its GETs' (a result nothing reads goes to scratch). */
 static jit_status add_scan(builder *B, ir_ref v) {
   const ir_func *f = B->f;
+  const ir_ins *in = &f->ins[v];
+  const ir_func *b = ir_scan_body(f, in);
+  uint32_t na = in->n_args, nr = b->n_results, nc = in->attr.scan.n_carry;
+  estep *s = add_step(B, ES_SCAN, na + nr + 2 * nc);
+  if (!s) return oom();
+  uint32_t si = B->e->n_steps - 1;
+  s->n_args = na;
+  scan_plan *sp = calloc(1, sizeof *sp);
+  if (!sp) return oom();
+  s->scan = sp;
+  sp->n_consts = in->attr.scan.n_consts;
+  sp->n_carry = nc;
+  sp->n_results = nr;
+  sp->length = in->attr.scan.length;
+  sp->reverse = in->attr.scan.reverse;
+  sp->xstep = calloc(na + 1, sizeof *sp->xstep);
+  sp->ystep = calloc(nr + 1, sizeof *sp->ystep);
+  sp->cbytes = calloc(nc + 1, sizeof *sp->cbytes);
+  if (!sp->xstep || !sp->ystep || !sp->cbytes) return oom();
+  for (uint32_t i = 0; i < nc; i++) sp->cbytes[i] = bytes_of(f, in->args[sp->n_consts + i]);
+  for (uint32_t i = 0; i < na; i++) {
+    TRY_RET(buf_for(B, in->args[i], &s->bufs[i]));
+    if (i >= sp->n_consts + nc) sp->xstep[i] = bytes_of(b, i);
+  }
+  /* the first live GET of each result is written in place; others copy it afterwards */
+  ir_ref *first = malloc((nr + 1) * sizeof *first);
+  if (!first) return oom();
+  for (uint32_t k = 0; k < nr; k++) first[k] = IR_NOREF;
+  for (ir_ref u = v + 1; u < f->n_ins; u++) {
+    const ir_ins *g = &f->ins[u];
+    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
+    uint32_t k = (uint32_t)g->attr.axis;
+    if (first[k] == IR_NOREF) first[k] = u;
+  }
   jit_status st = JIT_OK;
-  uint32_t n_gets = 0;
-  for (ir_ref u = v + 1; u < f->n_ins; u++)
-    if (f->ins[u].op == IR_GET && f->ins[u].args[0] == v && B->p->cls[u] == FZ_MAT) n_gets++;
-  ir_ref *ops = malloc((n_gets + 1) * sizeof *ops);
-  if (!ops) return oom();
-  uint32_t n = 0;
-  ops[n++] = v;
-  for (ir_ref u = v + 1; u < f->n_ins; u++)
-    if (f->ins[u].op == IR_GET && f->ins[u].args[0] == v && B->p->cls[u] == FZ_MAT) ops[n++] = u;
-  st = add_interp(B, ops, n, f->ins[v].args, f->ins[v].n_args, ops + 1, n - 1);
-  free(ops);
+  for (uint32_t k = 0; k < nr && st == JIT_OK; k++) {
+    if (k >= nc) sp->ystep[k] = bytes_of(b, b->results[k]);
+    if (first[k] != IR_NOREF) {
+      st = buf_for(B, first[k], &B->e->steps[si].bufs[na + k]);
+    } else {
+      ir_type t;
+      size_t bytes = 0;
+      ir_scan_result_type(f, in, k, &t);
+      array_byte_size(t.dtype, t.rank, t.dims, &bytes);
+      st = add_buf(B, EB_TEMP, 0, bytes, &B->e->steps[si].bufs[na + k]);
+    }
+  }
+  for (uint32_t i = 0; i < 2 * nc && st == JIT_OK; i++)
+    st = add_buf(B, EB_TEMP, 0, bytes_of(f, in->args[sp->n_consts + i % nc]),
+                 &B->e->steps[si].bufs[na + nr + i]);
+  if (st == JIT_OK) {
+    exec_stats bs = {0};
+    st = exec_build(B->e->ctx, b, &B->e->steps[si].body, &bs);
+    B->e->nested.codegen_ms += bs.codegen_ms;
+    B->e->nested.llvm_ms += bs.llvm_ms;
+    B->e->nested.n_kernels += bs.n_kernels;
+    B->e->nested.n_native += bs.n_native;
+    B->e->nested.disk_cache_hits += bs.disk_cache_hits;
+  }
+  for (ir_ref u = v + 1; u < f->n_ins && st == JIT_OK; u++) {
+    const ir_ins *g = &f->ins[u];
+    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
+    uint32_t k = (uint32_t)g->attr.axis, dst = 0;
+    if (first[k] == u) continue;
+    st = buf_for(B, u, &dst);
+    if (st == JIT_OK) st = add_copy(B, B->e->steps[si].bufs[na + k], dst, bytes_of(f, u));
+  }
+  free(first);
   return st;
 }
 
@@ -557,8 +643,13 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
   stats->n_kernels = (int)p->n_kernels;
   for (uint32_t i = 0; i < e->n_steps; i++)
     stats->n_native += e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT;
-  stats->codegen_ms = now_ms() - t0;
+  /* the scan bodies were built inside plan(): their LLVM time is LLVM time, not codegen */
+  stats->codegen_ms = now_ms() - t0 - e->nested.llvm_ms;
   TRY(compile(e, f, lfs, p->n_kernels, stats));
+  stats->llvm_ms += e->nested.llvm_ms;
+  stats->n_kernels += e->nested.n_kernels;
+  stats->n_native += e->nested.n_native;
+  stats->disk_cache_hits += e->nested.disk_cache_hits;
   *out = e;
   e = NULL;
 fail:
@@ -595,11 +686,59 @@ static void run_rows(void *arg, int ith, int nth) {
   s->fn(kb, lo, hi);
 }
 
+/* A scan step: the body's executable once per step, on pointers into the operands and results;
+   the carries start as copies of the inits and alternate between the two scratch sets. */
+static jit_status run_scan(const estep *s, void *const *bufs) {
+  const scan_plan *sp = s->scan;
+  uint32_t na = s->n_args, nr = sp->n_results, nc = sp->n_carry, c0 = sp->n_consts;
+  jit_status st = JIT_OK;
+  const void *small_a[16];
+  void *small_r[16], *small_c[16];
+  const void **a = na > 16 ? malloc(na * sizeof *a) : small_a;
+  void **r = nr > 16 ? malloc(nr * sizeof *r) : small_r;
+  void **cur = 2 * nc > 16 ? malloc(2 * nc * sizeof *cur) : small_c;
+  if (!a || !r || !cur) {
+    st = jit_error(JIT_ENOMEM, "jit_call: out of memory");
+    goto done;
+  }
+  void **nxt = cur + nc;
+  for (uint32_t i = 0; i < nc; i++) {
+    cur[i] = bufs[na + nr + i];
+    nxt[i] = bufs[na + nr + nc + i];
+    memcpy(cur[i], bufs[c0 + i], sp->cbytes[i]);
+  }
+  for (uint32_t i = 0; i < na; i++) a[i] = bufs[i];
+  for (int64_t step = 0; step < sp->length && st == JIT_OK; step++) {
+    int64_t t = sp->reverse ? sp->length - 1 - step : step;
+    for (uint32_t i = 0; i < nc; i++) a[c0 + i] = cur[i];
+    for (uint32_t i = c0 + nc; i < na; i++) a[i] = (const unsigned char *)bufs[i] + (size_t)t * sp->xstep[i];
+    for (uint32_t k = 0; k < nr; k++)
+      r[k] = k < nc ? nxt[k] : (void *)((unsigned char *)bufs[na + k] + (size_t)t * sp->ystep[k]);
+    st = exec_run(s->body, a, r);
+    for (uint32_t i = 0; i < nc; i++) {
+      void *x = cur[i];
+      cur[i] = nxt[i];
+      nxt[i] = x;
+    }
+  }
+  for (uint32_t i = 0; i < nc && st == JIT_OK; i++)
+    memcpy(bufs[na + i], cur[i], sp->cbytes[i]);
+done:
+  if (a != small_a) free(a);
+  if (r != small_r) free(r);
+  if (cur != small_c) free(cur);
+  return st;
+}
+
 /* A step the entry does not run itself: split over the pool, or interpreted. */
 static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   exec *e = rt->e;
   const estep *s = &e->steps[i];
   if (rt->status != JIT_OK) return;
+  if (s->kind == ES_SCAN) {
+    rt->status = run_scan(s, bufs);
+    return;
+  }
   if (s->kind == ES_INTERP) {
     const void *small_a[16];
     void *small_r[16];

@@ -32,13 +32,14 @@ typedef struct ebuf {
   size_t bytes;
 } ebuf;
 
-typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY } es_kind;
+typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY, ES_SCAN } es_kind;
 
 typedef struct estep {
   uint8_t kind;       /* es_kind */
   bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
   uint32_t *bufs;     /* buffer ids: kernel: its bufs; dot: lhs, rhs, out, EXEC_MM_SCRATCH;
-                         interp: args then results; copy: src, dst */
+                         interp: args then results; copy: src, dst; scan: its operands, its
+                         results (a GET's buffer, or scratch), then two sets of carry buffers */
   uint32_t n_bufs, n_args;
   kernel_fn fn;       /* ES_KERNEL, ES_DOT */
   char name[32];      /* ES_KERNEL, ES_DOT: the function's symbol */
@@ -48,6 +49,8 @@ typedef struct estep {
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */
   ir_func *sub;       /* ES_INTERP: the kernel as a function */
+  struct exec *body;  /* ES_SCAN: the loop body's own executable, run once per step */
+  struct scan_plan *scan; /* ES_SCAN: counts and per-step strides */
   size_t bytes;       /* ES_COPY */
 } estep;
 
@@ -63,6 +66,7 @@ struct exec {
   int mm_threads;       /* matmul scratch blocks after the intermediates */
   size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes */
   void *arena;          /* allocated by the first run that owns it, kept for the next */
+  exec_stats nested;    /* what building the scan bodies' executables cost */
   atomic_flag busy;     /* a run is using arena */
   struct cg_dylib *lib;
   void (*entry)(void);  /* the typed entry (NULL: the steps run from the C loop) */

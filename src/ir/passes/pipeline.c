@@ -134,6 +134,10 @@ static jit_status env_disabled(unsigned *disabled) {
 
 static jit_status run(ir_func *f, pass_id p, unsigned disabled, bool verify) {
   if (disabled & (1u << p)) return JIT_OK;
+  for (uint32_t i = 0; i < f->n_bodies; i++) { /* scan bodies first: what they need may shrink */
+    jit_status st = run(f->bodies[i], p, disabled, verify);
+    if (st != JIT_OK) return st;
+  }
   jit_status st = pass_fns[p](f);
   if (st == JIT_OK && verify) st = ir_verify(f, pass_names[p]);
   return st;
