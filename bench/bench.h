@@ -27,14 +27,15 @@ typedef struct floor_result {
 int floors_measure(int reps, floor_result *out);
 
 /* ---- workloads (workloads.c) ------------------------------------------------------------------ */
-typedef enum { FLOOR_BYTES, FLOOR_FLOPS, FLOOR_LATENCY } floor_kind;
+/* FLOOR_FLOPS_1T: FLOPs against one thread's FMA peak (a sequential loop such as W5's). */
+typedef enum { FLOOR_BYTES, FLOOR_FLOPS, FLOOR_LATENCY, FLOOR_FLOPS_1T } floor_kind;
 
 #define WL_MAX_ARGS 6
 #define WL_MAX_RESULTS 3
 
 typedef struct wl_arg {
   int rank;
-  int64_t shape[2];
+  int64_t shape[3];
   double scale;             /* filled with uniform(-1, 1) * scale */
 } wl_arg;
 
@@ -50,8 +51,12 @@ typedef struct workload {
   wl_arg args[WL_MAX_ARGS];
   int n_results;             /* 0 means 1 */
   int out_rank[WL_MAX_RESULTS];
-  int64_t out_shape[WL_MAX_RESULTS][2];
+  int64_t out_shape[WL_MAX_RESULTS][3];
   jit_trace_fn trace;
+  /* chain > 0: one timed unit is args[1]'s leading size of jit_calls of a one-step function:
+     call t takes slice t of args[1] in its place and, as args[0], the previous call's result 0
+     (args[0] itself for t = 0); the last call's result is checked. */
+  int chain;
   /* ref for every element of every result, in float64, from the same float32 inputs: the
      results one after the other, each in row-major order. The check is per result. */
   void (*reference)(const float *const *args, double *ref);

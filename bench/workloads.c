@@ -148,6 +148,74 @@ static void w4_ref(const float *const *a, double *y) {
   free(h);
 }
 
+/* ---- W5 rnn_scan: h_{t+1} = tanh(h_t @ wh + x_t @ wx + b), all h --------------------------------- */
+enum { W5_T = 1000, W5_B = 32, W5_H = 256 };
+#define W5_WSCALE 0.0625 /* 1/sqrt(H): the recurrence stays stable */
+
+typedef struct w5_weights {
+  jit_val wh, wx, b;
+} w5_weights;
+
+static void w5_step(jit_trace *t, const jit_val *h, const jit_val *x, jit_val *nh, jit_val *y,
+                    void *user) {
+  const w5_weights *w = user;
+  nh[0] = jit_tanh(t, jit_add(t, jit_add(t, jit_matmul(t, h[0], w->wh), jit_matmul(t, x[0], w->wx)),
+                              w->b));
+  y[0] = nh[0];
+}
+
+/* args: h0 [B,H], xs [T,B,H], wh [H,H], wx [H,H], b [H] */
+static void w5_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  w5_weights w = {a[2], a[3], a[4]};
+  jit_val last;
+  jit_scan(t, w5_step, &w, 1, &a[0], 1, &a[1], -1, 0, &last, 1, &r[0]);
+}
+
+static void w5_ref(const float *const *a, double *hs) {
+  double *h = malloc(sizeof(double) * W5_B * W5_H), *acc = malloc(sizeof(double) * W5_B * W5_H);
+  if (!h || !acc) {
+    free(h);
+    free(acc);
+    for (int64_t i = 0; i < (int64_t)W5_T * W5_B * W5_H; i++) hs[i] = NAN;
+    return;
+  }
+  for (int64_t i = 0; i < W5_B * W5_H; i++) h[i] = a[0][i];
+  for (int64_t t = 0; t < W5_T; t++) {
+    for (int64_t i = 0; i < W5_B; i++) {
+      double *row = acc + i * W5_H;
+      for (int64_t j = 0; j < W5_H; j++) row[j] = a[4][j];
+      for (int64_t k = 0; k < W5_H; k++) {
+        double hk = h[i * W5_H + k], xk = a[1][(t * W5_B + i) * W5_H + k];
+        const float *wh = a[2] + k * W5_H, *wx = a[3] + k * W5_H;
+        for (int64_t j = 0; j < W5_H; j++) row[j] += hk * wh[j] + xk * wx[j];
+      }
+    }
+    for (int64_t i = 0; i < W5_B * W5_H; i++) h[i] = hs[t * W5_B * W5_H + i] = tanh(acc[i]);
+  }
+  free(h);
+  free(acc);
+}
+
+/* W5s: one step of W5 as a jitted function, called T times (what the scan saves). */
+static void w5s_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  w5_weights w = {a[2], a[3], a[4]};
+  jit_val y;
+  w5_step(t, &a[0], &a[1], &r[0], &y, &w);
+  (void)user;
+}
+
+static void w5s_ref(const float *const *a, double *h) {
+  double *hs = malloc(sizeof(double) * W5_T * W5_B * W5_H);
+  if (!hs) {
+    for (int64_t i = 0; i < W5_B * W5_H; i++) h[i] = NAN;
+    return;
+  }
+  w5_ref(a, hs);
+  memcpy(h, hs + (int64_t)(W5_T - 1) * W5_B * W5_H, sizeof(double) * W5_B * W5_H);
+  free(hs);
+}
+
 /* ---- W6 vmap_loss: l_i = mean((x_i @ w - y_i)^2), jit_vmap over i ------------------------------ */
 enum { W6_N = 4096, W6_D = 512, W6_O = 64 };
 
@@ -269,8 +337,9 @@ static void w7_ref(const float *const *a, double *y) {
 }
 
 /* ---- the table ------------------------------------------------------------------------------------ */
-#define ARG1(n) {1, {(n), 0}, 1.0}
-#define ARG2(r, c) {2, {(r), (c)}, 1.0}
+#define ARG1(n) {1, {(n), 0, 0}, 1.0}
+#define ARG2(r, c) {2, {(r), (c), 0}, 1.0}
+#define ARG3(a, b, c) {3, {(a), (b), (c)}, 1.0}
 
 const workload bench_workloads[] = {
     {.id = "W1", .name = "eltwise", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
@@ -286,8 +355,20 @@ const workload bench_workloads[] = {
      .amount = 2.0 * 2 * W4_B * W4_D * W4_H, .tol = 1e-4, .n_args = 5,
      .args = {ARG2(W4_B, W4_D), ARG2(W4_D, W4_H), ARG1(W4_H), ARG2(W4_H, W4_D), ARG1(W4_D)},
      .out_rank = {2}, .out_shape = {{W4_B, W4_D}}, .trace = w4_trace, .reference = w4_ref},
-    {.id = "W5", .name = "rnn_scan", .na = "needs issue 5: scan", .kind = FLOOR_FLOPS,
-     .amount = 8.4e9},
+    {.id = "W5", .name = "rnn_scan", .kind = FLOOR_FLOPS_1T, .amount = 2.0 * 2 * W5_T * W5_B * W5_H * W5_H,
+     .tol = 1e-3, .note = "W5 is one jit_scan over T=1000 steps; its %floor is of one thread's FMA peak",
+     .n_args = 5,
+     .args = {ARG2(W5_B, W5_H), ARG3(W5_T, W5_B, W5_H), {2, {W5_H, W5_H, 0}, W5_WSCALE},
+              {2, {W5_H, W5_H, 0}, W5_WSCALE}, ARG1(W5_H)},
+     .out_rank = {3}, .out_shape = {{W5_T, W5_B, W5_H}}, .trace = w5_trace, .reference = w5_ref},
+    {.id = "W5s", .name = "rnn_steps", .kind = FLOOR_FLOPS_1T,
+     .amount = 2.0 * 2 * W5_T * W5_B * W5_H * W5_H, .tol = 1e-3, .chain = 1,
+     .note = "W5s is W5's step jitted alone and called 1000 times from C (h fed back), timed in "
+             "the same run: what one scan saves",
+     .n_args = 5,
+     .args = {ARG2(W5_B, W5_H), ARG3(W5_T, W5_B, W5_H), {2, {W5_H, W5_H, 0}, W5_WSCALE},
+              {2, {W5_H, W5_H, 0}, W5_WSCALE}, ARG1(W5_H)},
+     .out_rank = {2}, .out_shape = {{W5_B, W5_H}}, .trace = w5s_trace, .reference = w5s_ref},
     {.id = "W6", .name = "vmap_loss", .kind = FLOOR_FLOPS, .amount = 2.0 * W6_N * W6_D * W6_O,
      .tol = 1e-4, .note = "W6 is jit_vmap of the one-example loss over x and y (w unbatched); "
                           "W6b is the same loss batched by hand, timed in the same run",
