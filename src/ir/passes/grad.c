@@ -233,6 +233,13 @@ static ir_ref copy_ins(grad *g, ir_ref r, const ir_ref *ops, uint32_t remat) {
   const ir_ins *in = &g->body->ins[r];
   ir_attr a = in->attr;
   a.remat = remat;
+  if (in->op == IR_SCAN) { /* dst gets its own copy of the loop's body */
+    ir_func *copy = ir_func_clone(ir_scan_body(g->body, in));
+    if (!copy || ir_add_body(g->dst, copy, &a.scan.body) != JIT_OK) {
+      g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+      return IR_NOREF;
+    }
+  }
   ir_ref out = ir_emit(g->dst, in->op, g->tymap[in->ty], in->n_args, ops, &a, in->loc);
   if (out == IR_NOREF) g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
   return out;
@@ -549,6 +556,16 @@ static void vjp(grad *g, ir_ref i) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
+  case IR_GET:
+  case IR_SCAN: /* never a silently dropped gradient */
+    if (g->st == JIT_OK) {
+      if (in->loc.file)
+        g->st = jit_error(JIT_EUNSUPPORTED, "%s: scan at %s:%d: the gradient of a scan is not "
+                          "implemented yet", who, in->loc.file, in->loc.line);
+      else
+        g->st = jit_error(JIT_EUNSUPPORTED, "%s: the gradient of a scan is not implemented yet", who);
+    }
+    break;
   default: break; /* param, const, iota, cmp, floor: no cotangent flows through them */
   }
 }
@@ -630,7 +647,8 @@ jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_re
   for (uint32_t i = 0; i < body->n_ins; i++) {
     const ir_ins *in = &body->ins[i];
     g.rc[i] = g.ct[i] = IR_NOREF;
-    bool fl = ir_dtype_is_float(body->types[in->ty].dtype);
+    /* a scan's token is bool[]: what matters is whether its results carry derivatives */
+    bool fl = in->op == IR_SCAN || ir_dtype_is_float(body->types[in->ty].dtype);
     if (i < body->n_params) {
       g.fwd[i] = args[i];
       g.dep[i] = fl && i < 64 && (wrt_mask >> i & 1);

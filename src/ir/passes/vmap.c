@@ -135,7 +135,12 @@ static void copy_unbatched(vm *v, ir_ref r, const ir_ins *in) {
   }
   for (uint32_t i = 0; i < in->n_args; i++) args[i] = v->map[in->args[i]];
   ir_ty ty = ir_type_intern(v->dst, &v->body->types[in->ty]);
-  v->map[r] = ir_emit(v->dst, in->op, ty, in->n_args, args, &in->attr, v->loc);
+  ir_attr attr = in->attr;
+  if (in->op == IR_SCAN) { /* dst gets its own copy of the loop's body */
+    ir_func *copy = ir_func_clone(ir_scan_body(v->body, in));
+    if (!copy || ir_add_body(v->dst, copy, &attr.scan.body) != JIT_OK) ty = UINT32_MAX;
+  }
+  v->map[r] = ty == UINT32_MAX ? IR_NOREF : ir_emit(v->dst, in->op, ty, in->n_args, args, &attr, v->loc);
   if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
   v->bd[r] = -1;
   if (args != small) free(args);
@@ -296,6 +301,82 @@ static void rule_dot(vm *v, ir_ref r, const ir_ins *in) {
   }
 }
 
+/* A scan with a batched operand: every carry is batched (unbatched inits broadcast), each
+   batched const and x keeps its batch (an x's moves to dim 1, so that its slices have it at 0),
+   and the body is vmapped into a new body whose results are all batched at 0. The scan's token
+   is marked batched (bd 0): its GETs are batched at 0 (carries) or 1 (ys). */
+static void rule_scan(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_scan *sa = &in->attr.scan;
+  const ir_func *b = ir_scan_body(v->body, in);
+  uint32_t na = in->n_args, c0 = sa->n_consts, nc = sa->n_carry;
+  ir_ref *ops = malloc((na + 1) * sizeof *ops), *bp = malloc((na + 1) * sizeof *bp);
+  ir_ref *res = malloc((b->n_results + 1) * sizeof *res);
+  int *in_axes = malloc((na + 1) * sizeof *in_axes), *out_axes = calloc(b->n_results + 1, sizeof(int));
+  ir_func *nb = ir_func_new(b->name);
+  if (!ops || !bp || !res || !in_axes || !out_axes || !nb) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (uint32_t i = 0; i < na && v->st == JIT_OK; i++) {
+    ir_ref a = in->args[i];
+    bool carry = i >= c0 && i < c0 + nc, x = i >= c0 + nc;
+    in_axes[i] = carry || v->bd[a] >= 0 ? 0 : -1;
+    if (in_axes[i] < 0) ops[i] = v->map[a];
+    else if (x) ops[i] = move_bdim(v, v->map[a], v->bd[a], 1);
+    else ops[i] = batched_at(v, a, 0);
+    /* the new body's param: the old one's type, batched at 0 when the operand is */
+    ir_type pt = *ir_type_of(b, i), bt = pt;
+    if (in_axes[i] == 0 && !batched_type(v, &pt, 0, &bt)) break;
+    ir_ty ty = ir_type_intern(nb, &bt);
+    bp[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(nb, ty);
+    if (bp[i] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  }
+  if (v->st != JIT_OK) goto done;
+  jit_status st = ir_vmap_into(nb, b, bp, in_axes, v->batch, out_axes, res, in->loc);
+  if (st != JIT_OK) {
+    v->st = st; /* the message (the body's op and line) is already the last error */
+    goto done;
+  }
+  if (ir_set_results(nb, b->n_results, res) != JIT_OK) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  ir_attr a = in->attr;
+  a.remat = v->remat;
+  ir_func *owned = nb;
+  nb = NULL;
+  if (ir_add_body(v->dst, owned, &a.scan.body) != JIT_OK) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  v->map[r] = ir_emit(v->dst, IR_SCAN, ir_type_intern(v->dst, &v->body->types[in->ty]), na, ops,
+                      &a, v->loc);
+  if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  v->bd[r] = 0;
+done:
+  ir_func_free(nb);
+  free(ops);
+  free(bp);
+  free(res);
+  free(in_axes);
+  free(out_axes);
+}
+
+/* A result of a batched scan: carries batched at 0, stacked ys at 1. */
+static void rule_get(vm *v, ir_ref r, const ir_ins *in) {
+  ir_ref s = v->map[in->args[0]];
+  ir_type t;
+  if (!ir_scan_result_type(v->dst, &v->dst->ins[s], (uint32_t)in->attr.axis, &t)) {
+    vfail(v, JIT_EINTERNAL, "batched scan has no result %lld", (long long)in->attr.axis);
+    return;
+  }
+  ir_attr a = in->attr;
+  a.remat = v->remat;
+  v->map[r] = ir_emit(v->dst, IR_GET, ir_type_intern(v->dst, &t), 1, &s, &a, v->loc);
+  if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  v->bd[r] = (int8_t)((uint64_t)in->attr.axis < v->body->ins[in->args[0]].attr.scan.n_carry ? 0 : 1);
+}
+
 static void batch_ins(vm *v, ir_ref r) {
   const ir_ins *in = &v->body->ins[r];
   bool any = false;
@@ -317,6 +398,8 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: rule_reduce(v, r, in); break;
   case IR_DOT: rule_dot(v, r, in); break;
+  case IR_SCAN: rule_scan(v, r, in); break;
+  case IR_GET: rule_get(v, r, in); break;
   default:
     if (ir_op_flags[in->op] & IR_EW)
       rule_elementwise(v, r, in);
