@@ -300,6 +300,31 @@ static void test_passes_keep_bodies(void **state) {
   assert_null(strstr(text, "%4 = get")); /* CSE merged the two gets */
   free(text);
   ir_func_free(f);
+  /* gets of different results, and two scans of equal text, are never merged */
+  f = parse_one("func @n(%0: f32[3], %1: f32[5,3]) -> (f32[3], f32[5,3], f32[3]) {\n"
+                "  %2 = scan %0, %1 consts=0 carry=1 length=5 : (f32[3], f32[5,3]) {\n"
+                "    func @body(%0: f32[3], %1: f32[3]) -> (f32[3], f32[3]) {\n"
+                "      %2 = add %0, %1 : f32[3]\n"
+                "      return %2, %1\n"
+                "    }\n"
+                "  }\n"
+                "  %3 = scan %0, %1 consts=0 carry=1 length=5 : (f32[3], f32[5,3]) {\n"
+                "    func @body(%0: f32[3], %1: f32[3]) -> (f32[3], f32[3]) {\n"
+                "      %2 = mul %0, %1 : f32[3]\n"
+                "      return %2, %1\n"
+                "    }\n"
+                "  }\n"
+                "  %4 = get %2 index=0 : f32[3]\n"
+                "  %5 = get %2 index=1 : f32[5,3]\n"
+                "  %6 = get %3 index=0 : f32[3]\n"
+                "  return %4, %5, %6\n"
+                "}\n");
+  assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+  text = ir_print_to_string(f);
+  assert_non_null(strstr(text, "%3 = scan"));
+  assert_non_null(strstr(text, "index=1"));
+  free(text);
+  ir_func_free(f);
   /* nothing used: DCE removes the scan */
   f = parse_one("func @d(%0: f32[3], %1: f32[5,3]) -> f32[3] {\n"
                 "  %2 = scan %0, %1 consts=0 carry=1 length=5 : (f32[3], f32[5,3]) {\n"

@@ -88,6 +88,17 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
     for (int i = 0; i < a->dot.n_contract && i < IR_MAX_RANK; i++)
       h = mix(mix(h, a->dot.lhs_contract[i]), a->dot.rhs_contract[i]);
     break;
+  case IR_GET: h = mix(h, (uint64_t)a->axis); break;
+  case IR_SCAN: h = mix(h, a->scan.body); break;
+  case IR_ALL_REDUCE:
+  case IR_ALL_GATHER:
+  case IR_REDUCE_SCATTER:
+  case IR_ALL_TO_ALL:
+  case IR_COLLECTIVE_PERMUTE:
+  case IR_AXIS_INDEX:
+    h = mix(mix(mix(mix(mix(h, a->coll.axes), a->coll.kind), a->coll.dim), a->coll.dim2),
+            (uint64_t)(uint32_t)a->coll.shift);
+    break;
   default: break;
   }
   return h;
@@ -124,6 +135,14 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
         return false;
     return true;
   }
+  case IR_GET: return x->axis == y->axis;
+  case IR_SCAN: return false; /* each scan runs its own body: never merged */
+  case IR_ALL_REDUCE:
+  case IR_ALL_GATHER:
+  case IR_REDUCE_SCATTER:
+  case IR_ALL_TO_ALL:
+  case IR_COLLECTIVE_PERMUTE:
+  case IR_AXIS_INDEX: return memcmp(&x->coll, &y->coll, sizeof x->coll) == 0;
   default: return true;
   }
 }

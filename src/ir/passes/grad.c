@@ -233,8 +233,12 @@ static ir_ref copy_ins(grad *g, ir_ref r, const ir_ref *ops, uint32_t remat) {
   const ir_ins *in = &g->body->ins[r];
   ir_attr a = in->attr;
   a.remat = remat;
-  if (in->op == IR_SCAN) { /* dst gets its own copy of the loop's body */
-    ir_func *copy = ir_func_clone(ir_scan_body(g->body, in));
+  if (in->op == IR_SCAN) { /* dst gets its own copy of the loop's body (saving the carries
+                              when a gradient will flow back through it) */
+    const ir_func *b = ir_scan_body(g->body, in);
+    ir_func *copy = g->dep[r] ? ir_scan_body_saving_carries(b, in->attr.scan.n_consts,
+                                                            in->attr.scan.n_carry)
+                              : ir_func_clone(b);
     if (!copy || ir_add_body(g->dst, copy, &a.scan.body) != JIT_OK) {
       g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
       return IR_NOREF;
@@ -464,6 +468,35 @@ static void vjp_dot(grad *g, const ir_ins *in, ir_ref ct) {
   }
 }
 
+/* The cotangents of scan i's results (summed over its GETs), then the backward scan. */
+static void vjp_scan(grad *g, ir_ref i) {
+  const ir_ins *in = &g->body->ins[i];
+  const ir_func *b = ir_scan_body(g->body, in);
+  ir_ref *ctr = malloc((b->n_results + 1) * sizeof *ctr), *ops = malloc((in->n_args + 1) * sizeof *ops);
+  ir_ref *cto = malloc((in->n_args + 1) * sizeof *cto);
+  if (!ctr || !ops || !cto) {
+    g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+    goto done;
+  }
+  for (uint32_t k = 0; k < b->n_results; k++) ctr[k] = IR_NOREF;
+  for (ir_ref u = i + 1; u < g->body->n_ins; u++) {
+    const ir_ins *gu = &g->body->ins[u];
+    if (gu->op != IR_GET || gu->args[0] != i || g->ct[u] == IR_NOREF) continue;
+    uint32_t k = (uint32_t)gu->attr.axis;
+    ctr[k] = ctr[k] == IR_NOREF ? g->ct[u] : bin(g, IR_ADD, ctr[k], g->ct[u]);
+  }
+  for (uint32_t k = 0; k < in->n_args; k++) ops[k] = primal(g, in->args[k]);
+  ir_ref fwd = primal(g, i);
+  if (g->st != JIT_OK) goto done;
+  g->st = ir_scan_vjp(g->dst, g->body, in, ops, fwd, ctr, cto, g->loc);
+  for (uint32_t k = 0; k < in->n_args && g->st == JIT_OK; k++)
+    if (cto[k] != IR_NOREF && g->dep[in->args[k]]) accum(g, in->args[k], cto[k]);
+done:
+  free(ctr);
+  free(ops);
+  free(cto);
+}
+
 static void vjp(grad *g, ir_ref i) {
   const ir_ins *in = &g->body->ins[i];
   ir_ref ct = g->ct[i];
@@ -556,16 +589,10 @@ static void vjp(grad *g, ir_ref i) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
-  case IR_GET:
-  case IR_SCAN: /* never a silently dropped gradient */
-    if (g->st == JIT_OK) {
-      if (in->loc.file)
-        g->st = jit_error(JIT_EUNSUPPORTED, "%s: scan at %s:%d: the gradient of a scan is not "
-                          "implemented yet", who, in->loc.file, in->loc.line);
-      else
-        g->st = jit_error(JIT_EUNSUPPORTED, "%s: the gradient of a scan is not implemented yet", who);
-    }
+  case IR_GET: /* marks its scan: the scan's rule gathers its GETs' cotangents */
+    if (g->ct[x0] == IR_NOREF) g->ct[x0] = ct;
     break;
+  case IR_SCAN: vjp_scan(g, i); break;
   default: break; /* param, const, iota, cmp, floor: no cotangent flows through them */
   }
 }
