@@ -9,6 +9,7 @@
 #define PASS_DEF(_)               \
   _(canonicalize, CANONICALIZE)   \
   _(cse, CSE)                     \
+  _(hoist, HOIST)                 \
   _(dce, DCE)
 
 typedef enum pass_id {

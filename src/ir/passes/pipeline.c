@@ -149,6 +149,7 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
   TRY(run(f, PASS_CANONICALIZE, disabled, verify));
   TRY(run(f, PASS_CSE, disabled, verify));
   TRY(run(f, PASS_CANONICALIZE, disabled, verify));
+  TRY(run(f, PASS_HOIST, disabled, verify));
   TRY(run(f, PASS_DCE, disabled, verify));
   return JIT_OK;
 fail:

@@ -1,0 +1,170 @@
+/* hoist.c: loop-invariant code motion for scans: work in a scan's body that depends only on its
+ * consts (and constants) is computed once before the loop and enters the body as a new const.
+ *
+ * What it does: per SCAN, marks the body's invariant values (const params, constants, and ops
+ * whose operands are all invariant; nested scans stay inside). Invariant ops (not the constants:
+ * a splat costs nothing) are copied in front of the scan, operands mapped to the scan's const
+ * operands; those the loop still reads become consts of a rebuilt body, after the old consts.
+ * Needs: verified f (bodies are optimized first by the pipeline). Keeps: locations, order.
+ * Cost: O(instructions of f and its bodies); f is rebuilt when some scan has invariant work.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/error.h"
+
+static bool movable(ir_op op) {
+  return op != IR_PARAM && op != IR_CONST && op != IR_IOTA && op != IR_SCAN && op != IR_GET &&
+         op < IR_ALL_REDUCE; /* collectives stay where the partitioner put them */
+}
+
+/* inv[r]: body value r is the same on every step; returns whether some movable op is. */
+static bool mark_invariant(const ir_func *b, uint32_t n_consts, bool *inv) {
+  bool any = false;
+  for (uint32_t r = 0; r < b->n_ins; r++) {
+    const ir_ins *in = &b->ins[r];
+    if (r < b->n_params) {
+      inv[r] = r < n_consts;
+      continue;
+    }
+    inv[r] = in->op != IR_SCAN && in->op != IR_GET && (movable(in->op) || in->op == IR_CONST ||
+                                                       in->op == IR_IOTA);
+    for (uint32_t k = 0; k < in->n_args && inv[r]; k++) inv[r] = inv[in->args[k]];
+    if (inv[r] && movable(in->op)) any = true;
+  }
+  return any;
+}
+
+/* Emits into nf (the rebuilt parent) the scan at ref s of f with its invariant work in front. */
+static jit_status hoist_scan(const ir_func *f, ir_ref s, ir_func *nf, ir_ref *map) {
+  const ir_ins *in = &f->ins[s];
+  const ir_func *b = ir_scan_body(f, in);
+  uint32_t c0 = in->attr.scan.n_consts, n = b->n_ins;
+  jit_status st = JIT_OK;
+  bool *inv = calloc(n + 1, sizeof *inv), *needed = calloc(n + 1, sizeof *needed);
+  ir_ref *outer = malloc((n + 1) * sizeof *outer), *bmap = malloc((n + 1) * sizeof *bmap);
+  ir_ref *ops = malloc((in->n_args + n + b->n_results + 1) * sizeof *ops);
+  ir_func *nb = NULL;
+  if (!inv || !needed || !outer || !bmap || !ops) goto nomem;
+  bool any = mark_invariant(b, c0, inv);
+  /* invariant movable values read by the loop (a variant op or a body result) */
+  uint32_t n_new = 0;
+  for (uint32_t r = b->n_params; r < n; r++) {
+    const ir_ins *bi = &b->ins[r];
+    if (inv[r]) continue;
+    for (uint32_t k = 0; k < bi->n_args; k++)
+      if (movable(b->ins[bi->args[k]].op) && inv[bi->args[k]]) needed[bi->args[k]] = true;
+  }
+  for (uint32_t k = 0; k < b->n_results; k++)
+    if (movable(b->ins[b->results[k]].op) && inv[b->results[k]]) needed[b->results[k]] = true;
+  for (uint32_t r = 0; r < n; r++) n_new += needed[r];
+  ir_attr a = in->attr;
+  if (!any || !n_new) { /* nothing worth moving: the scan as it was, with its own body copy */
+    ir_func *copy = ir_func_clone(b);
+    if (!copy || ir_add_body(nf, copy, &a.scan.body) != JIT_OK) goto nomem;
+    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
+    map[s] = ir_emit(nf, IR_SCAN, in->ty, in->n_args, ops, &a, in->loc);
+    goto done;
+  }
+  /* the invariant work, in front of the loop */
+  for (uint32_t r = 0; r < n; r++) {
+    outer[r] = IR_NOREF;
+    if (r < c0) outer[r] = map[in->args[r]];
+    if (r < b->n_params || !inv[r]) continue;
+    const ir_ins *bi = &b->ins[r];
+    for (uint32_t k = 0; k < bi->n_args; k++) ops[k] = outer[bi->args[k]];
+    ir_ty ty = ir_type_intern(nf, ir_type_of(b, r));
+    outer[r] = ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, bi->op, ty, bi->n_args, ops, &bi->attr, bi->loc);
+    if (outer[r] == IR_NOREF) goto nomem;
+  }
+  /* the new body: old consts, the hoisted values, carries, xs */
+  nb = ir_func_new(b->name);
+  if (!nb) goto nomem;
+  for (uint32_t p = 0; p < c0; p++) bmap[p] = ir_emit_param(nb, ir_type_intern(nb, ir_type_of(b, p)));
+  for (uint32_t r = 0; r < n; r++)
+    if (needed[r]) bmap[r] = ir_emit_param(nb, ir_type_intern(nb, ir_type_of(b, r)));
+  for (uint32_t p = c0; p < b->n_params; p++)
+    bmap[p] = ir_emit_param(nb, ir_type_intern(nb, ir_type_of(b, p)));
+  for (uint32_t r = b->n_params; r < n; r++) {
+    const ir_ins *bi = &b->ins[r];
+    if (needed[r] || (inv[r] && movable(bi->op))) continue; /* a new param, or moved out */
+    ir_attr ba = bi->attr;
+    if (bi->op == IR_SCAN) {
+      ir_func *copy = ir_func_clone(ir_scan_body(b, bi));
+      if (!copy || ir_add_body(nb, copy, &ba.scan.body) != JIT_OK) goto nomem;
+    }
+    for (uint32_t k = 0; k < bi->n_args; k++) ops[k] = bmap[bi->args[k]];
+    ir_ty ty = ir_type_intern(nb, ir_type_of(b, r));
+    bmap[r] = ty == UINT32_MAX ? IR_NOREF : ir_emit(nb, bi->op, ty, bi->n_args, ops, &ba, bi->loc);
+    if (bmap[r] == IR_NOREF) goto nomem;
+  }
+  for (uint32_t k = 0; k < b->n_results; k++) ops[k] = bmap[b->results[k]];
+  if (nb->oom || ir_set_results(nb, b->n_results, ops) != JIT_OK) goto nomem;
+  /* the scan: old consts, hoisted values, then its carries and xs */
+  uint32_t m = 0;
+  for (uint32_t k = 0; k < c0; k++) ops[m++] = map[in->args[k]];
+  for (uint32_t r = 0; r < n; r++)
+    if (needed[r]) ops[m++] = outer[r];
+  for (uint32_t k = c0; k < in->n_args; k++) ops[m++] = map[in->args[k]];
+  a.scan.n_consts = c0 + n_new;
+  ir_func *owned = nb;
+  nb = NULL;
+  if (ir_add_body(nf, owned, &a.scan.body) != JIT_OK) goto nomem;
+  map[s] = ir_emit(nf, IR_SCAN, in->ty, m, ops, &a, in->loc);
+  goto done;
+nomem:
+  st = jit_error(JIT_ENOMEM, "hoist: out of memory");
+done:
+  ir_func_free(nb);
+  free(inv);
+  free(needed);
+  free(outer);
+  free(bmap);
+  free(ops);
+  return st;
+}
+
+jit_status pass_hoist(ir_func *f) {
+  bool any = false;
+  for (uint32_t i = f->n_params; i < f->n_ins && !any; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (in->op != IR_SCAN) continue;
+    const ir_func *b = ir_scan_body(f, in);
+    bool *inv = calloc(b->n_ins + 1, sizeof *inv);
+    if (!inv) return jit_error(JIT_ENOMEM, "hoist: out of memory");
+    any = mark_invariant(b, in->attr.scan.n_consts, inv);
+    free(inv);
+  }
+  if (!any) return JIT_OK;
+  jit_status st = JIT_OK;
+  ir_ref *map = malloc(f->n_ins * sizeof *map), *args = NULL;
+  uint32_t cap = 0;
+  ir_func *nf = map ? pass_rebuild_begin(f, map, "hoist") : NULL;
+  if (!nf) {
+    free(map);
+    return map ? JIT_ENOMEM : jit_error(JIT_ENOMEM, "hoist: out of memory");
+  }
+  for (uint32_t i = f->n_params; i < f->n_ins && st == JIT_OK; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (in->op == IR_SCAN) {
+      st = hoist_scan(f, i, nf, map);
+      continue;
+    }
+    if (!ir_grow((void **)&args, &cap, in->n_args + 1, sizeof *args)) {
+      st = jit_error(JIT_ENOMEM, "hoist: out of memory");
+      break;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
+    map[i] = ir_emit(nf, in->op, in->ty, in->n_args, args, &in->attr, in->loc);
+  }
+  free(args);
+  if (st != JIT_OK) {
+    ir_func_free(nf);
+    free(map);
+    return st;
+  }
+  st = pass_rebuild_end(f, nf, map, "hoist");
+  free(map);
+  return st;
+}
