@@ -2,9 +2,12 @@
  * consts (and constants) is computed once before the loop and enters the body as a new const.
  *
  * What it does: per SCAN, marks the body's invariant values (const params, constants, and ops
- * whose operands are all invariant; nested scans stay inside). Invariant ops (not the constants:
- * a splat costs nothing) are copied in front of the scan, operands mapped to the scan's const
- * operands; those the loop still reads become consts of a rebuilt body, after the old consts.
+ * whose operands are all invariant; nested scans stay inside). Invariant ops are copied in front
+ * of the scan, operands mapped to the scan's const operands; those the loop still reads become
+ * consts of a rebuilt body, after the old consts. Like XLA's while-loop LICM, an op that makes
+ * more elements than it reads (a broadcast) moves only when a moved op needs it: fused into the
+ * loop's kernels it costs nothing, hoisted it would be read from memory on every step. Constants
+ * stay too (a splat costs nothing).
  * Needs: verified f (bodies are optimized first by the pipeline). Keeps: locations, order.
  * Cost: O(instructions of f and its bodies); f is rebuilt when some scan has invariant work.
  */
@@ -19,9 +22,17 @@ static bool movable(ir_op op) {
          op < IR_ALL_REDUCE; /* collectives stay where the partitioner put them */
 }
 
-/* inv[r]: body value r is the same on every step; returns whether some movable op is. */
-static bool mark_invariant(const ir_func *b, uint32_t n_consts, bool *inv) {
-  bool any = false;
+/* An op that writes more elements than it reads. */
+static bool inflating(const ir_func *b, ir_ref r) {
+  const ir_ins *in = &b->ins[r];
+  int64_t read = 0;
+  for (uint32_t k = 0; k < in->n_args; k++) read += ir_type_numel(ir_type_of(b, in->args[k]));
+  return ir_type_numel(ir_type_of(b, r)) > read;
+}
+
+/* inv[r]: body value r is the same on every step; moved[r]: it is computed before the loop
+   (see the top of the file). Returns whether anything moves. */
+static bool mark_invariant(const ir_func *b, uint32_t n_consts, bool *inv, bool *moved) {
   for (uint32_t r = 0; r < b->n_ins; r++) {
     const ir_ins *in = &b->ins[r];
     if (r < b->n_params) {
@@ -31,8 +42,18 @@ static bool mark_invariant(const ir_func *b, uint32_t n_consts, bool *inv) {
     inv[r] = in->op != IR_SCAN && in->op != IR_GET && (movable(in->op) || in->op == IR_CONST ||
                                                        in->op == IR_IOTA);
     for (uint32_t k = 0; k < in->n_args && inv[r]; k++) inv[r] = inv[in->args[k]];
-    if (inv[r] && movable(in->op)) any = true;
   }
+  bool any = false;
+  for (uint32_t r = b->n_ins; r-- > b->n_params;) { /* users first: used[] is known */
+    const ir_ins *in = &b->ins[r];
+    moved[r] = moved[r] /* a moved op reads it */ ||
+               (inv[r] && movable(in->op) && !inflating(b, r));
+    moved[r] = moved[r] && inv[r] && movable(in->op);
+    if (!moved[r]) continue;
+    any = true;
+    for (uint32_t k = 0; k < in->n_args; k++) moved[in->args[k]] = true;
+  }
+  for (uint32_t r = 0; r < b->n_params; r++) moved[r] = false;
   return any;
 }
 
@@ -43,21 +64,22 @@ static jit_status hoist_scan(const ir_func *f, ir_ref s, ir_func *nf, ir_ref *ma
   uint32_t c0 = in->attr.scan.n_consts, n = b->n_ins;
   jit_status st = JIT_OK;
   bool *inv = calloc(n + 1, sizeof *inv), *needed = calloc(n + 1, sizeof *needed);
+  bool *moved = calloc(n + 1, sizeof *moved);
   ir_ref *outer = malloc((n + 1) * sizeof *outer), *bmap = malloc((n + 1) * sizeof *bmap);
   ir_ref *ops = malloc((in->n_args + n + b->n_results + 1) * sizeof *ops);
   ir_func *nb = NULL;
-  if (!inv || !needed || !outer || !bmap || !ops) goto nomem;
-  bool any = mark_invariant(b, c0, inv);
+  if (!inv || !needed || !moved || !outer || !bmap || !ops) goto nomem;
+  bool any = mark_invariant(b, c0, inv, moved);
   /* invariant movable values read by the loop (a variant op or a body result) */
   uint32_t n_new = 0;
   for (uint32_t r = b->n_params; r < n; r++) {
     const ir_ins *bi = &b->ins[r];
-    if (inv[r]) continue;
+    if (moved[r]) continue;
     for (uint32_t k = 0; k < bi->n_args; k++)
-      if (movable(b->ins[bi->args[k]].op) && inv[bi->args[k]]) needed[bi->args[k]] = true;
+      if (moved[bi->args[k]]) needed[bi->args[k]] = true;
   }
   for (uint32_t k = 0; k < b->n_results; k++)
-    if (movable(b->ins[b->results[k]].op) && inv[b->results[k]]) needed[b->results[k]] = true;
+    if (moved[b->results[k]]) needed[b->results[k]] = true;
   for (uint32_t r = 0; r < n; r++) n_new += needed[r];
   ir_attr a = in->attr;
   if (!any || !n_new) { /* nothing worth moving: the scan as it was, with its own body copy */
@@ -71,7 +93,9 @@ static jit_status hoist_scan(const ir_func *f, ir_ref s, ir_func *nf, ir_ref *ma
   for (uint32_t r = 0; r < n; r++) {
     outer[r] = IR_NOREF;
     if (r < c0) outer[r] = map[in->args[r]];
-    if (r < b->n_params || !inv[r]) continue;
+    if (r < b->n_params || !inv[r] || (!moved[r] && b->ins[r].op != IR_CONST &&
+                                       b->ins[r].op != IR_IOTA))
+      continue;
     const ir_ins *bi = &b->ins[r];
     for (uint32_t k = 0; k < bi->n_args; k++) ops[k] = outer[bi->args[k]];
     ir_ty ty = ir_type_intern(nf, ir_type_of(b, r));
@@ -88,7 +112,7 @@ static jit_status hoist_scan(const ir_func *f, ir_ref s, ir_func *nf, ir_ref *ma
     bmap[p] = ir_emit_param(nb, ir_type_intern(nb, ir_type_of(b, p)));
   for (uint32_t r = b->n_params; r < n; r++) {
     const ir_ins *bi = &b->ins[r];
-    if (needed[r] || (inv[r] && movable(bi->op))) continue; /* a new param, or moved out */
+    if (needed[r] || moved[r]) continue; /* a new param, or moved out */
     ir_attr ba = bi->attr;
     if (bi->op == IR_SCAN) {
       ir_func *copy = ir_func_clone(ir_scan_body(b, bi));
@@ -119,6 +143,7 @@ done:
   ir_func_free(nb);
   free(inv);
   free(needed);
+  free(moved);
   free(outer);
   free(bmap);
   free(ops);
@@ -131,10 +156,11 @@ jit_status pass_hoist(ir_func *f) {
     const ir_ins *in = &f->ins[i];
     if (in->op != IR_SCAN) continue;
     const ir_func *b = ir_scan_body(f, in);
-    bool *inv = calloc(b->n_ins + 1, sizeof *inv);
-    if (!inv) return jit_error(JIT_ENOMEM, "hoist: out of memory");
-    any = mark_invariant(b, in->attr.scan.n_consts, inv);
+    bool *inv = calloc(b->n_ins + 1, sizeof *inv), *moved = calloc(b->n_ins + 1, sizeof *moved);
+    if (inv && moved) any = mark_invariant(b, in->attr.scan.n_consts, inv, moved);
     free(inv);
+    free(moved);
+    if (!inv || !moved) return jit_error(JIT_ENOMEM, "hoist: out of memory");
   }
   if (!any) return JIT_OK;
   jit_status st = JIT_OK;
