@@ -219,3 +219,11 @@ bool ir_scan_result_type(const ir_func *f, const ir_ins *scan, uint32_t k, ir_ty
   out->rank++;
   return true;
 }
+
+void ir_move_bodies(ir_func *dst, ir_func *src) {
+  dst->bodies = src->bodies;
+  dst->n_bodies = src->n_bodies;
+  dst->cap_bodies = src->cap_bodies;
+  src->bodies = NULL;
+  src->n_bodies = src->cap_bodies = 0;
+}

@@ -233,6 +233,9 @@ jit_status ir_set_results(ir_func *f, uint32_t n, const ir_ref *refs);
 /* Copies f (same refs, same types, bodies copied too): for keeping the traced IR while passes
    change a copy. */
 ir_func *ir_func_clone(const ir_func *f);
+/* Moves src's bodies to dst, which has none (a rebuilt function whose SCANs keep their body
+   indices); src is left with none. */
+void ir_move_bodies(ir_func *dst, ir_func *src);
 /* Gives body to f (f frees it from now on, also on failure); its index in *index. JIT_ENOMEM. */
 jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index);
 /* The body of a SCAN instruction, or NULL when its index is out of range. */

@@ -409,11 +409,7 @@ static jit_status add_copies(builder *B) {
     if (!n) continue;
     uint32_t dst = 0;
     TRY_RET(add_buf(B, EB_RESULT, r, n, &dst));
-    estep *s = add_step(B, ES_COPY, 2);
-    if (!s) return oom();
-    s->bufs[0] = src;
-    s->bufs[1] = dst;
-    s->bytes = n;
+    TRY_RET(add_copy(B, src, dst, n));
   }
   return JIT_OK;
 }

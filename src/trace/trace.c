@@ -426,11 +426,7 @@ static void finish_captures(jit_trace *t) {
   if (!res || nf->oom) goto oom;
   for (uint32_t i = 0; i < f->n_results; i++) res[i] = map[f->results[i]];
   if (ir_set_results(nf, f->n_results, res) != JIT_OK) goto oom;
-  nf->bodies = f->bodies;
-  nf->n_bodies = f->n_bodies;
-  nf->cap_bodies = f->cap_bodies;
-  f->bodies = NULL;
-  f->n_bodies = f->cap_bodies = 0;
+  ir_move_bodies(nf, f);
   ir_func_replace(f, nf);
   nf = NULL;
   ir_ref *outer = malloc(t->n_caps * sizeof *outer);

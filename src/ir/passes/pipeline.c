@@ -77,13 +77,7 @@ jit_status pass_rebuild_end(ir_func *f, ir_func *nf, const ir_ref *map, const ch
   jit_status st = ir_set_results(nf, f->n_results, res);
   free(res);
   if (st != JIT_OK) goto oom;
-  if (!nf->n_bodies) { /* the rebuilt SCANs keep their body indices: the bodies move along */
-    nf->bodies = f->bodies;
-    nf->n_bodies = f->n_bodies;
-    nf->cap_bodies = f->cap_bodies;
-    f->bodies = NULL;
-    f->n_bodies = f->cap_bodies = 0;
-  }
+  if (!nf->n_bodies) ir_move_bodies(nf, f); /* the rebuilt SCANs keep their body indices */
   ir_func_replace(f, nf);
   return JIT_OK;
 oom:
