@@ -1,6 +1,7 @@
 /* test_scan.c: jit_scan traced and run through jit_call, against plain C loops: cumulative sums
  * (forward, reverse), an RNN cell closing over its weights, nested scans capturing a value two
  * traces up, length 0 and 1, a scan without xs, and the errors (carry type, xs sizes, counts). */
+#define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,6 +57,34 @@ static void test_cumsum(void **state) {
       ot_free(&in[0]);
       ot_free(&in[1]);
     }
+}
+
+/* the loop over steps is one native function of the signature's module (calling the body's
+   entry per step), not a C loop around the runtime */
+static void test_native_loop(void **state) {
+  (void)state;
+  int64_t s0[1] = {4}, sx[2] = {3, 4};
+  ot_array in[2] = {ot_random(JIT_F32, 1, s0, 1, -1, 1), ot_random(JIT_F32, 2, sx, 2, -1, 1)};
+  jit_array *a[2] = {ot_upload(&in[0]), ot_upload(&in[1])}, *r[2] = {NULL, NULL};
+  scan_opts o = {0, -1};
+  jit_fn *f = NULL;
+  jit_fn_opts fo = {.name = "cumsum", .n_args = 2, .n_results = 2};
+  OT_ASSERT_OK(jit_compile(ot_ctx(), cumsum_fn, &o, &fo, &f));
+  OT_ASSERT_OK(jit_call(f, a, r));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  assert_non_null(m);
+  OT_ASSERT_OK(jit_fn_dump(f, NULL, JIT_DUMP_LLVM, m));
+  fclose(m);
+  assert_non_null(strstr(text, "define void @tjit_scan"));
+  free(text);
+  for (int i = 0; i < 2; i++) {
+    jit_array_free(a[i]);
+    jit_array_free(r[i]);
+    ot_free(&in[i]);
+  }
+  jit_fn_free(f);
 }
 
 /* ---- RNN cell: h = tanh(h @ wh + x_t @ wx + b), y_t = h; wh, wx, b closed over ---------------- */
@@ -352,7 +381,7 @@ static void test_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_cumsum), cmocka_unit_test(test_rnn),   cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_cumsum), cmocka_unit_test(test_native_loop), cmocka_unit_test(test_rnn),   cmocka_unit_test(test_nested),
       cmocka_unit_test(test_no_xs),  cmocka_unit_test(test_errors), cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_grad),
   };

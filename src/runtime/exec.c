@@ -46,16 +46,6 @@ static jit_status oom(void) { return jit_error(JIT_ENOMEM, "jit_call: out of mem
 
 static size_t align_up(size_t n) { return (n + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1); }
 
-/* An ES_SCAN step's shape: counts, the bytes one step advances each x and y by, carry sizes. */
-typedef struct scan_plan {
-  uint32_t n_consts, n_carry, n_results;
-  int64_t length;
-  bool reverse;
-  size_t *xstep;  /* per operand: bytes per step (0 for consts and carries) */
-  size_t *ystep;  /* per result: bytes per step (0 for carries) */
-  size_t *cbytes; /* per carry: its bytes */
-} scan_plan;
-
 static void scan_plan_free(scan_plan *sp) {
   if (!sp) return;
   free(sp->xstep);
@@ -307,6 +297,7 @@ static jit_status add_scan(builder *B, ir_ref v) {
   for (uint32_t i = 0; i < 2 * nc && st == JIT_OK; i++)
     st = add_buf(B, EB_TEMP, 0, bytes_of(f, in->args[sp->n_consts + i % nc]),
                  &B->e->steps[si].bufs[na + nr + i]);
+  snprintf(B->e->steps[si].name, sizeof B->e->steps[si].name, "tjit_scan%u", si);
   if (st == JIT_OK) {
     exec_stats bs = {0};
     st = exec_build(B->e->ctx, b, &B->e->steps[si].body, &bs);
@@ -498,6 +489,9 @@ done:
   return st;
 }
 
+/* A scan step gets a native loop when its body has a native entry to call. */
+static bool scan_has_loop(const estep *s) { return s->kind == ES_SCAN && s->body && s->body->entry; }
+
 /* The signature's module: the loop kernels, a matmul kernel per compiled dot, and the entry.
    Its text depends only on f (names are kernel indices), as the disk cache key needs. */
 static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
@@ -513,6 +507,8 @@ static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, u
     else cg_matmul_desc_from_ir(&d, f, s->dot, 0);
     TRY(cg_matmul_emit(m, s->name, &d));
   }
+  for (uint32_t i = 0; i < e->n_steps; i++)
+    if (scan_has_loop(&e->steps[i])) TRY(exec_emit_scan_loop(&e->steps[i], m));
   TRY(exec_emit_entry(e, m));
   *out = m;
   return JIT_OK;
@@ -524,7 +520,8 @@ fail:
 
 static bool has_native(const exec *e) {
   for (uint32_t i = 0; i < e->n_steps; i++)
-    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT) return true;
+    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT || scan_has_loop(&e->steps[i]))
+      return true;
   return false;
 }
 
@@ -561,10 +558,11 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   TRY(cg_add_object(jit, obj, len, &e->lib));
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
-    if (s->kind != ES_KERNEL && s->kind != ES_DOT) continue;
+    if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s)) continue;
     void *fn = NULL;
     TRY(cg_lookup(e->lib, s->name, &fn));
-    s->fn = (kernel_fn)fn;
+    if (s->kind == ES_SCAN) memcpy(&s->loop, &fn, sizeof fn);
+    else s->fn = (kernel_fn)fn;
   }
   if (e->n_params + e->n_results + 1 <= FFI_ENTRY_MAX_ARGS) {
     void *fn = NULL;
@@ -682,6 +680,41 @@ static void run_rows(void *arg, int ith, int nth) {
   s->fn(kb, lo, hi);
 }
 
+static void *alloc_arena(size_t n);
+static void run_step(exec_rt *rt, uint32_t i, void *const *bufs);
+
+/* Prepares rt for a run of e: its intermediates arena (e's own when free, else a fresh one that
+   *own says to free). false: out of memory (recorded). */
+static bool rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
+  static _Alignas(64) unsigned char empty[64];
+  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK};
+  *arena = NULL;
+  *own = false;
+  if (!e->arena_bytes) return true;
+  if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire)) {
+    if (!e->arena) e->arena = alloc_arena(e->arena_bytes);
+    *arena = e->arena;
+    if (!*arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
+  }
+  if (!*arena) {
+    /* another thread runs this signature: a fresh arena for this call */
+    *arena = alloc_arena(e->arena_bytes);
+    *own = true;
+    if (!*arena) {
+      jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
+      return false;
+    }
+  }
+  rt->scratch = *arena;
+  rt->mm_scratch = (unsigned char *)*arena + e->scratch_bytes;
+  return true;
+}
+
+static void rt_end(exec *e, void *arena, bool own) {
+  if (own) free(arena);
+  else if (arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
+}
+
 /* A scan step: the body's executable once per step, on pointers into the operands and results;
    the carries start as copies of the inits and alternate between the two scratch sets. */
 static jit_status run_scan(const estep *s, void *const *bufs) {
@@ -702,6 +735,21 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     cur[i] = bufs[na + nr + i];
     nxt[i] = bufs[na + nr + nc + i];
     memcpy(cur[i], bufs[c0 + i], sp->cbytes[i]);
+  }
+  if (s->loop && sp->length > 0) { /* one native call runs every step */
+    exec_rt brt;
+    void *arena;
+    bool own;
+    if (!rt_begin(s->body, &brt, &arena, &own)) {
+      st = JIT_ENOMEM;
+      goto done;
+    }
+    s->loop(bufs, bufs + na, bufs + na + nr, s->body->entry, &brt);
+    rt_end(s->body, arena, own);
+    st = brt.status;
+    for (uint32_t i = 0; i < nc && st == JIT_OK; i++) /* after an odd count, set 1 is current */
+      memcpy(bufs[na + i], sp->length % 2 ? nxt[i] : cur[i], sp->cbytes[i]);
+    goto done;
   }
   for (uint32_t i = 0; i < na; i++) a[i] = bufs[i];
   for (int64_t step = 0; step < sp->length && st == JIT_OK; step++) {
@@ -808,27 +856,10 @@ static void *alloc_arena(size_t n) {
 }
 
 jit_status exec_run(exec *e, const void *const *args, void *const *results) {
-  static _Alignas(64) unsigned char empty[64];
-  exec_rt rt = {NULL, NULL, empty, run_step, e, JIT_OK};
-  void *arena = NULL;
-  bool own = false;
-  if (e->arena_bytes) {
-    if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire)) {
-      if (!e->arena) e->arena = alloc_arena(e->arena_bytes);
-      arena = e->arena;
-      if (!arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
-    }
-    if (!arena) {
-      /* another thread runs this signature: a fresh arena for this call */
-      arena = alloc_arena(e->arena_bytes);
-      own = true;
-      if (!arena)
-        return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)",
-                         e->arena_bytes);
-    }
-    rt.scratch = arena;
-    rt.mm_scratch = (unsigned char *)arena + e->scratch_bytes;
-  }
+  exec_rt rt;
+  void *arena;
+  bool own;
+  if (!rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
   if (e->entry) {
     void *p[FFI_ENTRY_MAX_ARGS];
     uint32_t np = e->n_params, nr = e->n_results;
@@ -839,8 +870,7 @@ jit_status exec_run(exec *e, const void *const *args, void *const *results) {
   } else {
     run_steps(e, &rt, args, results);
   }
-  if (own) free(arena);
-  else if (arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
+  rt_end(e, arena, own);
   return rt.status;
 }
 

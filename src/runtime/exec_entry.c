@@ -97,3 +97,86 @@ done:
   free(bv);
   return st;
 }
+
+/* The loop of scan step s (see scan_loop_fn): strides and counts are constants of the module,
+   the body's entry and rt come in as arguments, so the text stays a valid disk cache key. */
+jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m) {
+  const scan_plan *sp = s->scan;
+  uint32_t na = s->n_args, nr = sp->n_results, nc = sp->n_carry, c0 = sp->n_consts;
+  uint32_t n_entry = na + nr + 1;
+  LLVMContextRef c = LLVMGetModuleContext(m);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0), i8 = LLVMInt8TypeInContext(c);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(c), vd = LLVMVoidTypeInContext(c);
+  LLVMTypeRef *eparams = malloc(n_entry * sizeof *eparams);
+  LLVMValueRef *args = malloc(n_entry * sizeof *args);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+  if (!eparams || !args || !b) {
+    free(eparams);
+    free(args);
+    if (b) LLVMDisposeBuilder(b);
+    return jit_error(JIT_ENOMEM, "jit_call: out of memory building a scan loop");
+  }
+  for (uint32_t i = 0; i < n_entry; i++) eparams[i] = ptr;
+  LLVMTypeRef ety = LLVMFunctionType(vd, eparams, n_entry, 0);
+  LLVMTypeRef lparams[5] = {ptr, ptr, ptr, ptr, ptr};
+  LLVMValueRef fn = LLVMAddFunction(m, s->name, LLVMFunctionType(vd, lparams, 5, 0));
+  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  LLVMValueRef ops = LLVMGetParam(fn, 0), outs = LLVMGetParam(fn, 1), cb = LLVMGetParam(fn, 2);
+  LLVMValueRef entry = LLVMGetParam(fn, 3), rt = LLVMGetParam(fn, 4);
+  LLVMBasicBlockRef bb_entry = LLVMAppendBasicBlockInContext(c, fn, "entry");
+  LLVMBasicBlockRef bb_loop = LLVMAppendBasicBlockInContext(c, fn, "loop");
+  LLVMBasicBlockRef bb_exit = LLVMAppendBasicBlockInContext(c, fn, "exit");
+  LLVMPositionBuilderAtEnd(b, bb_entry);
+  LLVMValueRef zero = LLVMConstInt(i64, 0, 0), one = LLVMConstInt(i64, 1, 0);
+  LLVMValueRef len = LLVMConstInt(i64, (unsigned long long)sp->length, 0);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, len, zero, ""), bb_loop, bb_exit);
+
+  LLVMPositionBuilderAtEnd(b, bb_loop);
+  LLVMValueRef step = LLVMBuildPhi(b, i64, "s");
+  LLVMValueRef t = sp->reverse ? LLVMBuildSub(b, LLVMBuildSub(b, len, one, ""), step, "t") : step;
+  LLVMValueRef par = LLVMBuildAnd(b, step, one, "");
+  LLVMValueRef cur0 = LLVMBuildMul(b, par, LLVMConstInt(i64, nc, 0), "");
+  LLVMValueRef nxt0 = LLVMBuildMul(b, LLVMBuildXor(b, par, one, ""), LLVMConstInt(i64, nc, 0), "");
+  for (uint32_t i = 0; i < na; i++) {
+    LLVMValueRef idx = LLVMConstInt(i64, i, 0);
+    if (i >= c0 && i < c0 + nc) {
+      LLVMValueRef k = LLVMBuildAdd(b, cur0, LLVMConstInt(i64, i - c0, 0), "");
+      args[i] = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, cb, &k, 1, ""), "");
+      continue;
+    }
+    LLVMValueRef base = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, ops, &idx, 1, ""), "");
+    if (sp->xstep[i]) {
+      LLVMValueRef off = LLVMBuildMul(b, t, LLVMConstInt(i64, sp->xstep[i], 0), "");
+      base = LLVMBuildInBoundsGEP2(b, i8, base, &off, 1, "");
+    }
+    args[i] = base;
+  }
+  for (uint32_t k = 0; k < nr; k++) {
+    if (k < nc) {
+      LLVMValueRef j = LLVMBuildAdd(b, nxt0, LLVMConstInt(i64, k, 0), "");
+      args[na + k] = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, cb, &j, 1, ""), "");
+      continue;
+    }
+    LLVMValueRef idx = LLVMConstInt(i64, k, 0);
+    LLVMValueRef base = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, outs, &idx, 1, ""), "");
+    if (sp->ystep[k]) {
+      LLVMValueRef off = LLVMBuildMul(b, t, LLVMConstInt(i64, sp->ystep[k], 0), "");
+      base = LLVMBuildInBoundsGEP2(b, i8, base, &off, 1, "");
+    }
+    args[na + k] = base;
+  }
+  args[na + nr] = rt;
+  LLVMBuildCall2(b, ety, entry, args, n_entry, "");
+  LLVMValueRef next = LLVMBuildAdd(b, step, one, "");
+  LLVMValueRef inc[2] = {zero, next};
+  LLVMBasicBlockRef from[2] = {bb_entry, bb_loop};
+  LLVMAddIncoming(step, inc, from, 2);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, len, ""), bb_loop, bb_exit);
+  LLVMPositionBuilderAtEnd(b, bb_exit);
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+  free(eparams);
+  free(args);
+  return JIT_OK;
+}

@@ -34,6 +34,23 @@ typedef struct ebuf {
 
 typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY, ES_SCAN } es_kind;
 
+/* An ES_SCAN step's shape: counts, the bytes one step advances each x and y by, carry sizes. */
+typedef struct scan_plan {
+  uint32_t n_consts, n_carry, n_results;
+  int64_t length;
+  bool reverse;
+  size_t *xstep;  /* per operand: bytes per step (0 for consts and carries) */
+  size_t *ystep;  /* per result: bytes per step (0 for carries) */
+  size_t *cbytes; /* per carry: its bytes */
+} scan_plan;
+
+/* tjit_scanN(ops, outs, carries, entry, rt): all steps of a scan in one native loop. ops are
+   the scan's operand buffers, outs its result buffers, carries two sets of n_carry buffers
+   (step s reads set s % 2 and writes the other; set 0 holds the inits). Each step calls the
+   body's entry (entry, of the body's signature) with the body's exec_rt. */
+typedef void (*scan_loop_fn)(void *const *ops, void *const *outs, void *const *carries,
+                             void (*entry)(void), void *rt);
+
 typedef struct estep {
   uint8_t kind;       /* es_kind */
   bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
@@ -51,6 +68,7 @@ typedef struct estep {
   ir_func *sub;       /* ES_INTERP: the kernel as a function */
   struct exec *body;  /* ES_SCAN: the loop body's own executable, run once per step */
   struct scan_plan *scan; /* ES_SCAN: counts and per-step strides */
+  scan_loop_fn loop;  /* ES_SCAN whose body has an entry: the native loop over all steps */
   size_t bytes;       /* ES_COPY */
 } estep;
 
@@ -90,5 +108,7 @@ typedef struct exec_rt {
 /* Adds `void tjit_entry(ptr param0, .., ptr result0, .., ptr rt)` to m: runs e's steps in order,
    calling inline kernels (already in m) directly and the rest through rt->step. */
 jit_status exec_emit_entry(const exec *e, LLVMModuleRef m);
+/* Adds step s's (an ES_SCAN's) loop, named s->name, to m. */
+jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m);
 
 #endif /* TJIT_RUNTIME_EXEC_INTERNAL_H */
