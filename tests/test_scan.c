@@ -329,6 +329,35 @@ static void test_grad(void **state) {
   for (int i = 0; i < 5; i++) ot_free(&in[i]);
 }
 
+/* ---- a body that returns a captured value as it is: ys = the value stacked ------------------ */
+static void echo_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                      jit_val *y, void *user) {
+  (void)x;
+  new_carry[0] = jit_add(t, carry[0], jit_scalar(t, 1));
+  y[0] = *(const jit_val *)user;
+}
+
+static void echo_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_scan(t, echo_body, (void *)&args[1], 1, &args[0], 0, NULL, 3, 0, &results[0], 1, &results[1]);
+}
+
+static void test_captured_result(void **state) {
+  (void)state;
+  int64_t s1[1] = {1}, s2[1] = {2};
+  double c0[1] = {0}, w[2] = {5, -6};
+  ot_array in[2] = {ot_values(JIT_F32, 1, s1, c0), ot_values(JIT_F32, 1, s2, w)};
+  ot_array out[2];
+  OT_ASSERT_OK(ot_run("echo", echo_fn, NULL, 2, in, 2, out));
+  int64_t sy[2] = {3, 2};
+  double c3[1] = {3}, ys[6] = {5, -6, 5, -6, 5, -6};
+  ot_array want_c = ot_values(JIT_F32, 1, s1, c3), want_y = ot_values(JIT_F32, 2, sy, ys);
+  assert_true(ot_expect("final", &out[0], &want_c));
+  assert_true(ot_expect("ys", &out[1], &want_y));
+  ot_free(&in[0]);
+  ot_free(&in[1]);
+}
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 static int bad_line;
 
@@ -383,7 +412,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cumsum), cmocka_unit_test(test_native_loop), cmocka_unit_test(test_rnn),   cmocka_unit_test(test_nested),
       cmocka_unit_test(test_no_xs),  cmocka_unit_test(test_errors), cmocka_unit_test(test_vmap),
-      cmocka_unit_test(test_grad),
+      cmocka_unit_test(test_grad), cmocka_unit_test(test_captured_result),
   };
   return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
 }

@@ -389,7 +389,7 @@ static void collect_results(jit_trace *t, const jit_val *res, ir_ref *refs) {
       trace_fail_at(t, JIT_EINVAL, "result %d was not set", i);
       return;
     }
-    if (!lookup(t, res[i])) {
+    if (!lookup(t, res[i]) && !capture(&c, t, res[i]) && t->status == JIT_OK) {
       trace_fail_at(t, JIT_EINVAL, "result %d is not a value of this trace (id %#x)", i,
                     (unsigned)res[i].id);
       return;
