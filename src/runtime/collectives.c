@@ -1,0 +1,193 @@
+/* collectives.c: shared-memory collectives for the device threads of one process. Each call
+ * publishes the member's operand, meets the others at a barrier, computes the member's own result
+ * from every operand in position order, and meets them again so no operand is reused early.
+ * A mutex-and-condvar barrier: race-free by construction (ThreadSanitizer sees the happens-before)
+ * and deterministic, since each result is a function of the operands alone. */
+#include "runtime/collectives.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+
+struct coll_group {
+  int n;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int arrived;            /* members at the current barrier */
+  unsigned generation;    /* bumped when a barrier opens */
+  const void **ins;       /* per position: the operand published for the current collective */
+};
+
+jit_status coll_group_new(int n, coll_group **out) {
+  *out = NULL;
+  if (n < 1) return jit_error(JIT_EINVAL, "collectives: a group needs at least 1 member, got %d", n);
+  coll_group *g = calloc(1, sizeof *g);
+  if (!g || !(g->ins = calloc((size_t)n, sizeof *g->ins))) {
+    free(g);
+    return jit_error(JIT_ENOMEM, "collectives: out of memory");
+  }
+  g->n = n;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  *out = g;
+  return JIT_OK;
+}
+
+void coll_group_free(coll_group *g) {
+  if (!g) return;
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+  free(g->ins);
+  free(g);
+}
+
+static void barrier(coll_group *g) {
+  pthread_mutex_lock(&g->mu);
+  unsigned gen = g->generation;
+  if (++g->arrived == g->n) {
+    g->arrived = 0;
+    g->generation++;
+    pthread_cond_broadcast(&g->cv);
+  } else {
+    while (gen == g->generation) pthread_cond_wait(&g->cv, &g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+}
+
+/* Shape helpers: the elements before dim (outer) and from dim on (per outer index). */
+static int64_t prod(const ir_type *t, int from, int to) {
+  int64_t n = 1;
+  for (int d = from; d < to; d++) n *= t->dims[d];
+  return n;
+}
+
+static ir_op reduce_op(uint8_t kind) {
+  return kind == IR_COLL_MAX ? IR_MAX : kind == IR_COLL_MIN ? IR_MIN : IR_ADD;
+}
+
+/* out[i] = fold over members q of ins[q][at(q) + i], i < count, in position order. */
+static void fold(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off, int64_t count,
+                 void *out) {
+  ir_op op = reduce_op(kind);
+  for (int64_t i = 0; i < count; i++) {
+    double acc = ir_load_f64(dt, g->ins[0], src_off + i);
+    for (int q = 1; q < g->n; q++) {
+      double x[2] = {acc, ir_load_f64(dt, g->ins[q], src_off + i)};
+      acc = ir_eval_elementwise(op, NULL, dt, dt, x);
+    }
+    ir_store_f64(dt, out, i, acc);
+  }
+}
+
+/* Integers reduce exactly in int64 (wrapped to the dtype), as the interpreter does. */
+static void fold_int(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off,
+                     int64_t count, void *out) {
+  for (int64_t i = 0; i < count; i++) {
+    int64_t acc = ir_load_i64(dt, g->ins[0], src_off + i);
+    for (int q = 1; q < g->n; q++) {
+      int64_t x = ir_load_i64(dt, g->ins[q], src_off + i);
+      acc = kind == IR_COLL_MAX ? (x > acc ? x : acc)
+            : kind == IR_COLL_MIN ? (x < acc ? x : acc)
+                                  : (int64_t)((uint64_t)acc + (uint64_t)x);
+    }
+    ir_store_i64(dt, out, i, acc);
+  }
+}
+
+static void reduce_range(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off,
+                         int64_t count, void *out) {
+  if (ir_dtype_is_float(dt)) fold(g, dt, kind, src_off, count, out);
+  else fold_int(g, dt, kind, src_off, count, out);
+}
+
+/* Member p's result, every operand published. */
+static jit_status compute(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *t,
+                          void *out) {
+  int n = g->n;
+  size_t es = jit_dtype_size(t->dtype);
+  switch (op) {
+  case IR_AXIS_INDEX:
+    ir_store_i64(JIT_I32, out, 0, p);
+    return JIT_OK;
+  case IR_ALL_REDUCE:
+    reduce_range(g, t->dtype, c->kind, 0, ir_type_numel(t), out);
+    return JIT_OK;
+  case IR_COLLECTIVE_PERMUTE: {
+    int src = (int)((((int64_t)p - c->shift) % n + n) % n);
+    memcpy(out, g->ins[src], (size_t)ir_type_numel(t) * es);
+    return JIT_OK;
+  }
+  case IR_ALL_GATHER: { /* out[o][q][inner] = ins[q][o][inner] */
+    int64_t outer = prod(t, 0, c->dim), inner = prod(t, c->dim, t->rank) * (int64_t)es;
+    for (int64_t o = 0; o < outer; o++)
+      for (int q = 0; q < n; q++)
+        memcpy((unsigned char *)out + (o * n + q) * inner,
+               (const unsigned char *)g->ins[q] + o * inner, (size_t)inner);
+    return JIT_OK;
+  }
+  case IR_REDUCE_SCATTER: { /* chunk p of the reduction along dim */
+    int64_t outer = prod(t, 0, c->dim), whole = prod(t, c->dim, t->rank), part = whole / n;
+    for (int64_t o = 0; o < outer; o++)
+      reduce_range(g, t->dtype, c->kind, o * whole + p * part, part,
+                   (unsigned char *)out + o * part * (int64_t)es);
+    return JIT_OK;
+  }
+  case IR_ALL_TO_ALL: { /* chunk p (along dim) of every member, concatenated along dim2 */
+    ir_type o_t = *t;
+    o_t.dims[c->dim] /= n;
+    o_t.dims[c->dim2] *= n;
+    int64_t total = ir_type_numel(&o_t), chunk = t->dims[c->dim] / n, idx[IR_MAX_RANK];
+    for (int64_t j = 0; j < total; j++) {
+      int64_t r = j;
+      for (int d = o_t.rank; d-- > 0;) {
+        idx[d] = r % o_t.dims[d];
+        r /= o_t.dims[d];
+      }
+      int64_t span = c->dim == c->dim2 ? chunk : t->dims[c->dim2];
+      int q = (int)(idx[c->dim2] / span);
+      idx[c->dim2] %= span;
+      idx[c->dim] += (int64_t)p * chunk;
+      int64_t src = 0;
+      for (int d = 0; d < t->rank; d++) src = src * t->dims[d] + idx[d];
+      memcpy((unsigned char *)out + j * (int64_t)es, (const unsigned char *)g->ins[q] + src * (int64_t)es, es);
+    }
+    return JIT_OK;
+  }
+  default: /* check() refused it */
+    return jit_error(JIT_EINTERNAL, "collectives: op %d", (int)op);
+  }
+}
+
+/* The checks every member can make alone (so that all of them fail alike, before any waits). */
+static jit_status check(const coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *t) {
+  if (p < 0 || p >= g->n)
+    return jit_error(JIT_EINVAL, "collectives: position %d outside the group of %d", p, g->n);
+  if (op < IR_ALL_REDUCE || op > IR_AXIS_INDEX)
+    return jit_error(JIT_EINVAL, "collectives: '%s' is not a collective",
+                     (unsigned)op < IR_N_OPS ? ir_op_name[op] : "?");
+  if (op == IR_AXIS_INDEX) return JIT_OK;
+  if (!t || !ir_dtype_valid(t->dtype) || t->rank < 0 || t->rank > IR_MAX_RANK)
+    return jit_error(JIT_EINVAL, "collectives: bad operand type");
+  bool needs_dim = op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL;
+  if (needs_dim && (c->dim >= t->rank || (op == IR_ALL_TO_ALL && c->dim2 >= t->rank)))
+    return jit_error(JIT_EINVAL, "collectives: %s dim %u outside rank %d", ir_op_name[op],
+                     (unsigned)c->dim, t->rank);
+  if ((op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL) && t->dims[c->dim] % g->n != 0)
+    return jit_error(JIT_EINVAL, "collectives: %s splits a dim of %lld into %d parts",
+                     ir_op_name[op], (long long)t->dims[c->dim], g->n);
+  return JIT_OK;
+}
+
+jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *in_t,
+                    const void *in, void *out) {
+  if (!g || !c) return jit_error(JIT_EINVAL, "collectives: group or attributes is NULL");
+  jit_status st = check(g, p, op, c, in_t);
+  if (st != JIT_OK) return st;
+  g->ins[p] = in; /* each member writes only its own slot; the barrier publishes it */
+  barrier(g);
+  st = compute(g, p, op, c, in_t, out);
+  barrier(g); /* nobody returns (and reuses its operand) before everyone has read it */
+  return st;
+}

@@ -1,0 +1,23 @@
+/* collectives.h: the collectives of partitioned programs between the devices (threads) of one
+ * process, through shared memory, with exactly ir_coll's semantics (src/ir/ir.h). */
+#ifndef TJIT_COLLECTIVES_H
+#define TJIT_COLLECTIVES_H
+
+#include "ir/ir.h"
+
+/* n members (device threads) that meet at collectives; each knows its position 0..n-1. */
+typedef struct coll_group coll_group;
+
+jit_status coll_group_new(int n, coll_group **out); /* JIT_EINVAL for n < 1, JIT_ENOMEM */
+void       coll_group_free(coll_group *g);          /* NULL is a no-op; no member may be inside */
+
+/* Member p's part of collective op (ALL_REDUCE .. AXIS_INDEX) with attributes c over operand
+   `in` of type in_t (ignored by AXIS_INDEX); writes the member's result to `out`, a dense
+   row-major buffer of the result type. Every member of g must make the same call (same op, c
+   and in_t), each from its own thread; it returns when every member is done reading the others'
+   operands. Deterministic: reductions fold in position order 0..n-1 with the interpreter's
+   rounding, whatever the timing. */
+jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *in_t,
+                    const void *in, void *out);
+
+#endif /* TJIT_COLLECTIVES_H */

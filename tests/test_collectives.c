@@ -1,0 +1,176 @@
+/* test_collectives.c: the shared-memory collectives (runtime/collectives.h) on 1..8 threads,
+ * each against a sequential reference written from ir_coll's definitions, repeated to shake out
+ * races; plus the argument checks. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/collectives.h"
+
+enum { MAXN = 8, ROWS = 4, COLS = 8 }; /* operands are f32[ROWS, COLS] (i32 for the int case) */
+
+typedef struct member {
+  coll_group *g;
+  int p;
+  ir_op op;
+  ir_coll c;
+  ir_type t;
+  float in[ROWS * COLS];
+  float out[MAXN * ROWS * COLS];
+  jit_status st;
+} member;
+
+static void *run(void *arg) {
+  member *m = arg;
+  m->st = coll_run(m->g, m->p, m->op, &m->c, &m->t, m->in, m->out);
+  return NULL;
+}
+
+/* Runs op on n threads with operands filled from seed; members[] keep inputs and outputs. */
+static void run_group(int n, ir_op op, ir_coll c, uint32_t seed, member *ms) {
+  coll_group *g = NULL;
+  assert_int_equal(coll_group_new(n, &g), JIT_OK);
+  pthread_t th[MAXN];
+  for (int p = 0; p < n; p++) {
+    ms[p] = (member){.g = g, .p = p, .op = op, .c = c, .t = {.dtype = JIT_F32, .rank = 2, .dims = {ROWS, COLS}}};
+    for (int i = 0; i < ROWS * COLS; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      ms[p].in[i] = (float)((int)(seed >> 20) % 200 - 100) / 8.0f; /* exact in f32: sums are exact */
+    }
+  }
+  for (int p = 0; p < n; p++) assert_int_equal(pthread_create(&th[p], NULL, run, &ms[p]), 0);
+  for (int p = 0; p < n; p++) pthread_join(th[p], NULL);
+  for (int p = 0; p < n; p++) assert_int_equal(ms[p].st, JIT_OK);
+  coll_group_free(g);
+}
+
+static void test_all_reduce(void **state) {
+  (void)state;
+  static member ms[MAXN];
+  for (int n = 1; n <= MAXN; n++)
+    for (int kind = 0; kind < 3; kind++)
+      for (int rep = 0; rep < 10; rep++) {
+        ir_coll c = {.kind = (uint8_t)kind};
+        run_group(n, IR_ALL_REDUCE, c, (uint32_t)(n * 100 + kind * 10 + rep), ms);
+        for (int i = 0; i < ROWS * COLS; i++) {
+          float want = ms[0].in[i];
+          for (int q = 1; q < n; q++) {
+            float x = ms[q].in[i];
+            want = kind == IR_COLL_SUM ? want + x : kind == IR_COLL_MAX ? (x > want ? x : want)
+                                                                        : (x < want ? x : want);
+          }
+          for (int p = 0; p < n; p++) assert_true(ms[p].out[i] == want);
+        }
+      }
+}
+
+static void test_gather_scatter_permute(void **state) {
+  (void)state;
+  static member ms[MAXN];
+  for (int n = 1; n <= MAXN; n *= 2) {
+    for (uint8_t dim = 0; dim < 2; dim++) {
+      /* all_gather along dim: member q's block at position q of that dim */
+      ir_coll c = {.dim = dim};
+      run_group(n, IR_ALL_GATHER, c, 7u + n + dim, ms);
+      int out_cols = dim == 1 ? COLS * n : COLS;
+      for (int p = 0; p < n; p++)
+        for (int q = 0; q < n; q++)
+          for (int r = 0; r < ROWS; r++)
+            for (int k = 0; k < COLS; k++) {
+              int orow = dim == 0 ? q * ROWS + r : r, ocol = dim == 1 ? q * COLS + k : k;
+              assert_true(ms[p].out[orow * out_cols + ocol] == ms[q].in[r * COLS + k]);
+            }
+      /* reduce_scatter along dim: member p gets chunk p of the sum */
+      if ((dim == 0 ? ROWS : COLS) % n) continue;
+      ir_coll rs = {.dim = dim, .kind = IR_COLL_SUM};
+      run_group(n, IR_REDUCE_SCATTER, rs, 11u + n + dim, ms);
+      int pr = dim == 0 ? ROWS / n : ROWS, pc = dim == 1 ? COLS / n : COLS;
+      for (int p = 0; p < n; p++)
+        for (int r = 0; r < pr; r++)
+          for (int k = 0; k < pc; k++) {
+            int sr = dim == 0 ? p * pr + r : r, sk = dim == 1 ? p * pc + k : k;
+            float want = 0;
+            for (int q = 0; q < n; q++) want += ms[q].in[sr * COLS + sk];
+            assert_true(ms[p].out[r * pc + k] == want);
+          }
+    }
+    /* collective_permute by +1 and by -1 */
+    for (int shift = -1; shift <= 1; shift += 2) {
+      ir_coll c = {.shift = shift};
+      run_group(n, IR_COLLECTIVE_PERMUTE, c, 13u + n, ms);
+      for (int p = 0; p < n; p++) {
+        int src = ((p - shift) % n + n) % n;
+        assert_memory_equal(ms[p].out, ms[src].in, sizeof ms[p].in);
+      }
+    }
+  }
+}
+
+/* all_to_all: split rows (dim 0) into n chunks, member p gets chunk p of everyone, concatenated
+   along columns (dim2 1) in source order. */
+static void test_all_to_all(void **state) {
+  (void)state;
+  static member ms[MAXN];
+  for (int n = 1; n <= 4; n *= 2) {
+    ir_coll c = {.dim = 0, .dim2 = 1};
+    run_group(n, IR_ALL_TO_ALL, c, 17u + n, ms);
+    int chunk = ROWS / n, ocols = COLS * n;
+    for (int p = 0; p < n; p++)
+      for (int r = 0; r < chunk; r++)
+        for (int q = 0; q < n; q++)
+          for (int k = 0; k < COLS; k++)
+            assert_true(ms[p].out[r * ocols + q * COLS + k] == ms[q].in[(p * chunk + r) * COLS + k]);
+    ir_coll same = {.dim = 0, .dim2 = 0}; /* split and concat the same dim: a transpose of blocks */
+    run_group(n, IR_ALL_TO_ALL, same, 19u + n, ms);
+    for (int p = 0; p < n; p++)
+      for (int q = 0; q < n; q++)
+        for (int r = 0; r < chunk; r++)
+          for (int k = 0; k < COLS; k++)
+            assert_true(ms[p].out[(q * chunk + r) * COLS + k] == ms[q].in[(p * chunk + r) * COLS + k]);
+  }
+}
+
+static void test_axis_index_and_errors(void **state) {
+  (void)state;
+  static member ms[MAXN];
+  ir_coll c = {0};
+  run_group(5, IR_AXIS_INDEX, c, 1, ms);
+  for (int p = 0; p < 5; p++) {
+    int32_t v;
+    memcpy(&v, ms[p].out, sizeof v);
+    assert_int_equal(v, p);
+  }
+  coll_group *g = NULL;
+  assert_int_equal(coll_group_new(0, &g), JIT_EINVAL);
+  assert_null(g);
+  assert_int_equal(coll_group_new(3, &g), JIT_OK);
+  ir_type t = {.dtype = JIT_F32, .rank = 2, .dims = {5, 2}};
+  float in[10] = {0}, out[10];
+  ir_coll rs = {.dim = 0};
+  assert_int_equal(coll_run(g, 0, IR_REDUCE_SCATTER, &rs, &t, in, out), JIT_EINVAL);
+  assert_non_null(strstr(jit_last_error(), "splits a dim of 5 into 3 parts"));
+  assert_int_equal(coll_run(g, 3, IR_ALL_REDUCE, &rs, &t, in, out), JIT_EINVAL);
+  assert_non_null(strstr(jit_last_error(), "position 3 outside the group of 3"));
+  ir_coll bad = {.dim = 2};
+  assert_int_equal(coll_run(g, 0, IR_ALL_GATHER, &bad, &t, in, out), JIT_EINVAL);
+  assert_int_equal(coll_run(g, 0, IR_ADD, &bad, &t, in, out), JIT_EINVAL); /* refused, not waited on */
+  assert_non_null(strstr(jit_last_error(), "'add' is not a collective"));
+  coll_group_free(g);
+  coll_group_free(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_all_reduce),
+      cmocka_unit_test(test_gather_scatter_permute),
+      cmocka_unit_test(test_all_to_all),
+      cmocka_unit_test(test_axis_index_and_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
