@@ -227,3 +227,42 @@ void ir_move_bodies(ir_func *dst, ir_func *src) {
   src->bodies = NULL;
   src->n_bodies = src->cap_bodies = 0;
 }
+
+jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, ir_attr *out) {
+  *out = in->attr;
+  if (in->op != IR_SCAN) return JIT_OK;
+  ir_func *copy = ir_func_clone(ir_scan_body(src, in));
+  if (!copy) {
+    dst->oom = true;
+    return JIT_ENOMEM;
+  }
+  return ir_add_body(dst, copy, &out->scan.body);
+}
+
+jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map) {
+  ir_ref small[8], *ops = small;
+  uint32_t cap = 8;
+  for (uint32_t i = src->n_params; i < src->n_ins; i++) {
+    const ir_ins *in = &src->ins[i];
+    if (in->n_args > cap) {
+      if (ops != small) free(ops);
+      cap = in->n_args;
+      if (!(ops = malloc(cap * sizeof *ops))) {
+        dst->oom = true;
+        return JIT_ENOMEM;
+      }
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
+    ir_attr a;
+    ir_ty ty = ir_type_intern(dst, ir_type_of(src, i));
+    map[i] = ty == UINT32_MAX || ir_attr_for_copy(dst, src, in, &a) != JIT_OK
+                 ? IR_NOREF
+                 : ir_emit(dst, in->op, ty, in->n_args, ops, &a, in->loc);
+    if (map[i] == IR_NOREF) {
+      if (ops != small) free(ops);
+      return JIT_ENOMEM;
+    }
+  }
+  if (ops != small) free(ops);
+  return JIT_OK;
+}

@@ -238,6 +238,13 @@ ir_func *ir_func_clone(const ir_func *f);
 void ir_move_bodies(ir_func *dst, ir_func *src);
 /* Gives body to f (f frees it from now on, also on failure); its index in *index. JIT_ENOMEM. */
 jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index);
+/* in's attributes for a copy of in (an instruction of src) emitted into dst: a SCAN's body is
+   cloned into dst and the copy's body index rewritten. JIT_ENOMEM (dst->oom set). */
+jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, ir_attr *out);
+/* Emits src's instructions (not its params) into dst in order: map[0..src->n_params) are the
+   dst refs src's params read as, and map[i] receives the copy of src's instruction i (types
+   interned, locations and attributes kept, scan bodies cloned). JIT_ENOMEM (dst->oom set). */
+jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map);
 /* The body of a SCAN instruction, or NULL when its index is out of range. */
 const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan);
 /* Result k of a SCAN: final carry k, or y (k - n_carry) stacked over length. false when k or the

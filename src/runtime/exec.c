@@ -159,11 +159,8 @@ static jit_status sub_function(const ir_func *f, const ir_ref *ops, uint32_t n_o
     if (in->n_args > 64 && !(a = malloc(in->n_args * sizeof *a))) goto nomem;
     for (uint32_t k = 0; k < in->n_args; k++) a[k] = map[in->args[k]];
     ir_ty ty = ir_type_intern(g, ir_type_of(f, ops[i]));
-    ir_attr attr = in->attr;
-    if (in->op == IR_SCAN) { /* the function gets its own copy of the loop's body */
-      ir_func *copy = ir_func_clone(ir_scan_body(f, in));
-      if (!copy || ir_add_body(g, copy, &attr.scan.body) != JIT_OK) ty = UINT32_MAX;
-    }
+    ir_attr attr;
+    if (ir_attr_for_copy(g, f, in, &attr) != JIT_OK) ty = UINT32_MAX;
     map[ops[i]] = ty == UINT32_MAX ? IR_NOREF : ir_emit(g, in->op, ty, in->n_args, a, &attr, in->loc);
     if (a != args) free(a);
   }

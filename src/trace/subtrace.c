@@ -65,38 +65,12 @@ jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, i
   jit_trace *t = c->t;
   if (t->status != JIT_OK) return t->status;
   ir_ref *map = malloc((body->n_ins ? body->n_ins : 1) * sizeof *map);
-  ir_ref small[8], *ops = small;
-  uint32_t cap = 8;
   if (!map) return op_fail(c, JIT_ENOMEM, "out of memory");
   for (uint32_t i = 0; i < body->n_params; i++) map[i] = args[i];
-  for (uint32_t i = body->n_params; i < body->n_ins; i++) {
-    const ir_ins *in = &body->ins[i];
-    if (in->n_args > cap) {
-      ir_ref *grown = malloc(in->n_args * sizeof *grown);
-      if (!grown) goto oom;
-      if (ops != small) free(ops);
-      ops = grown;
-      cap = in->n_args;
-    }
-    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
-    ir_ty ty = ir_type_intern(t->f, &body->types[in->ty]);
-    if (ty == UINT32_MAX) goto oom;
-    ir_attr attr = in->attr;
-    if (in->op == IR_SCAN) { /* the parent gets its own copy of the loop's body */
-      ir_func *copy = ir_func_clone(ir_scan_body(body, in));
-      if (!copy || ir_add_body(t->f, copy, &attr.scan.body) != JIT_OK) goto oom;
-    }
-    map[i] = ir_emit(t->f, in->op, ty, in->n_args, ops, &attr, in->loc);
-    if (map[i] == IR_NOREF) goto oom;
-  }
-  for (uint32_t i = 0; i < body->n_results; i++) results[i] = map[body->results[i]];
-  if (ops != small) free(ops);
+  jit_status st = ir_copy_into(t->f, body, map);
+  for (uint32_t i = 0; st == JIT_OK && i < body->n_results; i++) results[i] = map[body->results[i]];
   free(map);
-  return JIT_OK;
-oom:
-  if (ops != small) free(ops);
-  free(map);
-  return op_fail(c, JIT_ENOMEM, "out of memory");
+  return st == JIT_OK ? JIT_OK : op_fail(c, JIT_ENOMEM, "out of memory");
 }
 
 jit_status subtrace_args(op_ctx *c, int n, const jit_val *args, ir_ref *refs, ir_type *types) {

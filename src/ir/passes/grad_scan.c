@@ -59,25 +59,6 @@ static ir_ref get(ir_func *f, ir_ref scan, uint32_t k, ir_loc loc, jit_status *s
   return r;
 }
 
-/* Copies src's instructions into f, src's params read as map[0..n_params) (scan bodies cloned). */
-static void copy_body(ir_func *f, const ir_func *src, ir_ref *map, jit_status *st) {
-  for (uint32_t i = src->n_params; i < src->n_ins && *st == JIT_OK; i++) {
-    const ir_ins *in = &src->ins[i];
-    ir_ref small[8], *ops = in->n_args > 8 ? malloc(in->n_args * sizeof *ops) : small;
-    ir_attr a = in->attr;
-    ir_ty ty = ir_type_intern(f, ir_type_of(src, i));
-    if (!ops) ty = UINT32_MAX;
-    if (ops && in->op == IR_SCAN) {
-      ir_func *copy = ir_func_clone(ir_scan_body(src, in));
-      if (!copy || ir_add_body(f, copy, &a.scan.body) != JIT_OK) ty = UINT32_MAX;
-    }
-    for (uint32_t k = 0; ops && k < in->n_args; k++) ops[k] = map[in->args[k]];
-    map[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit(f, in->op, ty, in->n_args, ops, &a, in->loc);
-    if (map[i] == IR_NOREF) *st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
-    if (ops != small) free(ops);
-  }
-}
-
 ir_func *ir_scan_body_saving_carries(const ir_func *body, uint32_t n_consts, uint32_t n_carry) {
   ir_func *b = ir_func_clone(body);
   ir_ref *res = malloc((body->n_results + n_carry + 1) * sizeof *res);
@@ -110,7 +91,8 @@ static ir_func *loss_of(const ir_func *b, uint32_t n_in, ir_loc loc, jit_status 
   for (uint32_t k = 0; k < b->n_results; k++)
     cts[k] = ir_emit_param(l, ir_type_intern(l, ir_type_of(b, b->results[k])));
   if (l->oom) *st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
-  copy_body(l, b, map, st);
+  if (*st == JIT_OK && ir_copy_into(l, b, map) != JIT_OK)
+    *st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
   ir_type f32 = {.dtype = JIT_F32, .rank = 0};
   ir_ref loss = zeros(l, &f32, loc, st);
   for (uint32_t k = 0; k < b->n_results && *st == JIT_OK; k++) {

@@ -82,9 +82,8 @@ static jit_status hoist_scan(const ir_func *f, ir_ref s, ir_func *nf, ir_ref *ma
     if (moved[b->results[k]]) needed[b->results[k]] = true;
   for (uint32_t r = 0; r < n; r++) n_new += needed[r];
   ir_attr a = in->attr;
-  if (!any || !n_new) { /* nothing worth moving: the scan as it was, with its own body copy */
-    ir_func *copy = ir_func_clone(b);
-    if (!copy || ir_add_body(nf, copy, &a.scan.body) != JIT_OK) goto nomem;
+  if (!any || !n_new) { /* nothing worth moving: the scan as it was, with a copy of its body */
+    if (ir_attr_for_copy(nf, f, in, &a) != JIT_OK) goto nomem;
     for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
     map[s] = ir_emit(nf, IR_SCAN, in->ty, in->n_args, ops, &a, in->loc);
     goto done;
@@ -113,11 +112,8 @@ static jit_status hoist_scan(const ir_func *f, ir_ref s, ir_func *nf, ir_ref *ma
   for (uint32_t r = b->n_params; r < n; r++) {
     const ir_ins *bi = &b->ins[r];
     if (needed[r] || moved[r]) continue; /* a new param, or moved out */
-    ir_attr ba = bi->attr;
-    if (bi->op == IR_SCAN) {
-      ir_func *copy = ir_func_clone(ir_scan_body(b, bi));
-      if (!copy || ir_add_body(nb, copy, &ba.scan.body) != JIT_OK) goto nomem;
-    }
+    ir_attr ba;
+    if (ir_attr_for_copy(nb, b, bi, &ba) != JIT_OK) goto nomem;
     for (uint32_t k = 0; k < bi->n_args; k++) ops[k] = bmap[bi->args[k]];
     ir_ty ty = ir_type_intern(nb, ir_type_of(b, r));
     bmap[r] = ty == UINT32_MAX ? IR_NOREF : ir_emit(nb, bi->op, ty, bi->n_args, ops, &ba, bi->loc);

@@ -135,11 +135,8 @@ static void copy_unbatched(vm *v, ir_ref r, const ir_ins *in) {
   }
   for (uint32_t i = 0; i < in->n_args; i++) args[i] = v->map[in->args[i]];
   ir_ty ty = ir_type_intern(v->dst, &v->body->types[in->ty]);
-  ir_attr attr = in->attr;
-  if (in->op == IR_SCAN) { /* dst gets its own copy of the loop's body */
-    ir_func *copy = ir_func_clone(ir_scan_body(v->body, in));
-    if (!copy || ir_add_body(v->dst, copy, &attr.scan.body) != JIT_OK) ty = UINT32_MAX;
-  }
+  ir_attr attr;
+  if (ir_attr_for_copy(v->dst, v->body, in, &attr) != JIT_OK) ty = UINT32_MAX;
   v->map[r] = ty == UINT32_MAX ? IR_NOREF : ir_emit(v->dst, in->op, ty, in->n_args, args, &attr, v->loc);
   if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
   v->bd[r] = -1;
