@@ -9,6 +9,7 @@
 #include "codegen/kernel.h"
 #include "ir/ir.h"
 #include "ir/passes/passes.h"
+#include "runtime/sharding.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -18,7 +19,9 @@ static void usage(FILE *out) {
   for (int i = 0; i < PASS_COUNT; i++) fprintf(out, " %s", pass_names[i]);
   fprintf(out,
           ", or pipeline (the whole optimization pipeline)\n  --no-verify    do not run the verifier after each pass\n"
-          "  --fuse         print the result as fused kernels (the JIT_DUMP_FUSED text)\n");
+          "  --fuse         print the result as fused kernels (the JIT_DUMP_FUSED text)\n"
+          "  --partition    partition the result over the mesh of its first `sharding` op and print\n"
+          "                 the per-device function (the JIT_DUMP_PARTITIONED text)\n");
 }
 
 static bool known_pass(const char *s, size_t n) {
@@ -54,9 +57,27 @@ static char *read_all(FILE *in, size_t *len) {
   return NULL;
 }
 
+/* --partition: the mesh is the one f's first `sharding` op names (text has no devices). */
+static jit_status print_partitioned(const ir_func *f, const char *name) {
+  jit_mesh *mesh = NULL;
+  for (uint32_t r = 0; r < f->n_ins && !mesh; r++)
+    if (f->ins[r].op == IR_SHARDING) mesh = f->ins[r].attr.sharding->mesh;
+  if (!mesh) {
+    fprintf(stderr, "%s: @%s: --partition: no `sharding` op names a mesh\n", name, f->name);
+    return JIT_EINVAL;
+  }
+  ir_spmd *p = NULL;
+  jit_status st = ir_partition(f, mesh, NULL, &p);
+  if (st == JIT_OK) st = ir_verify(p->local, "partition");
+  if (st == JIT_OK) st = ir_spmd_print(p, stdout);
+  if (st != JIT_OK) fprintf(stderr, "%s: @%s: partition: %s\n", name, f->name, jit_last_error());
+  ir_spmd_free(p);
+  return st;
+}
+
 int main(int argc, char **argv) {
   const char *passes = "", *path = NULL;
-  bool verify = true, fuse = false;
+  bool verify = true, fuse = false, partition = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--passes=", 9) == 0) {
@@ -67,6 +88,8 @@ int main(int argc, char **argv) {
       verify = false;
     } else if (strcmp(a, "--fuse") == 0) {
       fuse = true;
+    } else if (strcmp(a, "--partition") == 0) {
+      partition = true;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
@@ -141,6 +164,13 @@ int main(int argc, char **argv) {
       fz_prog_free(p);
       if (st != JIT_OK) {
         fprintf(stderr, "%s: @%s: fusion: %s\n", name, funcs[i]->name, jit_last_error());
+        rc = 1;
+        goto done;
+      }
+      continue;
+    }
+    if (partition) {
+      if (print_partitioned(funcs[i], name) != JIT_OK) {
         rc = 1;
         goto done;
       }

@@ -894,6 +894,13 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   jit_status st = JIT_OK;
   *out = NULL;
   const fz_kernel *k = &p->kernels[ki];
+  for (uint32_t i = 0; i < k->n_ops; i++) {
+    ir_op op = p->f->ins[k->ops[i]].op;
+    /* a collective talks to the other devices through the runtime: the interpreter's hook */
+    if (ir_op_is_collective(op) || op == IR_SHARDING)
+      return jit_error(JIT_EUNSUPPORTED, "codegen: %%%u = %s runs in the runtime", k->ops[i],
+                       ir_op_name[op]);
+  }
   uint32_t n_writes = 0;
   for (uint32_t w = 0; w < k->n_writes; w++) n_writes += k->writes[w] != k->dot;
   if (n_writes == 0) return JIT_OK;

@@ -757,6 +757,18 @@ static jit_status eval_get(const ir_func *f, ir_ref r, ival *vals) {
   return JIT_OK;
 }
 
+/* The device the interpreter runs as on this thread (ir_interp_device), seen by nested bodies. */
+static _Thread_local const ir_device *cur_device;
+
+static jit_status eval_collective(const ir_func *f, ir_ref r, const opnd *a, unsigned char *out) {
+  const ir_ins *in = &f->ins[r];
+  if (!cur_device || !cur_device->collective)
+    return jit_error(JIT_EUNSUPPORTED, "interp: @%s: %%%u: '%s' runs only on the devices of a mesh "
+                     "(ir_interp_spmd)", f->name, r, ir_op_name[in->op]);
+  return cur_device->collective(cur_device->ctx, cur_device->position, in->op, &in->attr.coll,
+                                in->n_args ? a[0].t : NULL, in->n_args ? a[0].data : NULL, out);
+}
+
 /* Evaluates instruction r into vals[r]. */
 static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *const *args) {
   const ir_ins *in = &f->ins[r];
@@ -820,7 +832,12 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
     case IR_REDUCE_MAX:
     case IR_REDUCE_MIN: st = eval_reduce(f, r, a, out); break;
     case IR_DOT: st = eval_dot(f, r, a, out); break;
-    default: st = bad(f, r, "op not handled"); break;
+    case IR_SHARDING:
+      if (bytes) memcpy(out, a[0].data, bytes);
+      break;
+    default:
+      st = ir_op_is_collective(in->op) ? eval_collective(f, r, a, out) : bad(f, r, "op not handled");
+      break;
     }
   }
   if (a != small) free(a);
@@ -831,6 +848,21 @@ static void release(ival *v) {
   free(v->own);
   v->own = NULL;
   v->data = NULL;
+}
+
+const ir_device *ir_set_thread_device(const ir_device *dev) {
+  const ir_device *saved = cur_device;
+  cur_device = dev;
+  return saved;
+}
+
+jit_status ir_interp_device(const ir_func *f, const ir_device *dev, const void *const *args,
+                            void *const *results) {
+  const ir_device *saved = cur_device;
+  cur_device = dev;
+  jit_status st = ir_interp(f, args, results);
+  cur_device = saved;
+  return st;
 }
 
 jit_status ir_interp(const ir_func *f, const void *const *args, void *const *results) {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/sharding.h"
+
 const char *const ir_op_name[IR_N_OPS] = {
 #define OP_NAME(name, arity, flags, text) text,
     IR_OPDEF(OP_NAME)
@@ -38,6 +40,9 @@ static void release(ir_func *f) {
   free(f->types);
   free(f->ins);
   free(f->results);
+  free(f->mesh);
+  for (uint32_t i = 0; i < f->n_held; i++) sharding_unref(f->held[i]);
+  free(f->held);
 }
 
 void ir_func_free(ir_func *f) {
@@ -47,6 +52,11 @@ void ir_func_free(ir_func *f) {
 }
 
 void ir_func_replace(ir_func *dst, ir_func *src) {
+  /* a rebuilt function keeps the mesh of the one it replaces (passes build without one) */
+  if (!src->mesh) {
+    src->mesh = dst->mesh;
+    dst->mesh = NULL;
+  }
   release(dst);
   *dst = *src;
   free(src);
@@ -130,6 +140,11 @@ ir_ref ir_emit(ir_func *f, ir_op op, ir_ty ty, uint32_t n_args, const ir_ref *ar
   in->ty = ty;
   in->n_args = n_args;
   in->args = copy;
+  if (op == IR_SHARDING && attr && attr->sharding) {
+    /* the instruction's sharding lives as long as f: f holds a reference */
+    if (!ir_grow((void **)&f->held, &f->cap_held, f->n_held + 1, sizeof *f->held)) goto oom;
+    f->held[f->n_held++] = sharding_ref(attr->sharding);
+  }
   if (attr) memcpy(&in->attr, attr, sizeof in->attr);
   in->loc.file = file;
   in->loc.line = loc.line;
@@ -181,6 +196,7 @@ ir_func *ir_func_clone(const ir_func *f) {
   }
   c->n_params = f->n_params;
   if (ir_set_results(c, f->n_results, f->results) != JIT_OK) goto fail;
+  if (f->mesh && ir_set_mesh(c, f->mesh) != JIT_OK) goto fail;
   for (uint32_t i = 0; i < f->n_bodies; i++) {
     uint32_t index;
     ir_func *b = ir_func_clone(f->bodies[i]);
@@ -201,6 +217,28 @@ jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index) {
   *index = f->n_bodies;
   f->bodies[f->n_bodies++] = body;
   return JIT_OK;
+}
+
+jit_status ir_set_mesh(ir_func *f, const ir_mesh *m) {
+  ir_mesh *c = malloc(sizeof *c);
+  if (!c) {
+    f->oom = true;
+    return JIT_ENOMEM;
+  }
+  *c = *m;
+  free(f->mesh);
+  f->mesh = c;
+  return JIT_OK;
+}
+
+int64_t ir_mesh_group(const ir_mesh *m, unsigned mask) {
+  int64_t n = 1;
+  for (int i = 0; i < IR_MAX_MESH_AXES; i++)
+    if (mask >> i & 1) {
+      if (i >= m->n_axes) return 0;
+      n *= m->sizes[i];
+    }
+  return mask >> IR_MAX_MESH_AXES ? 0 : n;
 }
 
 const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan) {

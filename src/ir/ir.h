@@ -27,8 +27,9 @@
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
      drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free).
-     ALL_REDUCE .. AXIS_INDEX coll: the collectives of a partitioned (per-device) function, see
-     ir_coll. SCAN scan (see ir_scan; any number of operands, 0 included); GET axis (the index of
+     SHARDING sharding: the identity, pinning its value's sharding (jit_with_sharding_constraint;
+     the partitioner consumes it). ALL_REDUCE .. AXIS_INDEX coll: the collectives of a
+     partitioned (per-device) function, see ir_coll; they need the function's mesh. SCAN scan (see ir_scan; any number of operands, 0 included); GET axis (the index of
      the scan result it reads). */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
@@ -70,11 +71,13 @@
   _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
   _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
   _(DOT, 2, 0, "dot")                              \
+  _(SHARDING, 1, 0, "sharding")                    \
   _(ALL_REDUCE, 1, 0, "all_reduce")                \
   _(ALL_GATHER, 1, 0, "all_gather")                \
   _(REDUCE_SCATTER, 1, 0, "reduce_scatter")        \
   _(ALL_TO_ALL, 1, 0, "all_to_all")                \
   _(COLLECTIVE_PERMUTE, 1, 0, "collective_permute")\
+  _(SHARD_SLICE, 1, 0, "shard_slice")              \
   _(AXIS_INDEX, 0, 0, "axis_index")                \
   _(SCAN, -1, 0, "scan")                           \
   _(GET, 1, 0, "get")
@@ -131,10 +134,15 @@ typedef struct ir_dims {
      ALL_TO_ALL       each member splits its operand into n chunks along dim; member p receives
                       chunk p of every member and concatenates them along dim2 in source order.
      COLLECTIVE_PERMUTE  member p's operand goes to member (p + shift) mod n.
-     AXIS_INDEX       no operand: the i32 scalar p. */
+     SHARD_SLICE      no communication: member p takes chunk p of n equal chunks along dim (how a
+                      replicated value becomes a sharded one).
+     AXIS_INDEX       no operand: the i32 scalar p.
+   Text: `all_gather %3 over=[x,y] dim=0` (axis names of the function's mesh; group = n is implied
+   by the mesh); kind=sum|max|min, dim2=, shift= where the op has them. */
 typedef enum ir_coll_kind { IR_COLL_SUM, IR_COLL_MAX, IR_COLL_MIN } ir_coll_kind;
 typedef struct ir_coll {
   uint8_t axes;        /* bit i: mesh axis i is in the group */
+  uint16_t group;      /* n: the product of those axes' sizes (the shape rules need it) */
   uint8_t kind;        /* ir_coll_kind: ALL_REDUCE, REDUCE_SCATTER */
   uint8_t dim;         /* ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL (split dim) */
   uint8_t dim2;        /* ALL_TO_ALL (concat dim) */
@@ -165,6 +173,7 @@ typedef struct ir_attr {
   ir_dot_dims dot;     /* DOT */
   ir_slice slice;      /* SLICE */
   ir_coll coll;        /* ALL_REDUCE .. AXIS_INDEX */
+  struct jit_sharding *sharding; /* SHARDING: the function holds a reference (see ir_func) */
   ir_scan scan;        /* SCAN */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
@@ -206,8 +215,27 @@ typedef struct ir_func {
   const char *last_file; /* the newest loc file string in the arena: most locations repeat it */
   struct ir_func **bodies; /* the sub-functions SCANs run, owned (malloc'd array) */
   uint32_t n_bodies, cap_bodies;
+  struct ir_mesh *mesh; /* the device mesh a partitioned function's collectives name (owned,
+                          malloc'd); NULL: none */
+  struct jit_sharding **held; /* references taken for SHARDING attrs, dropped when f is freed */
+  uint32_t n_held, cap_held;
   bool oom;            /* an allocation failed: the function is unusable */
 } ir_func;
+
+/* A mesh as a partitioned function sees it: axis names and sizes (the device ids do not matter
+   to the per-device program). Printed after the result types: `mesh[x=2,y=4]`. */
+#define IR_MAX_MESH_AXES 8
+typedef struct ir_mesh {
+  int n_axes;
+  int64_t sizes[IR_MAX_MESH_AXES];
+  char names[IR_MAX_MESH_AXES][32];
+} ir_mesh;
+/* Gives f a copy of m (replacing any). JIT_ENOMEM. */
+jit_status ir_set_mesh(ir_func *f, const ir_mesh *m);
+/* The group size of a collective over the axes of mask in m (0: an axis out of range). */
+int64_t ir_mesh_group(const ir_mesh *m, unsigned mask);
+/* True for the ops whose result depends on the device (ALL_REDUCE .. AXIS_INDEX). */
+static inline bool ir_op_is_collective(int op) { return op >= IR_ALL_REDUCE && op <= IR_AXIS_INDEX; }
 
 /* Grows *p, an array of *cap elements of size bytes, to hold at least need (capacity doubles,
    from 16); false on overflow or OOM, *p and *cap unchanged. The growable arrays of every stage. */
@@ -271,6 +299,11 @@ void   ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v); /* ints wrap 
 /* ---- printer (print.c) ---------------------------------------------------------------------------
    The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */
 jit_status ir_print(const ir_func *f, FILE *out);
+/* ir_print with a note after the type of each of f's values (params included; not in scan
+   bodies): note writes it (e.g. a sharding) into buf[0..n), or leaves buf empty. The result is
+   for reading: the parser does not take notes back. */
+typedef void (*ir_note_fn)(void *ctx, ir_ref r, char *buf, size_t n);
+jit_status ir_print_annotated(const ir_func *f, FILE *out, ir_note_fn note, void *ctx);
 void       ir_print_type(const ir_type *t, FILE *out);      /* f32[512,1024] */
 int        ir_format_type(const ir_type *t, char *buf, size_t n); /* snprintf-like */
 
@@ -309,6 +342,19 @@ bool ir_value_fits(jit_dtype d, double v);
    integer math in int64 (wrapped to the dtype). args[i] / results[i] point to dense row-major
    host buffers of the params' / results' types (16-bit floats as their bits). */
 jit_status ir_interp(const ir_func *f, const void *const *args, void *const *results);
+/* ir_interp as one device of a mesh: collectives call dev->collective (e.g. coll_world_run)
+   with dev->position. Without a device, a collective is JIT_EUNSUPPORTED. */
+typedef struct ir_device {
+  int position;  /* in the mesh, row-major */
+  jit_status (*collective)(void *ctx, int position, ir_op op, const ir_coll *c,
+                           const ir_type *in_t, const void *in, void *out);
+  void *ctx;
+} ir_device;
+jit_status ir_interp_device(const ir_func *f, const ir_device *dev, const void *const *args,
+                            void *const *results);
+/* Makes dev the device every ir_interp on this thread runs as (NULL: none); returns the previous
+   one. How a device thread of the runtime runs a compiled program's interpreted collectives. */
+const ir_device *ir_set_thread_device(const ir_device *dev);
 /* One element of an elementwise op (IR_EW flag) with the interpreter's exact semantics, for
    constant folding: operands are values of dtype in_dt (as doubles), the result is rounded to
    out_dt. CONVERT, CMP (attr->cmp) and SELECT (operand 0 is the predicate) included. */

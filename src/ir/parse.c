@@ -6,6 +6,7 @@
 
 #include "ir/ir.h"
 #include "runtime/error.h"
+#include "runtime/sharding.h"
 
 /* ---- lexer ------------------------------------------------------------------------------------ */
 typedef enum tok_kind {
@@ -391,7 +392,8 @@ static jit_status parse_axes_pair(parser *p, const char *key, uint8_t *l, uint8_
 
 enum { A_DIM = 1, A_AXIS = 2, A_DIR = 4, A_PERM = 8, A_DIMS = 16, A_AXES = 32, A_START = 64,
        A_LIMIT = 128, A_STRIDE = 256, A_BATCH = 512, A_CONTRACT = 1024, A_REMAT = 2048,
-       A_CONSTS = 4096, A_CARRY = 8192, A_LENGTH = 16384, A_REVERSE = 32768, A_INDEX = 65536 };
+       A_CONSTS = 4096, A_CARRY = 8192, A_LENGTH = 16384, A_REVERSE = 32768, A_INDEX = 65536,
+       A_OVER = 1 << 17, A_KIND = 1 << 18, A_DIM2 = 1 << 19, A_SHIFT = 1 << 20 };
 enum { A_OPTIONAL = A_BATCH | A_REVERSE };
 
 static const struct { unsigned bit; const char *name; } attr_keys[] = {
@@ -399,6 +401,7 @@ static const struct { unsigned bit; const char *name; } attr_keys[] = {
     {A_DIMS, "dims"},     {A_AXES, "axes"},     {A_START, "start"},   {A_LIMIT, "limit"},
     {A_STRIDE, "stride"}, {A_BATCH, "batch"},   {A_CONTRACT, "contract"}, {A_CONSTS, "consts"},
     {A_CARRY, "carry"},   {A_LENGTH, "length"}, {A_REVERSE, "reverse"}, {A_INDEX, "index"},
+    {A_OVER, "over"},     {A_KIND, "kind"},     {A_DIM2, "dim2"},     {A_SHIFT, "shift"},
 };
 
 /* Attributes op accepts, and those it requires. */
@@ -414,6 +417,12 @@ static unsigned attrs_allowed(ir_op op) {
   case IR_DOT: return A_BATCH | A_CONTRACT;
   case IR_SCAN: return A_CONSTS | A_CARRY | A_LENGTH | A_REVERSE;
   case IR_GET: return A_INDEX;
+  case IR_ALL_REDUCE: return A_OVER | A_KIND;
+  case IR_ALL_GATHER: case IR_SHARD_SLICE: return A_OVER | A_DIM;
+  case IR_REDUCE_SCATTER: return A_OVER | A_KIND | A_DIM;
+  case IR_ALL_TO_ALL: return A_OVER | A_DIM | A_DIM2;
+  case IR_COLLECTIVE_PERMUTE: return A_OVER | A_SHIFT;
+  case IR_AXIS_INDEX: return A_OVER;
   default: return 0;
   }
 }
@@ -429,6 +438,90 @@ static const char *attr_list(unsigned bits, char *buf, size_t n) {
     len += (size_t)w;
   }
   return buf;
+}
+
+/* over=[x,y]: mesh axis names of the function's mesh (declared in its header); sets the mask and
+   the group size. */
+static jit_status parse_over(parser *p, ir_attr *a) {
+  jit_status st;
+  const ir_mesh *m = p->f->mesh;
+  if (!m) return err_at(p->t.line, p->t.col, "a collective needs the function's mesh ('mesh[x=2]' after the result types)");
+  if ((st = expect_punct(p, '[', "'[' before the axis names"))) return st;
+  while (!is_punct(p, ']')) {
+    if (p->t.k != T_IDENT) return expected(p, "a mesh axis name");
+    int axis = -1;
+    for (int i = 0; i < m->n_axes; i++)
+      if (strlen(m->names[i]) == p->t.n && memcmp(m->names[i], p->t.s, p->t.n) == 0) axis = i;
+    if (axis < 0) return err_at(p->t.line, p->t.col, "no mesh axis '%.*s'", (int)p->t.n, p->t.s);
+    if (a->coll.axes >> axis & 1)
+      return err_at(p->t.line, p->t.col, "axis '%.*s' named twice", (int)p->t.n, p->t.s);
+    a->coll.axes |= (uint8_t)(1u << axis);
+    lex(p);
+    if (is_punct(p, ']')) break;
+    if ((st = expect_punct(p, ',', "',' or ']' after an axis name"))) return st;
+  }
+  lex(p);
+  int64_t g = ir_mesh_group(m, a->coll.axes);
+  if (g > UINT16_MAX) return err_at(p->t.line, p->t.col, "a group of %lld devices is too large", (long long)g);
+  a->coll.group = (uint16_t)g;
+  return JIT_OK;
+}
+
+/* `mesh[x=2,y=4]` after a function's result types. */
+static jit_status parse_mesh(parser *p) {
+  jit_status st;
+  ir_mesh m = {0};
+  lex(p); /* 'mesh' */
+  if ((st = expect_punct(p, '[', "'[' after 'mesh'"))) return st;
+  while (!is_punct(p, ']')) {
+    if (m.n_axes == IR_MAX_MESH_AXES)
+      return err_at(p->t.line, p->t.col, "a mesh has at most %d axes", IR_MAX_MESH_AXES);
+    if (p->t.k != T_IDENT || p->t.n >= sizeof m.names[0]) return expected(p, "a mesh axis name");
+    for (int i = 0; i < m.n_axes; i++)
+      if (strlen(m.names[i]) == p->t.n && memcmp(m.names[i], p->t.s, p->t.n) == 0)
+        return err_at(p->t.line, p->t.col, "mesh axis '%.*s' given twice", (int)p->t.n, p->t.s);
+    memcpy(m.names[m.n_axes], p->t.s, p->t.n);
+    lex(p);
+    if ((st = expect_punct(p, '=', "'=' after the axis name"))) return st;
+    if ((st = parse_int(p, "an axis size (1 to 4096)", 1, 4096, &m.sizes[m.n_axes]))) return st;
+    m.n_axes++;
+    if (is_punct(p, ']')) break;
+    if ((st = expect_punct(p, ',', "',' or ']' in the mesh"))) return st;
+  }
+  lex(p);
+  if (!m.n_axes) return err_at(p->t.line, p->t.col, "a mesh needs at least one axis");
+  return ir_set_mesh(p->f, &m) == JIT_OK ? JIT_OK : oom(p);
+}
+
+/* The sharding of a `sharding` op: `{mesh[x=2] "x,_"}`, read by the runtime's parser from a
+   NUL-terminated copy of the rest of the line. */
+static jit_status parse_sharding_attr(parser *p, ir_attr *a, jit_sharding **held) {
+  if (!is_punct(p, '{')) return expected(p, "the sharding ('{mesh[x=2] \"x,_\"}')");
+  const char *s = p->t.s, *e = s;
+  while (e < p->end && *e != '\n') e++;
+  char *copy = malloc((size_t)(e - s) + 1);
+  if (!copy) return oom(p);
+  memcpy(copy, s, (size_t)(e - s));
+  copy[e - s] = '\0';
+  const char *stop = NULL;
+  jit_status st = sharding_parse_text(copy, &stop, held);
+  if (st == JIT_ENOMEM) {
+    free(copy);
+    return oom(p);
+  }
+  if (st) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", jit_last_error());
+    free(copy);
+    return err_at(p->t.line, p->t.col, "%s", msg);
+  }
+  size_t used = (size_t)(stop - copy);
+  free(copy);
+  p->pos = s + used;
+  p->col = p->t.col + (int)used;
+  lex(p);
+  a->sharding = *held;
+  return JIT_OK;
 }
 
 /* remat=N: every op may carry a checkpoint tag (ir.h's ir_attr.remat); N >= 1 as printed. */
@@ -509,6 +602,30 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
     int64_t v = 0;
     jit_status s2 = parse_int(p, "0 or 1", 0, 1, &v);
     a->scan.reverse = (uint8_t)v;
+    return s2;
+  }
+  case A_OVER:
+    return parse_over(p, a);
+  case A_KIND: {
+    static const char *const kinds[] = {"sum", "max", "min"};
+    for (int i = 0; i < 3; i++)
+      if (is_word(p, kinds[i])) {
+        a->coll.kind = (uint8_t)i;
+        lex(p);
+        return JIT_OK;
+      }
+    return expected(p, "a reduction kind (sum, max or min)");
+  }
+  case A_DIM2: {
+    int64_t v = 0;
+    jit_status s2 = parse_int(p, "a dim", 0, IR_MAX_RANK - 1, &v);
+    a->coll.dim2 = (uint8_t)v;
+    return s2;
+  }
+  case A_SHIFT: {
+    int64_t v = 0;
+    jit_status s2 = parse_int(p, "a shift", INT32_MIN, INT32_MAX, &v);
+    a->coll.shift = (int32_t)v;
     return s2;
   }
   case A_BATCH:
@@ -697,33 +814,54 @@ static jit_status parse_ins(parser *p) {
 
   const ir_type *operand = n ? &p->f->types[p->f->ins[p->args[0]].ty] : NULL;
   unsigned seen = 0;
+  jit_sharding *held = NULL; /* the SHARDING op's, until ir_emit takes its own reference */
+  if (op == IR_SHARDING && (st = parse_sharding_attr(p, &a, &held))) return st;
   while (p->t.k == T_IDENT)
-    if ((st = parse_attr(p, op, operand, &a, &seen))) return st;
+    if ((st = parse_attr(p, op, operand, &a, &seen))) {
+      sharding_unref(held);
+      return st;
+    }
+  if (ir_op_is_collective(op) && (seen & A_DIM)) {
+    if (a.axis < 0 || a.axis >= IR_MAX_RANK) {
+      sharding_unref(held);
+      return err_at(p->t.line, p->t.col, "dim %lld is out of range", (long long)a.axis);
+    }
+    a.coll.dim = (uint8_t)a.axis;
+    a.axis = 0;
+  }
   unsigned missing = attrs_required(op) & ~seen;
   if (missing) {
+    sharding_unref(held);
+    held = NULL;
     if (p->t.k == T_NL || p->t.k == T_EOF || is_punct(p, ':')) {
       char list[128];
       return err_at(p->t.line, p->t.col, "'%s' needs attribute%s %s", ir_op_name[op],
                     (missing & (missing - 1)) ? "s" : "", attr_list(missing, list, sizeof list));
     }
   }
-  if ((st = expect_punct(p, ':', "':' before the result type"))) return st;
   ir_ty ty;
   ir_loc loc = {0};
+  if ((st = expect_punct(p, ':', "':' before the result type"))) goto done;
   if (op == IR_SCAN) {
-    if ((st = parse_scan_rest(p, &a, &ty, &loc))) return st;
+    if ((st = parse_scan_rest(p, &a, &ty, &loc))) goto done;
   } else {
-    if ((st = parse_type_ty(p, &ty))) return st;
-    if ((st = end_of_line(p, &loc, "end of line after the result type"))) return st;
+    if ((st = parse_type_ty(p, &ty))) goto done;
+    if ((st = end_of_line(p, &loc, "end of line after the result type"))) goto done;
   }
 
-  ir_ref r = ir_emit(p->f, op, ty, n, p->args, &a, loc);
-  if (r == IR_NOREF) return oom(p);
+  ir_ref r = ir_emit(p->f, op, ty, n, p->args, &a, loc); /* takes its own reference to held */
+  if (r == IR_NOREF) {
+    st = oom(p);
+    goto done;
+  }
   char why[512];
   st = ir_verify_ins(p->f, r, why, sizeof why);
-  if (st == JIT_ENOMEM) return oom(p);
-  if (st) return err_at(name.line, name.col, "%s: %s", ir_op_name[op], why);
-  return define(p, &name, r);
+  if (st == JIT_ENOMEM) st = oom(p);
+  else if (st) st = err_at(name.line, name.col, "%s: %s", ir_op_name[op], why);
+  else st = define(p, &name, r);
+done:
+  sharding_unref(held);
+  return st;
 }
 
 static jit_status parse_params(parser *p) {
@@ -855,6 +993,7 @@ static jit_status parse_func(parser *p) {
   }
   lex(p);
   if ((st = parse_results(p, &rs))) goto fail;
+  if (is_word(p, "mesh") && (st = parse_mesh(p))) goto fail;
   if ((st = expect_punct(p, '{', "'{' after the result types"))) goto fail;
   if ((st = end_of_line(p, NULL, "end of line after '{'"))) goto fail;
   for (;;) {

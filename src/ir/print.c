@@ -14,6 +14,7 @@
 
 #include "ir/ir.h"
 #include "runtime/error.h"
+#include "runtime/sharding.h"
 
 /* The column (0-based) where a location comment's '#' goes, so that locations line up. */
 enum { LOC_COLUMN = 66 };
@@ -37,6 +38,9 @@ static const char *dtype_name(jit_dtype d) {
    flushing, see put(). */
 typedef struct line {
   FILE *out;
+  ir_note_fn note;     /* ir_print_annotated's: text after a value's type, or NULL */
+  void *note_ctx;
+  int depth;           /* 0: the top function (only its values are annotated) */
   char buf[1024];
   size_t len;     /* bytes in buf */
   size_t col;     /* column of the line so far, including flushed bytes */
@@ -216,6 +220,39 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   case IR_GET:
     lprintf(l, " index=%lld", (long long)a->axis);
     break;
+  case IR_SHARDING: {
+    char buf[512];
+    if (!a->sharding) puts_(l, " <no sharding>");
+    else if (sharding_format(a->sharding, buf, sizeof buf) < (int)sizeof buf) lprintf(l, " %s", buf);
+    else puts_(l, " <sharding too long>");
+    break;
+  }
+  case IR_ALL_REDUCE:
+  case IR_ALL_GATHER:
+  case IR_REDUCE_SCATTER:
+  case IR_ALL_TO_ALL:
+  case IR_COLLECTIVE_PERMUTE:
+  case IR_SHARD_SLICE:
+  case IR_AXIS_INDEX: {
+    static const char *const kinds[] = {"sum", "max", "min"};
+    const ir_coll *c = &a->coll;
+    puts_(l, " over=[");
+    for (int i = 0, k = 0; i < 8; i++) {
+      if (!(c->axes >> i & 1)) continue;
+      if (k++) puts_(l, ",");
+      if (f->mesh && i < f->mesh->n_axes) puts_(l, f->mesh->names[i]);
+      else lprintf(l, "<axis %d>", i);
+    }
+    puts_(l, "]");
+    if (in->op == IR_ALL_REDUCE || in->op == IR_REDUCE_SCATTER)
+      lprintf(l, " kind=%s", c->kind < 3 ? kinds[c->kind] : "<bad>");
+    if (in->op == IR_ALL_GATHER || in->op == IR_REDUCE_SCATTER || in->op == IR_ALL_TO_ALL ||
+        in->op == IR_SHARD_SLICE)
+      lprintf(l, " dim=%u", (unsigned)c->dim);
+    if (in->op == IR_ALL_TO_ALL) lprintf(l, " dim2=%u", (unsigned)c->dim2);
+    if (in->op == IR_COLLECTIVE_PERMUTE) lprintf(l, " shift=%d", (int)c->shift);
+    break;
+  }
   default:
     break;
   }
@@ -239,6 +276,14 @@ static void put_scan_types(line *l, const ir_func *f, const ir_ins *in) {
   puts_(l, ")");
 }
 
+static void put_note(line *l, ir_ref r) {
+  char buf[512];
+  if (!l->note || l->depth) return;
+  buf[0] = '\0';
+  l->note(l->note_ctx, r, buf, sizeof buf);
+  if (buf[0]) lprintf(l, " %s", buf);
+}
+
 static void put_ins(line *l, const ir_func *f, ir_ref r, int indent) {
   const ir_ins *in = &f->ins[r];
   const char *name = (unsigned)in->op < IR_N_OPS ? ir_op_name[in->op] : "<bad op>";
@@ -255,6 +300,7 @@ static void put_ins(line *l, const ir_func *f, ir_ref r, int indent) {
     puts_(l, " {");
   } else {
     put_ty(l, f, in->ty);
+    put_note(l, r);
   }
   if (in->loc.file) {
     size_t pad = l->col < LOC_COLUMN ? LOC_COLUMN - l->col : 1;
@@ -275,6 +321,7 @@ static void print_func(line *l, const ir_func *f, int indent) {
   for (uint32_t i = 0; i < np; i++) {
     lprintf(l, "%s%%%u: ", i ? ", " : "", (unsigned)i);
     put_ty(l, f, f->ins[i].ty);
+    put_note(l, i);
   }
   puts_(l, ") -> ");
   if (f->n_results != 1) puts_(l, "(");
@@ -287,6 +334,12 @@ static void print_func(line *l, const ir_func *f, int indent) {
       lprintf(l, "<bad ref %%%u>", (unsigned)r);
   }
   if (f->n_results != 1) puts_(l, ")");
+  if (f->mesh) {
+    puts_(l, " mesh[");
+    for (int i = 0; i < f->mesh->n_axes && i < IR_MAX_MESH_AXES; i++)
+      lprintf(l, "%s%s=%lld", i ? "," : "", f->mesh->names[i], (long long)f->mesh->sizes[i]);
+    puts_(l, "]");
+  }
   puts_(l, " {\n");
   for (ir_ref r = np; r < f->n_ins; r++) {
     l->col = 0;
@@ -295,7 +348,9 @@ static void print_func(line *l, const ir_func *f, int indent) {
     flush(l);
     const ir_func *b = ir_scan_body(f, &f->ins[r]);
     if (b && indent < 64) { /* deeper nesting than that is a broken function, not a program */
+      l->depth++;
       print_func(l, b, indent + 4);
+      l->depth--;
       lprintf(l, "%*s  }\n", indent, "");
     }
   }
@@ -305,8 +360,10 @@ static void print_func(line *l, const ir_func *f, int indent) {
   flush(l);
 }
 
-jit_status ir_print(const ir_func *f, FILE *out) {
-  line l = {.out = out};
+jit_status ir_print(const ir_func *f, FILE *out) { return ir_print_annotated(f, out, NULL, NULL); }
+
+jit_status ir_print_annotated(const ir_func *f, FILE *out, ir_note_fn note, void *ctx) {
+  line l = {.out = out, .note = note, .note_ctx = ctx};
   print_func(&l, f, 0);
   if (l.err || ferror(out)) return jit_error(JIT_EIO, "ir_print: writing the IR text failed");
   return JIT_OK;

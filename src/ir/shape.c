@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "runtime/sharding.h"
 #include "runtime/error.h"
 
 /* A formatted type or list, held by value so that several fit in one printf call. */
@@ -289,6 +290,53 @@ static jit_status infer_dot(const ir_type *l, const ir_type *r, const ir_attr *a
   return JIT_OK;
 }
 
+/* The collectives' rules: see ir_coll in ir.h. */
+static jit_status infer_collective(ir_op op, const ir_type *x, const ir_attr *attr, ir_type *out,
+                                   char *why, size_t why_n) {
+  const ir_coll *c = &attr->coll;
+  if (c->group < 1) return FAIL(JIT_EINVAL, "group size %u (must be >= 1)", (unsigned)c->group);
+  if (!c->axes) return FAIL(JIT_EINVAL, "names no mesh axis");
+  if (op == IR_AXIS_INDEX) {
+    *out = (ir_type){.dtype = JIT_I32, .rank = 0};
+    return JIT_OK;
+  }
+  *out = *x;
+  bool has_dim = op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL ||
+                 op == IR_SHARD_SLICE;
+  if (has_dim && c->dim >= x->rank)
+    return FAIL(JIT_ESHAPE, "dim %u out of range for %s", (unsigned)c->dim, ty(x).s);
+  if ((op == IR_ALL_REDUCE || op == IR_REDUCE_SCATTER) && c->kind > IR_COLL_MIN)
+    return FAIL(JIT_EINVAL, "unknown reduction kind %u", (unsigned)c->kind);
+  if ((op == IR_ALL_REDUCE || op == IR_REDUCE_SCATTER) && x->dtype == JIT_BOOL)
+    return FAIL(JIT_EDTYPE, "cannot reduce %s", ty(x).s);
+  int64_t n = c->group;
+  switch (op) {
+  case IR_ALL_GATHER:
+    if (x->dims[c->dim] > INT64_MAX / n) return FAIL(JIT_ESHAPE, "result dim overflows");
+    out->dims[c->dim] *= n;
+    break;
+  case IR_REDUCE_SCATTER:
+  case IR_SHARD_SLICE:
+    if (x->dims[c->dim] % n)
+      return FAIL(JIT_ESHAPE, "dim %u of %s does not split into %lld equal parts", (unsigned)c->dim,
+                  ty(x).s, (long long)n);
+    out->dims[c->dim] /= n;
+    break;
+  case IR_ALL_TO_ALL:
+    if (c->dim2 >= x->rank)
+      return FAIL(JIT_ESHAPE, "dim2 %u out of range for %s", (unsigned)c->dim2, ty(x).s);
+    if (x->dims[c->dim] % n)
+      return FAIL(JIT_ESHAPE, "dim %u of %s does not split into %lld equal parts", (unsigned)c->dim,
+                  ty(x).s, (long long)n);
+    out->dims[c->dim] /= n;
+    if (out->dims[c->dim2] > INT64_MAX / n) return FAIL(JIT_ESHAPE, "result dim overflows");
+    out->dims[c->dim2] *= n;
+    break;
+  default: break;
+  }
+  return JIT_OK;
+}
+
 jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, const ir_attr *attr,
                          const ir_type *declared, ir_type *out, char *why, size_t why_n) {
   static const ir_attr zero_attr;
@@ -350,6 +398,19 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: st = infer_reduce(op, args[0], attr, out, why, why_n); break;
   case IR_DOT: st = infer_dot(args[0], args[1], attr, out, why, why_n); break;
+  case IR_SHARDING:
+    if (!attr->sharding) return FAIL(JIT_EINVAL, "has no sharding");
+    if (attr->sharding->rank != args[0]->rank)
+      return FAIL(JIT_ESHAPE, "a sharding of rank %d for %s", attr->sharding->rank, ty(args[0]).s);
+    *out = *args[0];
+    break;
+  case IR_ALL_REDUCE:
+  case IR_ALL_GATHER:
+  case IR_REDUCE_SCATTER:
+  case IR_ALL_TO_ALL:
+  case IR_COLLECTIVE_PERMUTE:
+  case IR_SHARD_SLICE:
+  case IR_AXIS_INDEX: st = infer_collective(op, n_args ? args[0] : NULL, attr, out, why, why_n); break;
   default:
     if (!(ir_op_flags[op] & IR_EW)) return FAIL(JIT_EINTERNAL, "no type rule");
     st = infer_elementwise(op, n_args, args, attr, declared, out, why, why_n);

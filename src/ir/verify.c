@@ -155,6 +155,14 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
   if (in->op == IR_PARAM) return JIT_OK;
   if (in->op == IR_SCAN) return verify_scan(f, in, why, why_n);
   if (in->op == IR_GET) return verify_get(f, in, why, why_n);
+  if (ir_op_is_collective(in->op)) {
+    if (!f->mesh) return why_fail(why, why_n, "a collective in a function without a mesh");
+    int64_t g = ir_mesh_group(f->mesh, in->attr.coll.axes);
+    if (!g || !in->attr.coll.axes) return why_fail(why, why_n, "names an axis the mesh does not have");
+    if (g != in->attr.coll.group)
+      return why_fail(why, why_n, "group size %u, but its axes hold %lld devices",
+                      (unsigned)in->attr.coll.group, (long long)g);
+  }
 
   const ir_type *small[8];
   const ir_type **args = small;

@@ -170,11 +170,13 @@ static jit_status check(const coll_group *g, int p, ir_op op, const ir_coll *c, 
   if (op == IR_AXIS_INDEX) return JIT_OK;
   if (!t || !ir_dtype_valid(t->dtype) || t->rank < 0 || t->rank > IR_MAX_RANK)
     return jit_error(JIT_EINVAL, "collectives: bad operand type");
-  bool needs_dim = op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL;
+  bool needs_dim = op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL ||
+                   op == IR_SHARD_SLICE;
   if (needs_dim && (c->dim >= t->rank || (op == IR_ALL_TO_ALL && c->dim2 >= t->rank)))
     return jit_error(JIT_EINVAL, "collectives: %s dim %u outside rank %d", ir_op_name[op],
                      (unsigned)c->dim, t->rank);
-  if ((op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL) && t->dims[c->dim] % g->n != 0)
+  if ((op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL || op == IR_SHARD_SLICE) &&
+      t->dims[c->dim] % g->n != 0)
     return jit_error(JIT_EINVAL, "collectives: %s splits a dim of %lld into %d parts",
                      ir_op_name[op], (long long)t->dims[c->dim], g->n);
   return JIT_OK;
@@ -185,9 +187,112 @@ jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_t
   if (!g || !c) return jit_error(JIT_EINVAL, "collectives: group or attributes is NULL");
   jit_status st = check(g, p, op, c, in_t);
   if (st != JIT_OK) return st;
+  if (op == IR_SHARD_SLICE) { /* the member's own chunk: nothing to exchange, nobody to wait for */
+    size_t es = jit_dtype_size(in_t->dtype);
+    int64_t outer = prod(in_t, 0, c->dim), whole = prod(in_t, c->dim, in_t->rank) * (int64_t)es;
+    int64_t part = whole / g->n;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy((unsigned char *)out + o * part, (const unsigned char *)in + o * whole + p * part,
+             (size_t)part);
+    return JIT_OK;
+  }
   g->ins[p] = in; /* each member writes only its own slot; the barrier publishes it */
   barrier(g);
   st = compute(g, p, op, c, in_t, out);
   barrier(g); /* nobody returns (and reuses its operand) before everyone has read it */
   return st;
+}
+
+/* ---- worlds: every group of a mesh ------------------------------------------------------------ */
+
+struct coll_world {
+  int n_axes;
+  int64_t sizes[IR_MAX_MESH_AXES];
+  int n_devices;
+  pthread_mutex_t mu;                 /* guards making groups */
+  coll_group **groups[1 << IR_MAX_MESH_AXES]; /* per axes mask: its groups, made on first use */
+};
+
+jit_status coll_world_new(const ir_mesh *m, coll_world **out) {
+  *out = NULL;
+  if (!m || m->n_axes < 1 || m->n_axes > IR_MAX_MESH_AXES)
+    return jit_error(JIT_EINVAL, "collectives: a world needs a mesh of 1..%d axes", IR_MAX_MESH_AXES);
+  int64_t n = 1;
+  for (int i = 0; i < m->n_axes; i++) {
+    if (m->sizes[i] < 1 || n * m->sizes[i] > 4096)
+      return jit_error(JIT_EINVAL, "collectives: bad mesh axis size %lld", (long long)m->sizes[i]);
+    n *= m->sizes[i];
+  }
+  coll_world *w = calloc(1, sizeof *w);
+  if (!w) return jit_error(JIT_ENOMEM, "collectives: out of memory");
+  w->n_axes = m->n_axes;
+  memcpy(w->sizes, m->sizes, sizeof w->sizes);
+  w->n_devices = (int)n;
+  pthread_mutex_init(&w->mu, NULL);
+  *out = w;
+  return JIT_OK;
+}
+
+void coll_world_free(coll_world *w) {
+  if (!w) return;
+  for (int mask = 0; mask < 1 << IR_MAX_MESH_AXES; mask++) {
+    if (!w->groups[mask]) continue;
+    int64_t size = 1;
+    for (int i = 0; i < w->n_axes; i++)
+      if (mask >> i & 1) size *= w->sizes[i];
+    for (int64_t i = 0; i < w->n_devices / size; i++) coll_group_free(w->groups[mask][i]);
+    free(w->groups[mask]);
+  }
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+int coll_world_devices(const coll_world *w) { return w->n_devices; }
+
+/* Device d's group for mask (indexed by its coordinates off the mask) and its position in it. */
+static void locate(const coll_world *w, unsigned mask, int d, int *group, int *pos) {
+  int64_t coord[IR_MAX_MESH_AXES], r = d;
+  for (int i = w->n_axes; i-- > 0;) {
+    coord[i] = r % w->sizes[i];
+    r /= w->sizes[i];
+  }
+  int64_t g = 0, p = 0;
+  for (int i = 0; i < w->n_axes; i++) {
+    if (mask >> i & 1) p = p * w->sizes[i] + coord[i];
+    else g = g * w->sizes[i] + coord[i];
+  }
+  *group = (int)g;
+  *pos = (int)p;
+}
+
+jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
+                          const ir_type *in_t, const void *in, void *out) {
+  if (!w || !c) return jit_error(JIT_EINVAL, "collectives: world or attributes is NULL");
+  if (device < 0 || device >= w->n_devices)
+    return jit_error(JIT_EINVAL, "collectives: device %d outside the mesh of %d", device, w->n_devices);
+  unsigned mask = c->axes;
+  if (!mask || mask >> w->n_axes)
+    return jit_error(JIT_EINVAL, "collectives: axes 0x%x outside the mesh's %d axes", mask, w->n_axes);
+  int64_t size = 1;
+  for (int i = 0; i < w->n_axes; i++)
+    if (mask >> i & 1) size *= w->sizes[i];
+  int n_groups = (int)(w->n_devices / size), gi, pos;
+  locate(w, mask, device, &gi, &pos);
+  pthread_mutex_lock(&w->mu);
+  jit_status st = JIT_OK;
+  if (!w->groups[mask]) {
+    coll_group **gs = calloc((size_t)n_groups, sizeof *gs);
+    for (int i = 0; gs && i < n_groups && st == JIT_OK; i++) st = coll_group_new((int)size, &gs[i]);
+    if (!gs || st != JIT_OK) {
+      for (int i = 0; gs && i < n_groups; i++) coll_group_free(gs[i]);
+      free(gs);
+      st = jit_error(JIT_ENOMEM, "collectives: out of memory");
+    } else {
+      w->groups[mask] = gs;
+    }
+  }
+  coll_group *g = st == JIT_OK ? w->groups[mask][gi] : NULL;
+  pthread_mutex_unlock(&w->mu);
+  if (st != JIT_OK) return st;
+  return coll_run(g, pos, op, c, in_t, in, out);
 }

@@ -20,4 +20,16 @@ void       coll_group_free(coll_group *g);          /* NULL is a no-op; no membe
 jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *in_t,
                     const void *in, void *out);
 
+/* A world: the devices of a mesh (row-major positions 0..n-1) and, made on first use, the
+   groups every axes mask splits them into. A collective over axes `c->axes` meets the devices
+   that share the coordinates off those axes (ir_coll's groups). */
+typedef struct coll_world coll_world;
+jit_status coll_world_new(const ir_mesh *m, coll_world **out);
+void       coll_world_free(coll_world *w); /* NULL is a no-op; no device may be inside */
+int        coll_world_devices(const coll_world *w);
+/* Device (mesh position) `device`'s part of a collective: coll_run in its group. SHARD_SLICE
+   needs no partner and does not wait. */
+jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
+                          const ir_type *in_t, const void *in, void *out);
+
 #endif /* TJIT_COLLECTIVES_H */

@@ -147,7 +147,7 @@ static jit_status sub_function(const ir_func *f, const ir_ref *ops, uint32_t n_o
   ir_ref *map = malloc((f->n_ins ? f->n_ins : 1) * sizeof *map);
   ir_ref *res = malloc((n_writes ? n_writes : 1) * sizeof *res);
   ir_func *g = ir_func_new(f->name);
-  if (!map || !res || !g) goto nomem;
+  if (!map || !res || !g || (f->mesh && ir_set_mesh(g, f->mesh) != JIT_OK)) goto nomem;
   for (uint32_t i = 0; i < n_reads; i++) {
     ir_ty ty = ir_type_intern(g, ir_type_of(f, reads[i]));
     if (ty == UINT32_MAX) goto nomem;

@@ -418,6 +418,11 @@ static jit_status visit(fuse *z, ir_ref v) {
     }
     return JIT_OK;
   }
+  if (ir_op_is_collective(op) || op == IR_SHARDING) {
+    /* a kernel of its own (the runtime exchanges it between devices): operands in buffers */
+    mark_operands(z, v, z->must_mat);
+    return new_group(z, v);
+  }
   /* elementwise, reductions, dot */
   bool ok = agree && legal(z, v, &z->groups[gi], &m);
   if (agree && !ok && is_reduce(op)) ok = rows_for_reduce(z, v, gi, &m);

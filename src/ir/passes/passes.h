@@ -91,10 +91,16 @@ typedef struct ir_spmd {
   uint32_t n_params, n_results;
   struct jit_sharding **param_shardings;  /* n_params counted references */
   struct jit_sharding **result_shardings; /* n_results counted references */
+  struct jit_sharding **value_shardings;  /* per value of local (n_values): the split of the
+                                             global value it is a block of; NULL: replicated */
+  uint32_t n_values;
 } ir_spmd;
 jit_status ir_partition(const ir_func *f, struct jit_mesh *mesh,
                         struct jit_sharding *const *arg_shardings, ir_spmd **out);
 void       ir_spmd_free(ir_spmd *p);      /* NULL is a no-op */
+/* The JIT_DUMP_PARTITIONED text: the local function, each split value followed by the global
+   value's spec (`{"x,_"}`); the mesh is in the function's header. */
+jit_status ir_spmd_print(const ir_spmd *p, FILE *out);
 /* The oracle of partitioned execution: interprets p->local on every device of p->mesh in
    lockstep, the collectives exchanging values between them. args[d][i] / results[d][i] are the
    local buffers of param / result i on the device at mesh position d. */

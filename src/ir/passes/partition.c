@@ -1,0 +1,763 @@
+/* partition.c: sharding propagation and SPMD partitioning (GSPMD's scheme, simplified).
+ *
+ * Propagation gives every value of the global function a spec: per dim, the mesh axes that split
+ * it. Seeds are the args' shardings and `sharding` ops (jit_with_sharding_constraint); specs then
+ * flow forward from operands (an elementwise op takes its most sharded operand's spec, a dot its
+ * operands' batch and free dims, a reduction its operand's kept dims, ...) and backward into
+ * values nothing has decided yet (a param used with a sharded operand, a constant), a few rounds.
+ * A dim is only split when its size divides evenly; what stays undecided is replicated.
+ *
+ * Partitioning then writes the per-device function. For each instruction with chosen spec S it
+ * asks what its operands should look like to produce S cheaply (back()), reshards each operand
+ * to that (all_gather what must be whole, shard_slice what must be split: no communication),
+ * emits the op on local shapes, computes the spec that op really produces from those operands
+ * (fwd(): a contraction or reduction over split dims leaves a partial sum, finished by an
+ * all_reduce over those axes) and reshards that to S. So every choice is correct, whatever
+ * propagation decided; propagation only makes the choices cheap.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/collectives.h"
+#include "runtime/error.h"
+#include "runtime/sharding.h"
+
+typedef struct spec {
+  uint8_t n[IR_MAX_RANK];                     /* axes splitting each dim */
+  uint8_t ax[IR_MAX_RANK][IR_MAX_MESH_AXES];  /* major first */
+} spec;
+
+static const spec replicated; /* all zero */
+
+static bool spec_eq(const spec *a, const spec *b, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (a->n[d] != b->n[d] || memcmp(a->ax[d], b->ax[d], a->n[d]) != 0) return false;
+  return true;
+}
+
+static bool spec_any(const spec *s, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (s->n[d]) return true;
+  return false;
+}
+
+static unsigned spec_mask(const spec *s, int rank) {
+  unsigned m = 0;
+  for (int d = 0; d < rank; d++)
+    for (int k = 0; k < s->n[d]; k++) m |= 1u << s->ax[d][k];
+  return m;
+}
+
+static void copy_dim(spec *dst, int dd, const spec *src, int sd) {
+  dst->n[dd] = src->n[sd];
+  memcpy(dst->ax[dd], src->ax[sd], sizeof dst->ax[dd]);
+}
+
+static void clear_dim(spec *s, int d) {
+  s->n[d] = 0;
+  memset(s->ax[d], 0, sizeof s->ax[d]);
+}
+
+typedef struct part {
+  const ir_func *f;
+  jit_mesh *mesh;
+  ir_mesh im;
+  spec *sp;          /* per global value */
+  bool *known;
+  ir_func *g;        /* the local function */
+  ir_ref *map;       /* global value -> its local block under sp[] */
+  spec *lsp;         /* per local value: the spec of the global value it is a block of */
+  uint32_t cap_lsp;
+  struct { ir_ref global, local; spec s; } *memo; /* reshards made, to reuse */
+  uint32_t n_memo, cap_memo;
+} part;
+
+static int64_t dim_parts(const part *P, const spec *s, int d) {
+  int64_t n = 1;
+  for (int k = 0; k < s->n[d]; k++) n *= P->im.sizes[s->ax[d][k]];
+  return n;
+}
+
+/* Drops splits that cannot stand: an axis used twice (the later use goes) or a dim its axes do
+   not divide evenly. */
+static void fit(const part *P, const ir_type *t, spec *s) {
+  unsigned used = 0;
+  for (int d = 0; d < IR_MAX_RANK; d++) {
+    if (d >= t->rank) {
+      clear_dim(s, d);
+      continue;
+    }
+    bool ok = true;
+    for (int k = 0; k < s->n[d]; k++) {
+      unsigned b = 1u << s->ax[d][k];
+      if (s->ax[d][k] >= P->im.n_axes || (used & b)) ok = false;
+    }
+    if (ok && t->dims[d] % dim_parts(P, s, d) != 0) ok = false;
+    if (!ok) clear_dim(s, d);
+    else
+      for (int k = 0; k < s->n[d]; k++) used |= 1u << s->ax[d][k];
+  }
+}
+
+static void local_type(const part *P, const ir_type *t, const spec *s, ir_type *out) {
+  *out = *t;
+  for (int d = 0; d < t->rank; d++) out->dims[d] = t->dims[d] / dim_parts(P, s, d);
+}
+
+static const ir_type *gtype(const part *P, ir_ref r) { return ir_type_of(P->f, r); }
+
+/* The result dim of a reshape that carries operand dim d unchanged (same size, same number of
+   elements before it), or -1. */
+static int reshape_dim(const ir_type *from, const ir_type *to, int d) {
+  int64_t before = 1;
+  for (int i = 0; i < d; i++) before *= from->dims[i];
+  int64_t acc = 1;
+  for (int j = 0; j < to->rank; j++) {
+    if (acc == before && to->dims[j] == from->dims[d]) return j;
+    acc *= to->dims[j];
+  }
+  return -1;
+}
+
+static bool slice_full(const ir_slice *s, const ir_type *t, int d) {
+  return s->start[d] == 0 && s->limit[d] == t->dims[d] && s->stride[d] == 1;
+}
+
+static bool is_ewise(ir_op op) { return (ir_op_flags[op] & IR_EW) != 0; }
+
+/* The spec op i produces from operands laid out as ops[k] (NULL: unknown, only while
+   propagating; at least one is known). Axes of a reduced or contracted split are set in
+   *partial. false: the op decides nothing from its operands (constants, iota). */
+static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsigned *partial) {
+  const ir_ins *in = &P->f->ins[i];
+  const ir_type *t = gtype(P, i);
+  *out = replicated;
+  *partial = 0;
+  switch (in->op) {
+  case IR_CONST:
+  case IR_IOTA: return false;
+  case IR_SHARDING:
+    for (int d = 0; d < in->attr.sharding->rank; d++) {
+      out->n[d] = in->attr.sharding->n_dim_axes[d];
+      memcpy(out->ax[d], in->attr.sharding->dim_axes[d], sizeof out->ax[d]);
+    }
+    break;
+  case IR_BROADCAST: {
+    const ir_type *x = gtype(P, in->args[0]);
+    if (ops[0])
+      for (int d = 0; d < x->rank; d++)
+        if (x->dims[d] == t->dims[in->attr.dims.d[d]]) copy_dim(out, in->attr.dims.d[d], ops[0], d);
+    break;
+  }
+  case IR_TRANSPOSE:
+    if (ops[0])
+      for (int j = 0; j < t->rank; j++) copy_dim(out, j, ops[0], in->attr.dims.d[j]);
+    break;
+  case IR_RESHAPE: {
+    const ir_type *x = gtype(P, in->args[0]);
+    if (ops[0])
+      for (int d = 0; d < x->rank; d++) {
+        int j = ops[0]->n[d] ? reshape_dim(x, t, d) : -1;
+        if (j >= 0) copy_dim(out, j, ops[0], d);
+      }
+    break;
+  }
+  case IR_SLICE:
+    if (ops[0])
+      for (int d = 0; d < t->rank; d++)
+        if (slice_full(&in->attr.slice, gtype(P, in->args[0]), d)) copy_dim(out, d, ops[0], d);
+    break;
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN: {
+    if (!ops[0]) break;
+    const ir_type *x = gtype(P, in->args[0]);
+    int j = 0;
+    for (int d = 0, r = 0; d < x->rank; d++) {
+      bool reduced = r < in->attr.dims.n && in->attr.dims.d[r] == d;
+      if (reduced) {
+        r++;
+        for (int k = 0; k < ops[0]->n[d]; k++) *partial |= 1u << ops[0]->ax[d][k];
+      } else {
+        copy_dim(out, j++, ops[0], d);
+      }
+    }
+    break;
+  }
+  case IR_DOT: {
+    const ir_dot_dims *dd = &in->attr.dot;
+    const ir_type *l = gtype(P, in->args[0]), *r = gtype(P, in->args[1]);
+    bool lused[IR_MAX_RANK] = {0}, rused[IR_MAX_RANK] = {0};
+    int j = 0;
+    for (int b = 0; b < dd->n_batch; b++, j++) {
+      lused[dd->lhs_batch[b]] = rused[dd->rhs_batch[b]] = true;
+      if (ops[0] && ops[0]->n[dd->lhs_batch[b]]) copy_dim(out, j, ops[0], dd->lhs_batch[b]);
+      else if (ops[1]) copy_dim(out, j, ops[1], dd->rhs_batch[b]);
+    }
+    for (int c = 0; c < dd->n_contract; c++) {
+      lused[dd->lhs_contract[c]] = rused[dd->rhs_contract[c]] = true;
+      const spec *a = ops[0], *b = ops[1];
+      int ld = dd->lhs_contract[c], rd = dd->rhs_contract[c];
+      if (a && b && a->n[ld] && a->n[ld] == b->n[rd] && !memcmp(a->ax[ld], b->ax[rd], a->n[ld]))
+        for (int k = 0; k < a->n[ld]; k++) *partial |= 1u << a->ax[ld][k];
+    }
+    for (int d = 0; d < l->rank; d++)
+      if (!lused[d]) {
+        if (ops[0]) copy_dim(out, j, ops[0], d);
+        j++;
+      }
+    for (int d = 0; d < r->rank; d++)
+      if (!rused[d]) {
+        if (ops[1]) copy_dim(out, j, ops[1], d);
+        j++;
+      }
+    break;
+  }
+  case IR_CONCAT: {
+    const spec *best = NULL;
+    for (uint32_t k = 0; k < in->n_args && !best; k++) best = ops[k];
+    if (best)
+      for (int d = 0; d < t->rank; d++)
+        if (d != in->attr.axis) copy_dim(out, d, best, d);
+    break;
+  }
+  default:
+    if (is_ewise(in->op)) { /* the most split operand */
+      int64_t most = 0;
+      for (uint32_t k = 0; k < in->n_args; k++) {
+        if (!ops[k]) continue;
+        int64_t parts = 1;
+        for (int d = 0; d < t->rank; d++) parts *= dim_parts(P, ops[k], d);
+        if (parts > most) {
+          most = parts;
+          *out = *ops[k];
+        }
+      }
+    }
+    /* scans, gets and everything else: replicated */
+    break;
+  }
+  fit(P, t, out);
+  *partial &= ~spec_mask(out, t->rank);
+  return true;
+}
+
+/* The layout operand k of op i should have for i to produce s; cur is the operand's own spec
+   (a reduced or contracted dim keeps its split: the partial sum is cheaper than a gather). */
+static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec *cur, spec *out) {
+  const ir_ins *in = &P->f->ins[i];
+  const ir_type *t = gtype(P, i), *x = gtype(P, in->args[k]);
+  *out = replicated;
+  switch (in->op) {
+  case IR_SHARDING: fwd(P, i, NULL, out, &(unsigned){0}); break;
+  case IR_BROADCAST:
+    for (int d = 0; d < x->rank; d++)
+      if (x->dims[d] == t->dims[in->attr.dims.d[d]]) copy_dim(out, d, s, in->attr.dims.d[d]);
+    break;
+  case IR_TRANSPOSE:
+    for (int j = 0; j < t->rank; j++) copy_dim(out, in->attr.dims.d[j], s, j);
+    break;
+  case IR_RESHAPE:
+    for (int d = 0; d < x->rank; d++) {
+      int j = reshape_dim(x, t, d);
+      if (j >= 0) copy_dim(out, d, s, j);
+    }
+    break;
+  case IR_SLICE:
+    for (int d = 0; d < t->rank; d++)
+      if (slice_full(&in->attr.slice, x, d)) copy_dim(out, d, s, d);
+    break;
+  case IR_CONCAT:
+    for (int d = 0; d < t->rank; d++)
+      if (d != in->attr.axis) copy_dim(out, d, s, d);
+    break;
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN: {
+    unsigned used = spec_mask(s, t->rank);
+    int j = 0;
+    for (int d = 0, r = 0; d < x->rank; d++) {
+      bool reduced = r < in->attr.dims.n && in->attr.dims.d[r] == d;
+      if (!reduced) {
+        copy_dim(out, d, s, j++);
+        continue;
+      }
+      r++;
+      bool clash = false;
+      for (int q = 0; q < cur->n[d]; q++) clash |= (used >> cur->ax[d][q]) & 1;
+      if (!clash) copy_dim(out, d, cur, d);
+    }
+    break;
+  }
+  case IR_DOT: {
+    const ir_dot_dims *dd = &in->attr.dot;
+    const ir_type *l = gtype(P, in->args[0]), *r = gtype(P, in->args[1]);
+    const uint8_t *batch = k ? dd->rhs_batch : dd->lhs_batch;
+    const uint8_t *contract = k ? dd->rhs_contract : dd->lhs_contract;
+    bool used[IR_MAX_RANK] = {0};
+    for (int b = 0; b < dd->n_batch; b++) {
+      copy_dim(out, batch[b], s, b);
+      used[batch[b]] = true;
+    }
+    for (int c = 0; c < dd->n_contract; c++) used[contract[c]] = true;
+    int j = dd->n_batch;
+    if (k == 1) j += l->rank - dd->n_batch - dd->n_contract;
+    for (int d = 0; d < x->rank; d++)
+      if (!used[d]) copy_dim(out, d, s, j++);
+    /* contracted dims: both operands split alike (the lhs's split, else the rhs's), unless
+       that split's axes already lay out the result */
+    unsigned taken = spec_mask(s, t->rank);
+    const spec *sl = &P->sp[in->args[0]], *sr = &P->sp[in->args[1]];
+    for (int c = 0; c < dd->n_contract; c++) {
+      int ld = dd->lhs_contract[c], rd = dd->rhs_contract[c];
+      const spec *src = sl->n[ld] ? sl : sr;
+      int sd = sl->n[ld] ? ld : rd;
+      bool clash = false;
+      for (int q = 0; q < src->n[sd]; q++) clash |= (taken >> src->ax[sd][q]) & 1;
+      if (!clash) {
+        copy_dim(out, contract[c], src, sd);
+        for (int q = 0; q < src->n[sd]; q++) taken |= 1u << src->ax[sd][q];
+      }
+    }
+    (void)r;
+    (void)cur;
+    break;
+  }
+  default:
+    if (is_ewise(in->op)) *out = *s;
+    break;
+  }
+  fit(P, x, out);
+}
+
+/* ---- propagation ------------------------------------------------------------------------------ */
+
+static bool forward(part *P) {
+  const ir_func *f = P->f;
+  bool changed = false;
+  const spec *small[8], **ops = small;
+  for (ir_ref i = f->n_params; i < f->n_ins; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (P->known[i]) continue;
+    if (in->n_args > 8 && !(ops = malloc(in->n_args * sizeof *ops))) return changed;
+    bool any = in->op == IR_SHARDING;
+    for (uint32_t k = 0; k < in->n_args; k++) {
+      ops[k] = P->known[in->args[k]] ? &P->sp[in->args[k]] : NULL;
+      any |= ops[k] != NULL;
+    }
+    unsigned partial;
+    if (any && fwd(P, i, ops, &P->sp[i], &partial)) P->known[i] = changed = true;
+    if (ops != small) {
+      free(ops);
+      ops = small;
+    }
+  }
+  return changed;
+}
+
+static bool backward(part *P) {
+  const ir_func *f = P->f;
+  bool changed = false;
+  for (ir_ref i = f->n_ins; i-- > f->n_params;) {
+    const ir_ins *in = &f->ins[i];
+    if (!P->known[i] || in->op == IR_SCAN || in->op == IR_GET) continue;
+    for (uint32_t k = 0; k < in->n_args; k++) {
+      ir_ref a = in->args[k];
+      if (P->known[a]) continue;
+      spec want;
+      back(P, i, &P->sp[i], k, &replicated, &want);
+      if (!spec_any(&want, gtype(P, a)->rank)) continue;
+      P->sp[a] = want;
+      P->known[a] = changed = true;
+    }
+  }
+  return changed;
+}
+
+/* ---- the local function ------------------------------------------------------------------------ */
+
+static jit_status oom(void) { return jit_error(JIT_ENOMEM, "partition: out of memory"); }
+
+/* Emits op into the local function with spec s recorded for the dump; type from the shape rule
+   (or `declared`). */
+static jit_status emit(part *P, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *a,
+                       const ir_type *declared, const spec *s, ir_loc loc, ir_ref *out) {
+  ir_func *g = P->g;
+  const ir_type *small[8] = {0}, **ts = small;
+  if (n > 8 && !(ts = malloc(n * sizeof *ts))) return oom();
+  for (uint32_t k = 0; k < n; k++) ts[k] = ir_type_of(g, args[k]);
+  ir_type t;
+  char why[256];
+  jit_status st = ir_infer_type(op, n, ts, a, declared, &t, why, sizeof why);
+  if (ts != small) free(ts);
+  if (st != JIT_OK)
+    return jit_error(JIT_EINTERNAL, "partition: @%s: local %s: %s", P->f->name, ir_op_name[op], why);
+  if (declared && !ir_type_equal(&t, declared)) {
+    char a1[96], a2[96];
+    ir_format_type(&t, a1, sizeof a1);
+    ir_format_type(declared, a2, sizeof a2);
+    return jit_error(JIT_EINTERNAL, "partition: @%s: local %s makes %s, its layout says %s",
+                     P->f->name, ir_op_name[op], a1, a2);
+  }
+  ir_ty ty = ir_type_intern(g, &t);
+  *out = ty == UINT32_MAX ? IR_NOREF : ir_emit(g, op, ty, n, args, a, loc);
+  if (*out == IR_NOREF) return oom();
+  if (!ir_grow((void **)&P->lsp, &P->cap_lsp, g->n_ins, sizeof *P->lsp)) return oom();
+  P->lsp[*out] = *s;
+  return JIT_OK;
+}
+
+static jit_status coll(part *P, ir_op op, ir_ref x, unsigned axes, int dim, uint8_t kind,
+                       const spec *s, ir_loc loc, ir_ref *out) {
+  ir_attr a = {0};
+  a.coll.axes = (uint8_t)axes;
+  a.coll.group = (uint16_t)ir_mesh_group(&P->im, axes);
+  a.coll.dim = (uint8_t)dim;
+  a.coll.kind = kind;
+  return emit(P, op, 1, &x, &a, NULL, s, loc, out);
+}
+
+static bool increasing(const uint8_t *ax, int n) {
+  for (int k = 1; k < n; k++)
+    if (ax[k] <= ax[k - 1]) return false;
+  return true;
+}
+
+static unsigned axes_mask(const uint8_t *ax, int n) {
+  unsigned m = 0;
+  for (int k = 0; k < n; k++) m |= 1u << ax[k];
+  return m;
+}
+
+/* The block of global value v under `to`, from its block x under `from`: gathers the dims that
+   lose or change their split, then slices out the ones that gain one. */
+static jit_status reshard(part *P, ir_ref v, ir_ref x, const spec *from, const spec *to,
+                          ir_loc loc, ir_ref *out) {
+  int rank = gtype(P, v)->rank;
+  *out = x;
+  if (spec_eq(from, to, rank)) return JIT_OK;
+  for (uint32_t m = 0; m < P->n_memo; m++)
+    if (P->memo[m].global == v && spec_eq(&P->memo[m].s, to, rank)) {
+      *out = P->memo[m].local;
+      return JIT_OK;
+    }
+  jit_status st = JIT_OK;
+  spec cur = *from;
+  for (int d = 0; d < rank; d++) {
+    if (!cur.n[d] || (cur.n[d] == to->n[d] && !memcmp(cur.ax[d], to->ax[d], cur.n[d]))) continue;
+    /* one gather when the split's order is the mesh's (a group's positions are row-major in
+       mesh order), else one per axis, minor first */
+    if (increasing(cur.ax[d], cur.n[d])) {
+      unsigned m = axes_mask(cur.ax[d], cur.n[d]);
+      clear_dim(&cur, d);
+      TRY(coll(P, IR_ALL_GATHER, *out, m, d, 0, &cur, loc, out));
+    } else {
+      while (cur.n[d]) {
+        unsigned m = 1u << cur.ax[d][cur.n[d] - 1];
+        cur.ax[d][--cur.n[d]] = 0;
+        TRY(coll(P, IR_ALL_GATHER, *out, m, d, 0, &cur, loc, out));
+      }
+    }
+  }
+  for (int d = 0; d < rank; d++) {
+    if (!to->n[d] || cur.n[d]) continue;
+    if (increasing(to->ax[d], to->n[d])) {
+      copy_dim(&cur, d, to, d);
+      TRY(coll(P, IR_SHARD_SLICE, *out, axes_mask(to->ax[d], to->n[d]), d, 0, &cur, loc, out));
+    } else {
+      for (int k = 0; k < to->n[d]; k++) {
+        cur.ax[d][cur.n[d]++] = to->ax[d][k];
+        TRY(coll(P, IR_SHARD_SLICE, *out, 1u << to->ax[d][k], d, 0, &cur, loc, out));
+      }
+    }
+  }
+  if (!ir_grow((void **)&P->memo, &P->cap_memo, P->n_memo + 1, sizeof *P->memo)) return oom();
+  P->memo[P->n_memo].global = v;
+  P->memo[P->n_memo].local = *out;
+  P->memo[P->n_memo++].s = *to;
+  return JIT_OK;
+fail:
+  return st;
+}
+
+static uint8_t reduce_kind(ir_op op) {
+  return op == IR_REDUCE_MAX ? IR_COLL_MAX : op == IR_REDUCE_MIN ? IR_COLL_MIN : IR_COLL_SUM;
+}
+
+/* The local form of global instruction i, with spec P->sp[i]. */
+static jit_status rewrite(part *P, ir_ref i) {
+  jit_status st = JIT_OK;
+  const ir_func *f = P->f;
+  const ir_ins *in = &f->ins[i];
+  const spec *s = &P->sp[i];
+  const ir_type *t = gtype(P, i);
+  uint32_t n = in->n_args;
+  ir_ref small_a[8], *args = small_a;
+  spec small_r[8], *req = small_r;
+  const spec *small_p[8], **reqp = small_p;
+  if (n > 8 && (!(args = malloc(n * sizeof *args)) || !(req = malloc(n * sizeof *req)) ||
+                !(reqp = malloc(n * sizeof *reqp))))
+    TRY(oom());
+  for (uint32_t k = 0; k < n; k++) {
+    ir_ref a = in->args[k];
+    if (in->op == IR_SCAN || in->op == IR_GET) req[k] = replicated;
+    else back(P, i, s, k, &P->sp[a], &req[k]);
+    reqp[k] = &req[k];
+    if (in->op == IR_GET) args[k] = P->map[a]; /* the scan's token, as it is */
+    else TRY(reshard(P, a, P->map[a], &P->sp[a], &req[k], in->loc, &args[k]));
+  }
+  if (in->op == IR_SHARDING) {
+    P->map[i] = args[0];
+    goto done;
+  }
+  spec nat;
+  unsigned partial = 0;
+  if (in->op == IR_CONST || in->op == IR_BROADCAST) nat = *s; /* made in place, any layout */
+  else if (!fwd(P, i, reqp, &nat, &partial)) nat = replicated; /* iota */
+  ir_attr a;
+  TRY(ir_attr_for_copy(P->g, f, in, &a));
+  ir_type lt;
+  local_type(P, t, &nat, &lt);
+  if (in->op == IR_SLICE)
+    for (int d = 0; d < t->rank; d++)
+      if (nat.n[d]) a.slice.limit[d] = lt.dims[d];
+  ir_ref r;
+  if (in->op == IR_SCAN || in->op == IR_GET) { /* copied as they are, on replicated operands */
+    ir_ty ty = ir_type_intern(P->g, t);
+    r = ty == UINT32_MAX ? IR_NOREF : ir_emit(P->g, IR_SCAN, ty, n, args, &a, in->loc);
+    if (r == IR_NOREF || !ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp))
+      TRY(oom());
+    P->lsp[r] = replicated;
+  } else {
+    TRY(emit(P, in->op, n, args, &a, &lt, &nat, in->loc, &r));
+  }
+  if (partial) {
+    spec done_s = nat;
+    TRY(coll(P, IR_ALL_REDUCE, r, partial, 0, reduce_kind(in->op), &done_s, in->loc, &r));
+  }
+  if (in->op == IR_SCAN) P->map[i] = r; /* a token: never resharded */
+  else TRY(reshard(P, i, r, &nat, s, in->loc, &P->map[i]));
+done:
+fail:
+  if (args != small_a) free(args);
+  if (req != small_r) free(req);
+  if (reqp != small_p) free(reqp);
+  return st;
+}
+
+static jit_status make_sharding(part *P, const spec *s, int rank, jit_sharding **out) {
+  return sharding_new(P->mesh, rank, s->n, (const uint8_t(*)[JIT_MAX_MESH_AXES])s->ax, out);
+}
+
+void ir_spmd_free(ir_spmd *p) {
+  if (!p) return;
+  ir_func_free(p->local);
+  for (uint32_t i = 0; p->param_shardings && i < p->n_params; i++) sharding_unref(p->param_shardings[i]);
+  for (uint32_t i = 0; p->result_shardings && i < p->n_results; i++)
+    sharding_unref(p->result_shardings[i]);
+  for (uint32_t i = 0; p->value_shardings && i < p->n_values; i++) sharding_unref(p->value_shardings[i]);
+  free(p->param_shardings);
+  free(p->result_shardings);
+  free(p->value_shardings);
+  if (p->mesh) jit_mesh_free(p->mesh);
+  free(p);
+}
+
+jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *arg_shardings,
+                        ir_spmd **out) {
+  jit_status st = JIT_OK;
+  *out = NULL;
+  if (!f || !mesh) return jit_error(JIT_EINVAL, "partition: no function or no mesh");
+  part P = {.f = f, .mesh = mesh};
+  ir_spmd *p = calloc(1, sizeof *p);
+  if (!p) return oom();
+  p->mesh = mesh_ref(mesh);
+  P.im.n_axes = mesh->n_axes;
+  for (int a = 0; a < mesh->n_axes; a++) {
+    P.im.sizes[a] = mesh->sizes[a];
+    snprintf(P.im.names[a], sizeof P.im.names[a], "%s", mesh->names[a]);
+  }
+  uint32_t n = f->n_ins;
+  P.sp = calloc(n ? n : 1, sizeof *P.sp);
+  P.known = calloc(n ? n : 1, sizeof *P.known);
+  P.map = calloc(n ? n : 1, sizeof *P.map);
+  if (!P.sp || !P.known || !P.map) TRY(oom());
+  for (uint32_t i = 0; i < f->n_params; i++) {
+    const jit_sharding *a = arg_shardings ? arg_shardings[i] : NULL;
+    if (!a) continue;
+    if (a->mesh != mesh && !mesh_equal(a->mesh, mesh))
+      TRY(jit_error(JIT_ESHARDING, "partition: @%s: arg %u is sharded over another mesh", f->name, i));
+    if (a->rank != gtype(&P, i)->rank)
+      TRY(jit_error(JIT_ESHARDING, "partition: @%s: arg %u has a sharding of rank %d for %d dims",
+                    f->name, i, a->rank, gtype(&P, i)->rank));
+    for (int d = 0; d < a->rank; d++) {
+      P.sp[i].n[d] = a->n_dim_axes[d];
+      memcpy(P.sp[i].ax[d], a->dim_axes[d], sizeof P.sp[i].ax[d]);
+    }
+    fit(&P, gtype(&P, i), &P.sp[i]);
+    P.known[i] = true;
+  }
+  for (int round = 0; round < 4; round++) {
+    bool changed = forward(&P);
+    changed |= backward(&P);
+    if (!changed) break;
+  }
+  forward(&P);
+
+  /* the local function */
+  P.g = ir_func_new(f->name);
+  if (!P.g || ir_set_mesh(P.g, &P.im) != JIT_OK) TRY(oom());
+  for (uint32_t i = 0; i < f->n_params; i++) {
+    ir_type lt;
+    local_type(&P, gtype(&P, i), &P.sp[i], &lt);
+    ir_ty ty = ir_type_intern(P.g, &lt);
+    P.map[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(P.g, ty);
+    if (P.map[i] == IR_NOREF || !ir_grow((void **)&P.lsp, &P.cap_lsp, P.g->n_ins, sizeof *P.lsp))
+      TRY(oom());
+    P.lsp[P.map[i]] = P.sp[i];
+  }
+  for (ir_ref i = f->n_params; i < n; i++) TRY(rewrite(&P, i));
+  ir_ref *res = malloc((f->n_results ? f->n_results : 1) * sizeof *res);
+  if (!res) TRY(oom());
+  for (uint32_t k = 0; k < f->n_results; k++) res[k] = P.map[f->results[k]];
+  st = ir_set_results(P.g, f->n_results, res);
+  free(res);
+  TRY(st);
+  if (P.g->oom) TRY(oom());
+
+  p->n_params = f->n_params;
+  p->n_results = f->n_results;
+  p->n_values = P.g->n_ins;
+  p->param_shardings = calloc(f->n_params ? f->n_params : 1, sizeof *p->param_shardings);
+  p->result_shardings = calloc(f->n_results ? f->n_results : 1, sizeof *p->result_shardings);
+  p->value_shardings = calloc(p->n_values ? p->n_values : 1, sizeof *p->value_shardings);
+  if (!p->param_shardings || !p->result_shardings || !p->value_shardings) TRY(oom());
+  for (uint32_t i = 0; i < f->n_params; i++)
+    TRY(make_sharding(&P, &P.sp[i], gtype(&P, i)->rank, &p->param_shardings[i]));
+  for (uint32_t k = 0; k < f->n_results; k++)
+    TRY(make_sharding(&P, &P.sp[f->results[k]], gtype(&P, f->results[k])->rank,
+                      &p->result_shardings[k]));
+  for (uint32_t v = 0; v < p->n_values; v++) {
+    const ir_type *lt = ir_type_of(P.g, v);
+    if (P.g->ins[v].op == IR_SCAN || !spec_any(&P.lsp[v], lt->rank)) continue;
+    TRY(make_sharding(&P, &P.lsp[v], lt->rank, &p->value_shardings[v]));
+  }
+  p->local = P.g;
+  P.g = NULL;
+  *out = p;
+  p = NULL;
+fail:
+  ir_func_free(P.g);
+  ir_spmd_free(p);
+  free(P.sp);
+  free(P.known);
+  free(P.map);
+  free(P.lsp);
+  free(P.memo);
+  return st;
+}
+
+static void note_sharding(void *ctx, ir_ref r, char *buf, size_t n) {
+  const ir_spmd *p = ctx;
+  char spec_text[256];
+  if (r >= p->n_values || !p->value_shardings[r]) return;
+  if (sharding_format_spec(p->value_shardings[r], spec_text, sizeof spec_text) >= (int)sizeof spec_text)
+    return;
+  snprintf(buf, n, "{\"%s\"}", spec_text);
+}
+
+jit_status ir_spmd_print(const ir_spmd *p, FILE *out) {
+  return ir_print_annotated(p->local, out, note_sharding, (void *)p);
+}
+
+/* ---- the SPMD interpreter ----------------------------------------------------------------------- */
+
+typedef struct spmd_run {
+  pthread_mutex_t mu;  /* the start gate: no device runs before all threads exist */
+  pthread_cond_t cv;
+  int gate;            /* 0: closed, 1: run, -1: give up */
+  const ir_spmd *p;
+  coll_world *w;
+  const void *const *const *args;
+  void *const *const *results;
+  jit_status *status;
+  char (*msg)[256];
+} spmd_run;
+
+typedef struct spmd_thread {
+  spmd_run *run;
+  int pos;
+} spmd_thread;
+
+static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, const ir_type *in_t,
+                             const void *in, void *out) {
+  return coll_world_run(ctx, pos, op, c, in_t, in, out);
+}
+
+static void *spmd_device(void *arg) {
+  spmd_thread *t = arg;
+  spmd_run *r = t->run;
+  pthread_mutex_lock(&r->mu);
+  while (r->gate == 0) pthread_cond_wait(&r->cv, &r->mu);
+  int gate = r->gate;
+  pthread_mutex_unlock(&r->mu);
+  if (gate < 0) return NULL;
+  ir_device dev = {t->pos, world_hook, r->w};
+  jit_status st = ir_interp_device(r->p->local, &dev, r->args[t->pos], r->results[t->pos]);
+  r->status[t->pos] = st;
+  if (st != JIT_OK) snprintf(r->msg[t->pos], sizeof r->msg[0], "%s", jit_last_error());
+  return NULL;
+}
+
+jit_status ir_interp_spmd(const ir_spmd *p, const void *const *const *args,
+                          void *const *const *results) {
+  if (!p || !p->local || !p->mesh || !args || !results)
+    return jit_error(JIT_EINVAL, "interp_spmd: NULL program, args or results");
+  int n = p->mesh->n_devices;
+  coll_world *w = NULL;
+  jit_status st = coll_world_new(p->local->mesh, &w);
+  if (st != JIT_OK) return st;
+  spmd_run run = {.p = p, .w = w, .args = args, .results = results,
+                  .status = calloc((size_t)n, sizeof(jit_status)),
+                  .msg = calloc((size_t)n, sizeof *run.msg)};
+  pthread_mutex_init(&run.mu, NULL);
+  pthread_cond_init(&run.cv, NULL);
+  spmd_thread *ts = calloc((size_t)n, sizeof *ts);
+  pthread_t *th = calloc((size_t)n, sizeof *th);
+  if (!run.status || !run.msg || !ts || !th) {
+    st = oom();
+    goto out;
+  }
+  /* every device runs on a thread of its own: a collective waits for all of its group */
+  int started = 0;
+  for (int d = 0; d < n; d++) {
+    ts[d] = (spmd_thread){&run, d};
+    if (d > 0 && pthread_create(&th[d], NULL, spmd_device, &ts[d]) != 0) break;
+    started = d + 1;
+  }
+  /* devices run only all together (a collective waits for its whole group) */
+  pthread_mutex_lock(&run.mu);
+  run.gate = started < n ? -1 : 1;
+  pthread_cond_broadcast(&run.cv);
+  pthread_mutex_unlock(&run.mu);
+  if (started < n) {
+    for (int d = 1; d < started; d++) pthread_join(th[d], NULL);
+    st = jit_error(JIT_EINTERNAL, "interp_spmd: cannot start %d device threads", n);
+    goto out;
+  }
+  spmd_device(&ts[0]);
+  for (int d = 1; d < n; d++) pthread_join(th[d], NULL);
+  for (int d = 0; d < n && st == JIT_OK; d++)
+    if (run.status[d] != JIT_OK) st = jit_error(run.status[d], "%s", run.msg[d]);
+out:
+  pthread_mutex_destroy(&run.mu);
+  pthread_cond_destroy(&run.cv);
+  coll_world_free(w);
+  free(run.status);
+  free(run.msg);
+  free(ts);
+  free(th);
+  return st;
+}

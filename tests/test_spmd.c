@@ -1,0 +1,379 @@
+/* test_spmd.c: the partitioned IR: text of collectives and sharding ops, and the partitioner
+ * checked by running its per-device programs in the SPMD interpreter (threads + collectives)
+ * against the interpreter on the global program, for random programs, meshes and shardings. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "ir/passes/passes.h"
+#include "runtime/sharding.h"
+#include "support/randprog.h"
+#include "support/roundtrip.h"
+
+static ir_func *parse1(const char *text) {
+  ir_func **fs = NULL;
+  uint32_t n = 0;
+  jit_status st = ir_parse(text, strlen(text), &fs, &n);
+  if (st != JIT_OK) fail_msg("parse: %s", jit_last_error());
+  assert_int_equal(n, 1);
+  ir_func *f = fs[0];
+  free(fs);
+  return f;
+}
+
+static void expect_parse_error(const char *text, const char *needle) {
+  ir_func **fs = NULL;
+  uint32_t n = 0;
+  assert_int_equal(ir_parse(text, strlen(text), &fs, &n), JIT_EINVAL);
+  if (!strstr(jit_last_error(), needle)) fail_msg("error '%s' lacks '%s'", jit_last_error(), needle);
+}
+
+static const char every_collective[] =
+    "func @local(%0: f32[4,6], %1: f32[8]) -> (f32[4,6], f32[8,6], f32[2,6], f32[2,12], f32[4,6], "
+    "f32[2,6], i32[], f32[8], f32[4,6]) mesh[x=2,y=4] {\n"
+    "  %2 = all_reduce %0 over=[x,y] kind=max : f32[4,6]\n"
+    "  %3 = all_gather %0 over=[x] dim=0 : f32[8,6]\n"
+    "  %4 = reduce_scatter %0 over=[x] kind=sum dim=0 : f32[2,6]\n"
+    "  %5 = all_to_all %0 over=[x] dim=0 dim2=1 : f32[2,12]\n"
+    "  %6 = collective_permute %0 over=[y] shift=-1 : f32[4,6]\n"
+    "  %7 = shard_slice %0 over=[x] dim=0 : f32[2,6]\n"
+    "  %8 = axis_index over=[y] : i32[]\n"
+    "  %9 = sharding %1 {mesh[x=2,y=4] \"x+y\"} : f32[8]\n"
+    "  %10 = all_reduce %0 over=[y] kind=min : f32[4,6]\n"
+    "  return %2, %3, %4, %5, %6, %7, %8, %9, %10\n"
+    "}\n";
+
+static void test_text(void **state) {
+  (void)state;
+  ir_func *f = parse1(every_collective);
+  assert_non_null(f->mesh);
+  assert_int_equal(f->ins[3].attr.coll.group, 2);
+  assert_int_equal(f->ins[2].attr.coll.group, 8);
+  assert_ir_roundtrip(f);
+  char *text = ir_print_to_string(f);
+  assert_string_equal(text, every_collective);
+  free(text);
+  ir_func_free(f);
+
+  expect_parse_error("func @f(%0: f32[4]) -> f32[4] {\n  %1 = all_reduce %0 over=[x] kind=sum : f32[4]\n"
+                     "  return %1\n}\n",
+                     "needs the function's mesh");
+  expect_parse_error("func @f(%0: f32[4]) -> f32[4] mesh[x=2] {\n  %1 = all_reduce %0 over=[y] kind=sum : f32[4]\n"
+                     "  return %1\n}\n",
+                     "no mesh axis 'y'");
+  expect_parse_error("func @f(%0: f32[4]) -> f32[4] mesh[x=2] {\n  %1 = all_gather %0 over=[x] dim=0 : f32[4]\n"
+                     "  return %1\n}\n",
+                     "differs from the inferred f32[8]");
+  expect_parse_error("func @f(%0: f32[5]) -> f32[5] mesh[x=2] {\n  %1 = shard_slice %0 over=[x] dim=0 : f32[2]\n"
+                     "  return %1\n}\n",
+                     "does not split into 2 equal parts");
+  expect_parse_error("func @f(%0: f32[4]) -> f32[4] mesh[x=2,x=2] {\n  return %0\n}\n", "given twice");
+  expect_parse_error("func @f(%0: f32[4,2]) -> f32[4,2] {\n  %1 = sharding %0 {mesh[x=2] \"x\"} : f32[4,2]\n"
+                     "  return %1\n}\n",
+                     "rank 1");
+  expect_parse_error("func @f(%0: f32[4]) -> f32[4] {\n  %1 = sharding %0 {mesh[x=2] \"z\"} : f32[4]\n"
+                     "  return %1\n}\n",
+                     "z");
+}
+
+/* ---- the SPMD differential test --------------------------------------------------------------- */
+
+static uint64_t rng(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static size_t type_bytes(const ir_type *t) { return (size_t)ir_type_numel(t) * jit_dtype_size(t->dtype); }
+
+/* Copies the block at start (of shape size) between a global row-major buffer and a local one. */
+static void copy_block(const ir_type *t, const int64_t *start, const int64_t *size, void *global,
+                       void *local, bool to_local) {
+  size_t es = jit_dtype_size(t->dtype);
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) n *= size[d];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = i, g = 0, idx[IR_MAX_RANK];
+    for (int d = t->rank; d-- > 0;) {
+      idx[d] = r % size[d];
+      r /= size[d];
+    }
+    for (int d = 0; d < t->rank; d++) g = g * t->dims[d] + start[d] + idx[d];
+    if (to_local) memcpy((char *)local + i * (int64_t)es, (char *)global + g * (int64_t)es, es);
+    else memcpy((char *)global + g * (int64_t)es, (char *)local + i * (int64_t)es, es);
+  }
+}
+
+static void fill(const ir_type *t, void *buf, uint64_t *s) {
+  int64_t n = ir_type_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    double u = (double)(rng(s) >> 11) * 0x1p-53;
+    double v = ir_dtype_is_float(t->dtype) ? 4 * u - 2 : floor(8 * u) - 3;
+    if (t->dtype == JIT_U8 || t->dtype == JIT_BOOL) v = fabs(v) > 1 ? 1 : 0;
+    ir_store_f64(t->dtype, buf, i, v);
+  }
+}
+
+static double tol_of(jit_dtype dt) {
+  switch (dt) {
+  case JIT_F64: return 1e-9;
+  case JIT_F32: return 2e-4;
+  case JIT_F16: return 2e-2;
+  case JIT_BF16: return 6e-2;
+  default: return 0;
+  }
+}
+
+static bool close_enough(const ir_type *t, const void *got, const void *want, const char *what) {
+  int64_t n = ir_type_numel(t);
+  double tol = tol_of(t->dtype);
+  for (int64_t i = 0; i < n; i++) {
+    double a = ir_load_f64(t->dtype, got, i), b = ir_load_f64(t->dtype, want, i);
+    if (isnan(a) && isnan(b)) continue;
+    if (a == b) continue;
+    if (!(fabs(a - b) <= tol * (1 + fabs(b)))) {
+      print_error("%s: element %lld: got %.9g, want %.9g\n", what, (long long)i, a, b);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A random spec for a value of type t over mesh m: each dim split by an unused axis that
+   divides it, or not split. */
+static jit_sharding *random_sharding(jit_mesh *m, const ir_type *t, uint64_t *s) {
+  uint8_t n[JIT_MAX_RANK] = {0}, ax[JIT_MAX_RANK][JIT_MAX_MESH_AXES] = {{0}};
+  unsigned used = 0;
+  for (int d = 0; d < t->rank; d++) {
+    int a = (int)(rng(s) % (uint64_t)(m->n_axes + 1)) - 1;
+    if (a < 0 || (used >> a & 1) || t->dims[d] % m->sizes[a]) continue;
+    n[d] = 1;
+    ax[d][0] = (uint8_t)a;
+    used |= 1u << a;
+    /* sometimes a second axis on the same dim (x+y) */
+    int b = (int)(rng(s) % (uint64_t)m->n_axes);
+    if (rng(s) % 3 == 0 && !(used >> b & 1) && t->dims[d] % (m->sizes[a] * m->sizes[b]) == 0) {
+      ax[d][n[d]++] = (uint8_t)b;
+      used |= 1u << b;
+    }
+  }
+  jit_sharding *sh = NULL;
+  assert_int_equal(sharding_new(m, t->rank, n, (const uint8_t(*)[JIT_MAX_MESH_AXES])ax, &sh), JIT_OK);
+  return sh;
+}
+
+/* Runs f globally and partitioned over m with the given arg shardings; compares results. */
+static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const *arg_sh,
+                              uint64_t seed, const char *what) {
+  bool ok = true;
+  uint32_t np = f->n_params, nr = f->n_results;
+  int nd = m->n_devices;
+  uint64_t s = seed;
+  void **gargs = calloc(np + 1, sizeof *gargs), **gres = calloc(nr + 1, sizeof *gres);
+  void **pres = calloc(nr + 1, sizeof *pres);
+  for (uint32_t i = 0; i < np; i++) {
+    gargs[i] = malloc(type_bytes(ir_type_of(f, i)) + 1);
+    fill(ir_type_of(f, i), gargs[i], &s);
+  }
+  for (uint32_t k = 0; k < nr; k++) {
+    gres[k] = malloc(type_bytes(ir_type_of(f, f->results[k])) + 1);
+    pres[k] = calloc(1, type_bytes(ir_type_of(f, f->results[k])) + 1);
+  }
+  assert_int_equal(ir_interp(f, (const void *const *)gargs, gres), JIT_OK);
+
+  ir_spmd *p = NULL;
+  jit_status st = ir_partition(f, m, arg_sh, &p);
+  if (st != JIT_OK) fail_msg("%s: partition: %s", what, jit_last_error());
+  st = ir_verify(p->local, "partition");
+  if (st != JIT_OK) {
+    ir_print(f, stderr);
+    ir_spmd_print(p, stderr);
+    fail_msg("%s: %s", what, jit_last_error());
+  }
+  /* per device: its blocks of the args, buffers for its results */
+  const void ***largs = calloc((size_t)nd, sizeof *largs);
+  void ***lres = calloc((size_t)nd, sizeof *lres);
+  for (int d = 0; d < nd; d++) {
+    largs[d] = calloc(np + 1, sizeof **largs);
+    lres[d] = calloc(nr + 1, sizeof **lres);
+    for (uint32_t i = 0; i < np; i++) {
+      const ir_type *t = ir_type_of(f, i);
+      int64_t start[IR_MAX_RANK], size[IR_MAX_RANK];
+      sharding_shard_box(p->param_shardings[i], t->dims, d, start, size);
+      void *b = malloc(type_bytes(ir_type_of(p->local, i)) + 1);
+      copy_block(t, start, size, gargs[i], b, true);
+      largs[d][i] = b;
+    }
+    for (uint32_t k = 0; k < nr; k++)
+      lres[d][k] = malloc(type_bytes(ir_type_of(p->local, p->local->results[k])) + 1);
+  }
+  st = ir_interp_spmd(p, (const void *const *const *)largs, (void *const *const *)lres);
+  if (st != JIT_OK) fail_msg("%s: interp_spmd: %s", what, jit_last_error());
+  for (uint32_t k = 0; k < nr && ok; k++) {
+    const ir_type *t = ir_type_of(f, f->results[k]);
+    for (int d = 0; d < nd; d++) {
+      int64_t start[IR_MAX_RANK], size[IR_MAX_RANK];
+      sharding_shard_box(p->result_shardings[k], t->dims, d, start, size);
+      copy_block(t, start, size, pres[k], lres[d][k], false);
+    }
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: result %u", what, k);
+    ok = close_enough(t, pres[k], gres[k], msg);
+  }
+  if (!ok) {
+    ir_print(f, stderr);
+    ir_spmd_print(p, stderr);
+  }
+  for (int d = 0; d < nd; d++) {
+    for (uint32_t i = 0; i < np; i++) free((void *)largs[d][i]);
+    for (uint32_t k = 0; k < nr; k++) free(lres[d][k]);
+    free(largs[d]);
+    free(lres[d]);
+  }
+  free(largs);
+  free(lres);
+  for (uint32_t i = 0; i < np; i++) free(gargs[i]);
+  for (uint32_t k = 0; k < nr; k++) {
+    free(gres[k]);
+    free(pres[k]);
+  }
+  free(gargs);
+  free(gres);
+  free(pres);
+  ir_spmd_free(p);
+  return ok;
+}
+
+typedef struct mesh_shape {
+  int n;
+  int64_t sizes[2];
+} mesh_shape;
+static const mesh_shape meshes[] = {{1, {1}}, {1, {2}}, {1, {4}}, {1, {8}},
+                                    {2, {2, 2}}, {2, {2, 4}}, {2, {4, 2}}};
+
+static jit_mesh *make_mesh(const mesh_shape *ms) {
+  static const char *const names[] = {"x", "y"};
+  jit_mesh *m = NULL;
+  assert_int_equal(mesh_new(NULL, ms->n, ms->sizes, names, NULL, "test", &m), JIT_OK);
+  return m;
+}
+
+static void test_random_programs(void **state) {
+  (void)state;
+  const char *env = getenv("TJIT_TEST_PROGRAMS");
+  long n = env ? atol(env) / 4 : 250;
+  int failures = 0;
+  for (long i = 0; i < n && failures < 3; i++) {
+    uint64_t seed = 7000 + (uint64_t)i, s = seed;
+    bool exact[8];
+    uint32_t nr;
+    ir_func *f = rp_random_program(seed, exact, &nr);
+    assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+    jit_mesh *m = make_mesh(&meshes[rng(&s) % (sizeof meshes / sizeof meshes[0])]);
+    jit_sharding *sh[8] = {0};
+    for (uint32_t a = 0; a < f->n_params; a++)
+      if (rng(&s) % 4) sh[a] = random_sharding(m, ir_type_of(f, a), &s);
+    char what[64];
+    snprintf(what, sizeof what, "random program %llu", (unsigned long long)seed);
+    if (!check_partitioned(f, m, sh, seed, what)) failures++;
+    for (uint32_t a = 0; a < f->n_params; a++) sharding_unref(sh[a]);
+    jit_mesh_free(m);
+    ir_func_free(f);
+  }
+  assert_int_equal(failures, 0);
+}
+
+/* Hand-picked patterns: each with every sharding of its args over 1-D and 2-D meshes. */
+static const char *const patterns[] = {
+    "func @mm(%0: f32[8,12], %1: f32[12,4]) -> f32[8,4] {\n"
+    "  %2 = dot %0, %1 contract=[1]x[0] : f32[8,4]\n  return %2\n}\n",
+    "func @bmm(%0: f32[4,8,6], %1: f32[4,6,2]) -> f32[4,8,2] {\n"
+    "  %2 = dot %0, %1 batch=[0]x[0] contract=[2]x[1] : f32[4,8,2]\n  return %2\n}\n",
+    "func @softmax(%0: f32[8,16]) -> f32[8,16] {\n"
+    "  %1 = reduce_max %0 axes=[1] : f32[8]\n"
+    "  %2 = broadcast %1 dims=[0] : f32[8,16]\n"
+    "  %3 = sub %0, %2 : f32[8,16]\n"
+    "  %4 = exp %3 : f32[8,16]\n"
+    "  %5 = reduce_sum %4 axes=[1] : f32[8]\n"
+    "  %6 = broadcast %5 dims=[0] : f32[8,16]\n"
+    "  %7 = div %4, %6 : f32[8,16]\n  return %7\n}\n",
+    "func @moves(%0: f32[8,4], %1: f32[4,8]) -> (f32[4,8], f32[2,4,4], f32[8,8], f32[4,4]) {\n"
+    "  %2 = transpose %0 perm=[1,0] : f32[4,8]\n"
+    "  %3 = add %2, %1 : f32[4,8]\n"
+    "  %4 = reshape %0 : f32[2,4,4]\n"
+    "  %5 = concat %2, %1 axis=0 : f32[8,8]\n"
+    "  %6 = slice %0 start=[2,0] limit=[6,4] stride=[1,1] : f32[4,4]\n"
+    "  return %3, %4, %5, %6\n}\n",
+    "func @mlp(%0: f32[8,16], %1: f32[16,8], %2: f32[8]) -> f32[] {\n"
+    "  %3 = dot %0, %1 contract=[1]x[0] : f32[8,8]\n"
+    "  %4 = broadcast %2 dims=[1] : f32[8,8]\n"
+    "  %5 = add %3, %4 : f32[8,8]\n"
+    "  %6 = max %5, %5 : f32[8,8]\n"
+    "  %7 = reduce_sum %6 axes=[0,1] : f32[]\n  return %7\n}\n",
+};
+
+static void test_patterns(void **state) {
+  (void)state;
+  for (size_t pi = 0; pi < sizeof patterns / sizeof patterns[0]; pi++) {
+    ir_func *f = parse1(patterns[pi]);
+    for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
+      jit_mesh *m = make_mesh(&meshes[mi]);
+      for (uint64_t trial = 0; trial < 12; trial++) {
+        uint64_t s = pi * 1000 + mi * 100 + trial;
+        jit_sharding *sh[8] = {0};
+        for (uint32_t a = 0; a < f->n_params; a++) sh[a] = random_sharding(m, ir_type_of(f, a), &s);
+        char what[96];
+        snprintf(what, sizeof what, "@%s mesh %zu trial %llu", f->name, mi, (unsigned long long)trial);
+        assert_true(check_partitioned(f, m, sh, s, what));
+        for (uint32_t a = 0; a < f->n_params; a++) sharding_unref(sh[a]);
+      }
+      jit_mesh_free(m);
+    }
+    ir_func_free(f);
+  }
+}
+
+/* JAX's tutorial: a row-sharded lhs times a column-sharded rhs is the 2-D sharding, with no
+   communication; sin keeps its operand's sharding. */
+static void test_no_communication(void **state) {
+  (void)state;
+  ir_func *f = parse1("func @f(%0: f32[8,4], %1: f32[4,8]) -> f32[8,8] {\n"
+                      "  %2 = dot %0, %1 contract=[1]x[0] : f32[8,8]\n"
+                      "  %3 = sin %2 : f32[8,8]\n  return %3\n}\n");
+  jit_mesh *m = make_mesh(&meshes[5]);
+  jit_sharding *sh[2] = {NULL, NULL};
+  assert_int_equal(sharding_parse(m, "x,_", "t", &sh[0]), JIT_OK);
+  assert_int_equal(sharding_parse(m, "_,y", "t", &sh[1]), JIT_OK);
+  ir_spmd *p = NULL;
+  assert_int_equal(ir_partition(f, m, sh, &p), JIT_OK);
+  for (uint32_t r = 0; r < p->local->n_ins; r++)
+    assert_false(ir_op_is_collective(p->local->ins[r].op));
+  char spec[64];
+  sharding_format_spec(p->result_shardings[0], spec, sizeof spec);
+  assert_string_equal(spec, "x,y");
+  ir_spmd_free(p);
+  sharding_unref(sh[0]);
+  sharding_unref(sh[1]);
+  jit_mesh_free(m);
+  ir_func_free(f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_text),
+      cmocka_unit_test(test_no_communication),
+      cmocka_unit_test(test_patterns),
+      cmocka_unit_test(test_random_programs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
