@@ -231,7 +231,7 @@ static const err_case cases[] = {
     {E_GRAD, JIT_ESHAPE, "value_and_grad", 1, 1, {F32(3)}, "the loss (result 0) must be a scalar"},
     {E_SCAN, JIT_EINVAL, "scan", 1, 1, {F32(3)}, "a scan without xs needs length >= 0"},
     {E_CHECKPOINT, JIT_EINVAL, "checkpoint", 1, 1, {F32(3)}, "fn is NULL"},
-    {E_SHARDING, JIT_EUNSUPPORTED, "with_sharding_constraint", 1, 1, {F32(3)}, NULL},
+    {E_SHARDING, JIT_EINVAL, "with_sharding_constraint", 1, 1, {F32(3)}, NULL},
     {E_SHARD_MAP, JIT_EUNSUPPORTED, "shard_map", 1, 1, {F32(3)}, NULL},
     {E_PSUM, JIT_EUNSUPPORTED, "psum", 1, 1, {F32(3)}, NULL},
     {E_PMEAN, JIT_EUNSUPPORTED, "pmean", 1, 1, {F32(3)}, NULL},

@@ -9,12 +9,15 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/ir.h"
 #include "ir/passes/passes.h"
+#include "runtime/collectives.h"
+#include "runtime/exec.h"
 #include "runtime/sharding.h"
 #include "support/randprog.h"
 #include "support/roundtrip.h"
@@ -172,9 +175,61 @@ static jit_sharding *random_sharding(jit_mesh *m, const ir_type *t, uint64_t *s)
   return sh;
 }
 
-/* Runs f globally and partitioned over m with the given arg shardings; compares results. */
+/* The compiled path: the local program built into an executable, each device on a thread of its
+   own running exec_run_device, collectives through a world, as jit_call does. */
+static jit_ctx *compiled_ctx;
+
+typedef struct dev_run {
+  exec *e;
+  coll_world *w;
+  int d, n;
+  const void *const *args;
+  void *const *res;
+  jit_status st;
+  char msg[256];
+} dev_run;
+
+static jit_status hook(void *ctx, int pos, ir_op op, const ir_coll *c, const ir_type *t,
+                       const void *in, void *out) {
+  return coll_world_run(ctx, pos, op, c, t, in, out);
+}
+
+static void *dev_main(void *arg) {
+  dev_run *r = arg;
+  ir_device dev = {r->d, hook, r->w};
+  ir_set_thread_device(&dev);
+  r->st = exec_run_device(r->e, r->d, r->n, r->args, r->res);
+  if (r->st) snprintf(r->msg, sizeof r->msg, "%s", jit_last_error());
+  ir_set_thread_device(NULL);
+  return NULL;
+}
+
+static void run_compiled(const ir_spmd *p, const void ***largs, void ***lres, const char *what) {
+  int nd = p->mesh->n_devices;
+  exec *e = NULL;
+  exec_stats es = {0};
+  if (exec_build(compiled_ctx, p->local, &e, &es) != JIT_OK) fail_msg("%s: build: %s", what, jit_last_error());
+  coll_world *w = NULL;
+  assert_int_equal(coll_world_new(p->local->mesh, &w), JIT_OK);
+  dev_run *runs = calloc((size_t)nd, sizeof *runs);
+  pthread_t *th = calloc((size_t)nd, sizeof *th);
+  for (int d = 0; d < nd; d++) {
+    runs[d] = (dev_run){e, w, d, nd, largs[d], lres[d], JIT_OK, ""};
+    assert_int_equal(pthread_create(&th[d], NULL, dev_main, &runs[d]), 0);
+  }
+  for (int d = 0; d < nd; d++) pthread_join(th[d], NULL);
+  for (int d = 0; d < nd; d++)
+    if (runs[d].st) fail_msg("%s: device %d: %s", what, d, runs[d].msg);
+  free(runs);
+  free(th);
+  coll_world_free(w);
+  exec_free(e);
+}
+
+/* Runs f globally and partitioned over m with the given arg shardings (in the SPMD interpreter,
+   and compiled when asked); compares results. */
 static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const *arg_sh,
-                              uint64_t seed, const char *what) {
+                              uint64_t seed, bool compiled, const char *what) {
   bool ok = true;
   uint32_t np = f->n_params, nr = f->n_results;
   int nd = m->n_devices;
@@ -217,8 +272,13 @@ static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const
     for (uint32_t k = 0; k < nr; k++)
       lres[d][k] = malloc(type_bytes(ir_type_of(p->local, p->local->results[k])) + 1);
   }
-  st = ir_interp_spmd(p, (const void *const *const *)largs, (void *const *const *)lres);
-  if (st != JIT_OK) fail_msg("%s: interp_spmd: %s", what, jit_last_error());
+  for (int pass = 0; pass < (compiled ? 2 : 1) && ok; pass++) {
+  if (pass == 0) {
+    st = ir_interp_spmd(p, (const void *const *const *)largs, (void *const *const *)lres);
+    if (st != JIT_OK) fail_msg("%s: interp_spmd: %s", what, jit_last_error());
+  } else {
+    run_compiled(p, largs, lres, what);
+  }
   for (uint32_t k = 0; k < nr && ok; k++) {
     const ir_type *t = ir_type_of(f, f->results[k]);
     for (int d = 0; d < nd; d++) {
@@ -227,8 +287,9 @@ static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const
       copy_block(t, start, size, pres[k], lres[d][k], false);
     }
     char msg[128];
-    snprintf(msg, sizeof msg, "%s: result %u", what, k);
+    snprintf(msg, sizeof msg, "%s: result %u (%s)", what, k, pass ? "compiled" : "interpreted");
     ok = close_enough(t, pres[k], gres[k], msg);
+  }
   }
   if (!ok) {
     ir_print(f, stderr);
@@ -285,7 +346,8 @@ static void test_random_programs(void **state) {
       if (rng(&s) % 4) sh[a] = random_sharding(m, ir_type_of(f, a), &s);
     char what[64];
     snprintf(what, sizeof what, "random program %llu", (unsigned long long)seed);
-    if (!check_partitioned(f, m, sh, seed, what)) failures++;
+    /* compiling costs ~50 ms a program: every third one also runs compiled */
+    if (!check_partitioned(f, m, sh, seed, i % 3 == 0, what)) failures++;
     for (uint32_t a = 0; a < f->n_params; a++) sharding_unref(sh[a]);
     jit_mesh_free(m);
     ir_func_free(f);
@@ -334,7 +396,7 @@ static void test_patterns(void **state) {
         for (uint32_t a = 0; a < f->n_params; a++) sh[a] = random_sharding(m, ir_type_of(f, a), &s);
         char what[96];
         snprintf(what, sizeof what, "@%s mesh %zu trial %llu", f->name, mi, (unsigned long long)trial);
-        assert_true(check_partitioned(f, m, sh, s, what));
+        assert_true(check_partitioned(f, m, sh, s, trial < 3, what));
         for (uint32_t a = 0; a < f->n_params; a++) sharding_unref(sh[a]);
       }
       jit_mesh_free(m);
@@ -368,6 +430,19 @@ static void test_no_communication(void **state) {
   ir_func_free(f);
 }
 
+static int setup(void **state) {
+  (void)state;
+  jit_ctx_opts o = jit_ctx_opts_default();
+  o.n_threads = 2;
+  return jit_ctx_create(&o, &compiled_ctx) == JIT_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  jit_ctx_destroy(compiled_ctx);
+  return 0;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_text),
@@ -375,5 +450,5 @@ int main(void) {
       cmocka_unit_test(test_patterns),
       cmocka_unit_test(test_random_programs),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, setup, teardown);
 }

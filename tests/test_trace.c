@@ -620,7 +620,7 @@ static const struct {
     {53, JIT_EINVAL, "bad: value_and_grad at tests/test_trace.c:%d: wrt_mask 0x4 selects argument 2, but n_args is 2"},
     {54, JIT_EINVAL, "bad: scan at tests/test_trace.c:%d: body is NULL"},
     {55, JIT_EINVAL, "bad: checkpoint at tests/test_trace.c:%d: fn is NULL"},
-    {56, JIT_EUNSUPPORTED, "bad: with_sharding_constraint at tests/test_trace.c:%d: not implemented yet"},
+    {56, JIT_EINVAL, "bad: with_sharding_constraint at tests/test_trace.c:%d: sharding is NULL"},
     {57, JIT_EUNSUPPORTED, "bad: shard_map at tests/test_trace.c:%d: not implemented yet"},
     {58, JIT_EUNSUPPORTED, "bad: psum at tests/test_trace.c:%d: not implemented yet"},
     {59, JIT_EUNSUPPORTED, "bad: pmean at tests/test_trace.c:%d: not implemented yet"},

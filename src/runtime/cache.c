@@ -1,11 +1,14 @@
 /* cache.c: a jit_fn's in-memory signature cache: a chained hash map from (arg dtypes, ranks,
- * shapes, static bytes) to the compiled signature; lookups read the args, allocating nothing. */
+ * shapes, shardings, static bytes) to the compiled signature; lookups read the args, allocating nothing. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/passes/passes.h"
+#include "runtime/collectives.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
+#include "runtime/sharding.h"
 
 /* FNV-1a, 64-bit: keys are a few dozen bytes, so a simple byte hash is fast enough. */
 #define FNV_OFFSET 14695981039346656037ull
@@ -28,6 +31,7 @@ uint64_t sig_hash(int n_args, jit_array *const *args, const void *static_args, s
     const jit_array *a = args[i];
     h = mix_u64(h, (uint64_t)a->dtype << 8 | (uint64_t)a->rank);
     for (int d = 0; d < a->rank; d++) h = mix_u64(h, (uint64_t)a->shape[d]);
+    if (a->sharding) h = mix_u64(h, sharding_hash(a->sharding));
   }
   h = mix_u64(h, static_len);
   if (static_len) h = mix_bytes(h, static_args, static_len);
@@ -43,6 +47,8 @@ static bool sig_matches(const jit_sig *s, uint64_t hash, int n_args, jit_array *
     if (t->dtype != a->dtype || t->rank != a->rank) return false;
     for (int d = 0; d < a->rank; d++)
       if (t->dims[d] != a->shape[d]) return false;
+    const jit_sharding *sh = s->arg_shardings ? s->arg_shardings[i] : NULL;
+    if (!sharding_equal(sh, a->sharding)) return false;
   }
   return static_len == 0 || memcmp(s->static_bytes, static_args, static_len) == 0;
 }
@@ -67,6 +73,12 @@ jit_status sig_new(uint64_t hash, int n_args, jit_array *const *args, const void
     s->arg_types = calloc((size_t)n_args, sizeof *s->arg_types);
     if (!s->arg_types) TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
     for (int i = 0; i < n_args; i++) array_type(args[i], &s->arg_types[i]);
+    for (int i = 0; i < n_args; i++) {
+      if (!args[i]->sharding) continue;
+      if (!s->arg_shardings && !(s->arg_shardings = calloc((size_t)n_args, sizeof *s->arg_shardings)))
+        TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
+      s->arg_shardings[i] = sharding_ref(args[i]->sharding);
+    }
   }
   if (static_len) {
     s->static_bytes = malloc(static_len);
@@ -84,6 +96,10 @@ fail:
 void sig_free(jit_sig *s) {
   if (!s) return;
   exec_free(s->exe);
+  ir_spmd_free(s->spmd);
+  coll_world_free(s->world);
+  for (int i = 0; s->arg_shardings && i < s->n_args; i++) sharding_unref(s->arg_shardings[i]);
+  free(s->arg_shardings);
   free(s->arg_types);
   free(s->static_bytes);
   ir_func_free(s->traced);

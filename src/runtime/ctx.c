@@ -3,6 +3,7 @@
  * thread pool, the LLJIT and the disk cache. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
 
   ctx = calloc(1, sizeof *ctx);
   if (!ctx) return jit_error(JIT_ENOMEM, "jit_ctx_create: out of memory");
+  pthread_mutex_init(&ctx->devices_mu, NULL);
   ctx->n_devices = o.n_devices;
   if (ctx->n_devices == 0) TRY(env_devices(&ctx->n_devices));
   ctx->n_threads = o.n_threads ? o.n_threads : online_cores();
@@ -84,9 +86,20 @@ void jit_ctx_destroy(jit_ctx *ctx) {
   cg_disk_cache_close(ctx->disk);
   cg_jit_destroy(ctx->jit);
   pool_destroy(ctx->pool);
+  pool_destroy(ctx->devices);
+  pthread_mutex_destroy(&ctx->devices_mu);
   buf_pool_release(ctx->buffers); /* arrays still alive keep the cached blocks' pool */
   free(ctx->cache_dir);
   free(ctx);
 }
 
 int jit_device_count(const jit_ctx *ctx) { return ctx ? ctx->n_devices : 0; }
+
+jit_status ctx_device_threads(jit_ctx *ctx, struct pool **out) {
+  jit_status st = JIT_OK;
+  pthread_mutex_lock(&ctx->devices_mu);
+  if (!ctx->devices) st = pool_create(ctx->n_devices, &ctx->devices);
+  *out = ctx->devices;
+  pthread_mutex_unlock(&ctx->devices_mu);
+  return st;
+}

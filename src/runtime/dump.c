@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ir/passes/passes.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
@@ -21,8 +22,7 @@ static const struct {
 };
 enum { N_STAGES = sizeof stages / sizeof stages[0] };
 #define DUMP_ALL 63u
-#define DUMP_IMPLEMENTED \
-  (JIT_DUMP_TRACED | JIT_DUMP_OPTIMIZED | JIT_DUMP_FUSED | JIT_DUMP_C | JIT_DUMP_LLVM)
+#define DUMP_IMPLEMENTED DUMP_ALL
 #define DUMP_CODEGEN (JIT_DUMP_FUSED | JIT_DUMP_C | JIT_DUMP_LLVM)
 
 static const ir_func *stage_func(const jit_sig *s, unsigned bit) {
@@ -31,7 +31,13 @@ static const ir_func *stage_func(const jit_sig *s, unsigned bit) {
 
 /* One stage's text: IR for the IR stages; kernels, C or LLVM IR (made afresh) for the others. */
 static jit_status print_stage(const jit_fn *f, const jit_sig *s, unsigned bit, FILE *out) {
-  if (bit & DUMP_CODEGEN) return exec_dump(f->ctx, s->optimized, bit, out);
+  /* a partitioned signature compiles its per-device program */
+  if (bit & DUMP_CODEGEN) return exec_dump(f->ctx, s->spmd ? s->spmd->local : s->optimized, bit, out);
+  if (bit == JIT_DUMP_PARTITIONED) {
+    if (s->spmd) return ir_spmd_print(s->spmd, out);
+    if (fputs("// not partitioned (no committed arg, no sharding constraint): one device runs\n", out) < 0)
+      return jit_error(JIT_EIO, "jit_fn_dump: %s: write failed", f->name);
+  }
   return ir_print(stage_func(s, bit), out);
 }
 

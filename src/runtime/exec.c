@@ -66,6 +66,9 @@ void exec_free(exec *e) {
   free(e->steps);
   free(e->bufs);
   free(e->arena);
+  for (int d = 0; d < e->n_dev_arenas; d++) free(e->dev_arenas[d]);
+  free(e->dev_arenas);
+  pthread_mutex_destroy(&e->dev_mu);
   ffi_entry_free(e->cif);
   cg_dylib_free(e->lib);
   free(e);
@@ -594,6 +597,7 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp,
   builder B = {0};
   exec *e = calloc(1, sizeof *e);
   if (!e) return oom();
+  pthread_mutex_init(&e->dev_mu, NULL);
   e->ctx = ctx;
   e->n_params = f->n_params;
   e->n_results = f->n_results;
@@ -771,6 +775,10 @@ done:
   return st;
 }
 
+/* Set while a device thread runs its program: every kernel stays on that thread (the devices
+   are the parallelism), nested scan bodies included. */
+static _Thread_local bool serial_thread;
+
 /* A step the entry does not run itself: split over the pool, or interpreted. */
 static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   exec *e = rt->e;
@@ -803,7 +811,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   int64_t pieces = s->kind == ES_DOT ? (s->rows + s->grain - 1) / s->grain : s->rows;
   if (nth > pieces) nth = (int)pieces;
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
-  if (s->inline_run) nth = 1;
+  if (s->inline_run || serial_thread) nth = 1;
   rows_job j = {s, bufs, rt->mm_scratch, e->mm_bytes};
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
@@ -852,22 +860,55 @@ static void *alloc_arena(size_t n) {
   return p;
 }
 
-jit_status exec_run(exec *e, const void *const *args, void *const *results) {
-  exec_rt rt;
-  void *arena;
-  bool own;
-  if (!rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
+/* One run of e with rt prepared (rt_begin). */
+static void run_prepared(exec *e, exec_rt *rt, const void *const *args, void *const *results) {
   if (e->entry) {
     void *p[FFI_ENTRY_MAX_ARGS];
     uint32_t np = e->n_params, nr = e->n_results;
     for (uint32_t i = 0; i < np; i++) p[i] = (void *)args[i];
     for (uint32_t i = 0; i < nr; i++) p[np + i] = results[i];
-    p[np + nr] = &rt;
+    p[np + nr] = rt;
     ffi_entry_call(e->cif, e->entry, p);
   } else {
-    run_steps(e, &rt, args, results);
+    run_steps(e, rt, args, results);
   }
+}
+
+jit_status exec_run(exec *e, const void *const *args, void *const *results) {
+  exec_rt rt;
+  void *arena;
+  bool own;
+  if (!rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
+  run_prepared(e, &rt, args, results);
   rt_end(e, arena, own);
+  return rt.status;
+}
+
+jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
+                           void *const *results) {
+  static _Alignas(64) unsigned char empty[64];
+  if (device < 0 || device >= n_devices)
+    return jit_error(JIT_EINVAL, "jit_call: device %d of %d", device, n_devices);
+  pthread_mutex_lock(&e->dev_mu);
+  if (e->n_dev_arenas < n_devices) {
+    void **a = realloc(e->dev_arenas, (size_t)n_devices * sizeof *a);
+    if (a) {
+      for (int d = e->n_dev_arenas; d < n_devices; d++) a[d] = NULL;
+      e->dev_arenas = a;
+      e->n_dev_arenas = n_devices;
+    }
+  }
+  void **slot = device < e->n_dev_arenas ? &e->dev_arenas[device] : NULL;
+  pthread_mutex_unlock(&e->dev_mu);
+  /* a device's slot is its own: device jobs of one context run one at a time */
+  if (!slot || (e->arena_bytes && !*slot && !(*slot = alloc_arena(e->arena_bytes))))
+    return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
+  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK};
+  if (*slot) rt.mm_scratch = (unsigned char *)*slot + e->scratch_bytes;
+  bool was = serial_thread;
+  serial_thread = true;
+  run_prepared(e, &rt, args, results);
+  serial_thread = was;
   return rt.status;
 }
 

@@ -28,6 +28,12 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
    distinct from each other and from the args). Safe to call from several threads at once. */
 jit_status exec_run(exec *e, const void *const *args, void *const *results);
 
+/* exec_run as device `device` (0..n_devices-1) of a partitioned program, on that device's thread:
+   kernels are not split over the pool, intermediates live in the device's own arena, and
+   collectives go to the thread's ir_device (ir_set_thread_device). One run per device at a time. */
+jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
+                           void *const *results);
+
 void exec_free(exec *e);
 
 /* The JIT_DUMP_FUSED, JIT_DUMP_C or JIT_DUMP_LLVM stage of f, built afresh (any signature can be

@@ -3,6 +3,7 @@
 #ifndef TJIT_RUNTIME_EXEC_INTERNAL_H
 #define TJIT_RUNTIME_EXEC_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,6 +87,9 @@ struct exec {
   void *arena;          /* allocated by the first run that owns it, kept for the next */
   exec_stats nested;    /* what building the scan bodies' executables cost */
   atomic_flag busy;     /* a run is using arena */
+  pthread_mutex_t dev_mu; /* guards growing dev_arenas */
+  void **dev_arenas;    /* exec_run_device: each device's own arena, made on its first run */
+  int n_dev_arenas;
   struct cg_dylib *lib;
   void (*entry)(void);  /* the typed entry (NULL: the steps run from the C loop) */
   struct ffi_entry *cif;

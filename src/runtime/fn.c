@@ -127,7 +127,10 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   s->trace_ms = t1 - t0;
   s->passes_ms = t2 - t1;
   exec_stats es = {0};
-  if (f->ctx->opt_level > 0) TRY(exec_build(f->ctx, s->optimized, &s->exe, &es));
+  jit_mesh *mesh = NULL;
+  TRY(spmd_choose_mesh(f->name, f->n_args, args, s->optimized, &mesh));
+  if (mesh) TRY(spmd_compile(f->ctx, s, args, mesh, &es));
+  else if (f->ctx->opt_level > 0) TRY(exec_build(f->ctx, s->optimized, &s->exe, &es));
 
   TRY(sig_cache_insert(&f->cache, s));
   f->stats.n_signatures = f->cache.n;
@@ -152,23 +155,19 @@ fail:
 static jit_status run_sig(jit_fn *f, const jit_sig *s, jit_array *const *args,
                           jit_array **results) {
   jit_status st = JIT_OK;
+  if (s->spmd) return spmd_run(f->ctx, s, f->n_args, args, f->n_results, results);
   const ir_func *g = s->optimized;
   const void *argp[JIT_MAX_FN_ARGS + 1];
   void *resp[JIT_MAX_FN_RESULTS];
-  /* h14: committed (sharded) args are gathered into host copies until the partitioner exists;
-     the results are uncommitted. */
-  void *gathered[JIT_MAX_FN_ARGS + 1] = {0};
-  TRY(sharding_gather_args(f->n_args, args, argp, gathered));
+  for (int i = 0; i < f->n_args; i++) argp[i] = args[i]->data; /* all uncommitted */
   for (int i = 0; i < f->n_results; i++) {
     TRY(array_new_type(f->ctx, ir_type_of(g, g->results[i]), &results[i]));
     resp[i] = results[i]->data;
   }
   if (s->exe) TRY(exec_run(s->exe, argp, resp));
   else TRY(ir_interp(g, argp, resp));
-  sharding_free_gathered(f->n_args, gathered);
   return JIT_OK;
 fail:
-  sharding_free_gathered(f->n_args, gathered);
   for (int i = 0; i < f->n_results; i++) {
     jit_array_free(results[i]);
     results[i] = NULL;
@@ -187,7 +186,7 @@ static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t sta
     return jit_error(JIT_EINVAL, "%s: %s: static_args is NULL for %zu bytes", who, f->name,
                      static_len);
   TRY(fn_check_args(f, args, who));
-  TRY(sharding_check_call(f->name, f->n_args, args)); /* h14: committed args share one device list */
+  TRY(sharding_check_call(f->name, f->n_args, args)); /* committed args share one device list */
   for (compile_frame *c = compiling; c; c = c->up)
     if (c->f == f)
       return jit_error(JIT_EINVAL, "%s: %s: called from inside its own trace function", who,

@@ -30,7 +30,13 @@ struct jit_ctx {
   struct cg_jit *jit;/* the LLJIT every signature's kernels load into; NULL at opt_level 0 */
   struct cg_disk_cache *disk; /* objects on disk in cache_dir; NULL: none (or opt_level 0) */
   struct buf_pool *buffers;   /* freed array buffers kept for reuse (runtime/buffers.h) */
+  struct pool *devices;       /* one thread per device, started by the first partitioned call */
+  pthread_mutex_t devices_mu; /* guards starting them */
 };
+/* The device threads (ctx->n_devices of them, the caller being device 0's), started on first
+   use: a partitioned program runs device d on thread d, each device needing its own thread since
+   a collective waits for all of its group. */
+jit_status ctx_device_threads(jit_ctx *ctx, struct pool **out);
 
 /* ---- arrays (array.c) -------------------------------------------------------------------------- */
 struct jit_array {
@@ -48,6 +54,8 @@ struct jit_array {
   void **shards;               /* one buffer per mesh device (mesh order), each row-major of
                                   sharding_shard_shape, the device's block at its origin */
   size_t shard_nbytes;         /* bytes of each shard buffer */
+  struct buf_pool *shard_pool; /* a counted reference to where shards go back (NULL: free()) */
+  size_t shard_cap;            /* each shard's block size in that pool */
   uint64_t bytes_moved;        /* bytes jit_device_put copied between devices to make this array */
 };
 
@@ -69,11 +77,16 @@ typedef struct jit_sig {
   int index;                  /* position in the jit_fn's compile order: sigN in dump names */
   int n_args;
   ir_type *arg_types;         /* n_args (malloc'd) */
+  struct jit_sharding **arg_shardings; /* n_args counted references (NULL: uncommitted), or NULL
+                                 when no arg is committed: part of the key */
   unsigned char *static_bytes;/* static_len bytes (malloc'd; NULL when static_len is 0) */
   size_t static_len;
   ir_func *traced;            /* as the tracer produced it, kept for dumps */
   ir_func *optimized;         /* what runs (through the interpreter at opt_level 0) */
-  struct exec *exe;           /* the compiled executable (opt_level > 0) */
+  struct exec *exe;           /* the compiled executable (opt_level > 0); of spmd->local when
+                                 partitioned */
+  struct ir_spmd *spmd;       /* the per-device program when the signature is partitioned */
+  struct coll_world *world;   /* its devices' collectives */
   double trace_ms, passes_ms;
 } jit_sig;
 
@@ -95,6 +108,22 @@ void sig_free(jit_sig *s);
 /* Inserts s (taking ownership) and sets s->index; on failure s is still the caller's. */
 jit_status sig_cache_insert(sig_cache *c, jit_sig *s);
 void sig_cache_free(sig_cache *c);
+
+struct exec_stats;
+/* ---- partitioned calls (spmd_call.c) ----------------------------------------------------------
+   A signature is partitioned when an arg is committed or the function pins a sharding: its
+   optimized IR goes through ir_partition over that mesh. */
+/* The mesh of a call: the first committed arg's, else the first `sharding` op's in g; NULL when
+   neither exists. JIT_ESHARDING when a `sharding` op names another mesh than the args. */
+jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *args,
+                            const ir_func *g, struct jit_mesh **out);
+/* Partitions s->optimized over mesh into s->spmd, s->world and (opt_level > 0) s->exe. */
+jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, struct jit_mesh *mesh,
+                        struct exec_stats *stats);
+/* Runs a partitioned signature: lays the args out, runs every device's program on its device
+   thread, returns committed results. On failure frees what it made. */
+jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const *args,
+                    int n_results, jit_array **results);
 
 /* ---- jitted functions (fn.c) ------------------------------------------------------------------- */
 struct jit_fn {

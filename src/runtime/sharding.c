@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/buffers.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
@@ -483,7 +484,12 @@ const jit_mesh *array_mesh(const jit_array *a) { return a->sharding ? a->shardin
 
 void array_free_shards(jit_array *a) {
   if (a->shards)
-    for (int i = 0; i < a->sharding->mesh->n_devices; i++) free(a->shards[i]);
+    for (int i = 0; i < a->sharding->mesh->n_devices; i++) {
+      if (a->shard_pool) buf_pool_put(a->shard_pool, a->shards[i], a->shard_cap);
+      else free(a->shards[i]);
+    }
+  if (a->shard_pool) buf_pool_release(a->shard_pool);
+  a->shard_pool = NULL;
   free(a->shards);
   a->shards = NULL;
   sharding_unref(a->sharding);
@@ -633,7 +639,7 @@ fail:
   return st;
 }
 
-/* ---- jit_call before the partitioner ----------------------------------------------------------- */
+/* ---- jit_call: committed args ------------------------------------------------------------------ */
 jit_status sharding_check_call(const char *fn_name, int n_args, jit_array *const *args) {
   int first = -1;
   for (int i = 0; i < n_args; i++) {
@@ -661,33 +667,85 @@ jit_status sharding_check_call(const char *fn_name, int n_args, jit_array *const
   return JIT_OK;
 }
 
-jit_status sharding_gather_args(int n_args, jit_array *const *args, const void **argp,
-                                void **owned) {
-  for (int i = 0; i < n_args; i++) {
-    owned[i] = NULL;
-    argp[i] = args[i]->data;
+/* ---- partitioned calls -------------------------------------------------------------------------- */
+jit_status array_new_committed(jit_ctx *ctx, const ir_type *t, jit_sharding *s, jit_array **out) {
+  static const char who[] = "jit_call";
+  jit_status st = JIT_OK;
+  *out = NULL;
+  jit_array *b = calloc(1, sizeof *b);
+  if (!b) return jit_error(JIT_ENOMEM, "%s: out of memory", who);
+  int n = s->mesh->n_devices;
+  b->ctx = ctx;
+  b->dtype = t->dtype;
+  b->rank = t->rank;
+  for (int d = 0; d < t->rank; d++) b->shape[d] = t->dims[d];
+  if (!array_byte_size(t->dtype, t->rank, t->dims, &b->nbytes))
+    TRY(jit_error(JIT_ESHAPE, "%s: a result's byte size overflows", who));
+  b->sharding = sharding_ref(s);
+  b->shards = calloc((size_t)n, sizeof *b->shards);
+  if (!b->shards) TRY(jit_error(JIT_ENOMEM, "%s: out of memory", who));
+  int64_t local[JIT_MAX_RANK];
+  sharding_shard_shape(s, b->shape, local);
+  array_byte_size(t->dtype, t->rank, local, &b->shard_nbytes);
+  /* from the context's reuse pool: warm calls get blocks whose pages are already mapped */
+  buf_pool_retain(ctx->buffers);
+  b->shard_pool = ctx->buffers;
+  for (int i = 0; i < n; i++) {
+    size_t cap = 0;
+    b->shards[i] = buf_pool_get(ctx->buffers, b->shard_nbytes ? b->shard_nbytes : 1, &cap);
+    if (!b->shards[i])
+      TRY(jit_error(JIT_ENOMEM, "%s: out of memory allocating %d shards of %zu bytes", who, n,
+                    b->shard_nbytes));
+    b->shard_cap = cap;
   }
-  for (int i = 0; i < n_args; i++) {
-    if (!args[i]->sharding) continue;
-    owned[i] = alloc_buffer(args[i]->nbytes);
-    if (!owned[i]) {
-      sharding_free_gathered(i, owned);
-      return jit_error(JIT_ENOMEM, "jit_call: out of memory gathering args[%d] (%zu bytes)", i,
-                       args[i]->nbytes);
-    }
-    jit_status st = array_gather(args[i], owned[i]);
-    if (st != JIT_OK) {
-      sharding_free_gathered(i + 1, owned);
-      return st;
-    }
-    argp[i] = owned[i];
-  }
+  *out = b;
   return JIT_OK;
+fail:
+  jit_array_free(b);
+  return st;
 }
 
-void sharding_free_gathered(int n_args, void **owned) {
-  for (int i = 0; i < n_args; i++) {
-    free(owned[i]);
-    owned[i] = NULL;
+/* The only split dim when every dim before it has size 1 (each block is then one contiguous
+   run of the global buffer), else -1. */
+static int contiguous_split(const jit_sharding *s, const int64_t *shape) {
+  int split = -1;
+  for (int d = 0; d < s->rank; d++) {
+    if (!s->n_dim_axes[d]) continue;
+    if (split >= 0) return -1;
+    split = d;
   }
+  for (int d = 0; d < split; d++)
+    if (shape[d] != 1) return -1;
+  return split;
+}
+
+jit_status sharding_device_blocks(const jit_array *a, jit_sharding *s, const void **blocks,
+                                  jit_array **tmp) {
+  *tmp = NULL;
+  int n = s->mesh->n_devices;
+  if (a->sharding && sharding_equal(a->sharding, s)) {
+    for (int i = 0; i < n; i++) blocks[i] = a->shards[i];
+    return JIT_OK;
+  }
+  if (!a->sharding) {
+    if (sharding_is_replicated(s)) { /* read-only: every device reads the one copy */
+      for (int i = 0; i < n; i++) blocks[i] = a->data;
+      return JIT_OK;
+    }
+    int split = contiguous_split(s, a->shape);
+    if (split >= 0) {
+      size_t row = jit_dtype_size(a->dtype);
+      for (int d = split + 1; d < a->rank; d++) row *= (size_t)a->shape[d];
+      for (int i = 0; i < n; i++) {
+        int64_t start[JIT_MAX_RANK], size[JIT_MAX_RANK];
+        sharding_shard_box(s, a->shape, i, start, size);
+        blocks[i] = (const char *)a->data + (size_t)start[split] * row;
+      }
+      return JIT_OK;
+    }
+  }
+  jit_status st = jit_device_put(a, s, tmp);
+  if (st != JIT_OK) return st;
+  for (int i = 0; i < n; i++) blocks[i] = (*tmp)->shards[i];
+  return JIT_OK;
 }

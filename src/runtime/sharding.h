@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ir/ir.h"
 #include "tjit.h"
 
 #define JIT_MAX_MESH_AXES 8       /* a mesh has 1..JIT_MAX_MESH_AXES named axes */
@@ -101,13 +102,19 @@ void array_free_shards(jit_array *a);                    /* frees shards and the
 /* The device ids a committed array lives on, in mesh order (NULL: uncommitted). */
 const jit_mesh *array_mesh(const jit_array *a);
 
-/* jit_call before partitioning: JIT_ESHARDING when committed args live on different device lists
+/* jit_call: JIT_ESHARDING when committed args live on different device lists
    (message in JAX's words, naming both lists); fn_name names the function. */
 jit_status sharding_check_call(const char *fn_name, int n_args, jit_array *const *args);
-/* Points argp[i] at each arg's global row-major bytes, gathering committed args into new host
-   buffers recorded in owned[i] (NULL otherwise); free them with sharding_free_gathered. */
-jit_status sharding_gather_args(int n_args, jit_array *const *args, const void **argp,
-                                void **owned);
-void sharding_free_gathered(int n_args, void **owned);
+
+/* ---- partitioned calls (sharding.c) ------------------------------------------------------------- */
+/* A committed array of type t laid out as s, its shards (from ctx's buffer pool) uninitialized:
+   how a partitioned call makes its results. */
+jit_status array_new_committed(jit_ctx *ctx, const ir_type *t, jit_sharding *s, jit_array **out);
+/* blocks[pos] = the block of a that mesh position pos of s holds, read-only: the array's own
+   shards when it is laid out as s, pointers into an uncommitted array's data when the blocks are
+   contiguous runs of it (replicated, or split on the leading non-unit dim only), else the shards
+   of *tmp, a copy made by resharding (free it after the call). */
+jit_status sharding_device_blocks(const jit_array *a, jit_sharding *s, const void **blocks,
+                                  jit_array **tmp);
 
 #endif /* TJIT_SHARDING_H */

@@ -1,5 +1,5 @@
-/* transform.c: the transformations' entry points (vmap, grad, scan, checkpoint, sharding,
- * shard_map and its collectives) not implemented yet: each records JIT_EUNSUPPORTED. */
+/* transform.c: the entry points not implemented yet (shard_map and its collectives): each
+ * records JIT_EUNSUPPORTED. */
 #include "trace/trace_internal.h"
 
 /* Records "not implemented yet" (unless the trace already failed) and invalidates n results. */
@@ -7,11 +7,6 @@ static void unsupported(jit_trace *t, const char *name, jit_val *results, int n)
   op_ctx c;
   for (int i = 0; results && i < n; i++) results[i] = (jit_val){0};
   if (op_begin(t, name, &c)) op_fail(&c, JIT_EUNSUPPORTED, "not implemented yet");
-}
-
-jit_val jit_with_sharding_constraint(jit_trace *t, jit_val x, const jit_sharding *s) {
-  unsupported(t, "with_sharding_constraint", NULL, 0);
-  return (jit_val){0};
 }
 
 void jit_shard_map(jit_trace *t, jit_trace_fn fn, void *user, const jit_mesh *m, int n_args,

@@ -20,6 +20,7 @@
 
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
+#include "runtime/sharding.h"
 
 typedef struct cand {   /* an instruction about to be emitted, operands remapped */
   ir_op op;
@@ -143,6 +144,7 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
   case IR_ALL_TO_ALL:
   case IR_COLLECTIVE_PERMUTE:
   case IR_AXIS_INDEX: return memcmp(&x->coll, &y->coll, sizeof x->coll) == 0;
+  case IR_SHARDING: return sharding_equal(x->sharding, y->sharding);
   default: return true;
   }
 }

@@ -593,6 +593,9 @@ static void vjp(grad *g, ir_ref i) {
     if (g->ct[x0] == IR_NOREF) g->ct[x0] = ct;
     break;
   case IR_SCAN: vjp_scan(g, i); break;
+  case IR_SHARDING: /* the cotangent is laid out like the value, as JAX does */
+    accum(g, x0, emit(g, IR_SHARDING, 1, &ct, &in->attr, NULL));
+    break;
   default: break; /* param, const, iota, cmp, floor: no cotangent flows through them */
   }
 }

@@ -599,6 +599,15 @@ jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *a
     fit(&P, gtype(&P, i), &P.sp[i]);
     P.known[i] = true;
   }
+  for (uint32_t r = 0; r < n; r++) {
+    const ir_ins *in = &f->ins[r];
+    if (in->op != IR_SHARDING) continue;
+    if (!mesh_equal(in->attr.sharding->mesh, mesh) &&
+        !(in->attr.sharding->mesh->n_axes == mesh->n_axes &&
+          !memcmp(in->attr.sharding->mesh->sizes, mesh->sizes, sizeof mesh->sizes) &&
+          !memcmp(in->attr.sharding->mesh->names, mesh->names, sizeof mesh->names)))
+      TRY(jit_error(JIT_ESHARDING, "partition: @%s: %%%u: a sharding over another mesh", f->name, r));
+  }
   for (int round = 0; round < 4; round++) {
     bool changed = forward(&P);
     changed |= backward(&P);

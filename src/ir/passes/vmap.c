@@ -20,6 +20,7 @@
 
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
+#include "runtime/sharding.h"
 
 typedef struct vm {
   ir_func *dst;
@@ -374,6 +375,34 @@ static void rule_get(vm *v, ir_ref r, const ir_ins *in) {
   v->bd[r] = (int8_t)((uint64_t)in->attr.axis < v->body->ins[in->args[0]].attr.scan.n_carry ? 0 : 1);
 }
 
+/* The constraint gains the batch dim, not split (JAX's vmap of with_sharding_constraint). */
+static void rule_sharding(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]];
+  const jit_sharding *s = in->attr.sharding;
+  uint8_t n[JIT_MAX_RANK] = {0}, ax[JIT_MAX_RANK][JIT_MAX_MESH_AXES] = {{0}};
+  if (s->rank + 1 > JIT_MAX_RANK) {
+    vfail(v, JIT_ESHAPE, "a batched sharding constraint exceeds rank %d", JIT_MAX_RANK);
+    return;
+  }
+  for (int d = 0, o = 0; d <= s->rank; d++) {
+    if (d == k) continue;
+    n[d] = s->n_dim_axes[o];
+    memcpy(ax[d], s->dim_axes[o], sizeof ax[d]);
+    o++;
+  }
+  jit_sharding *bs = NULL;
+  if (sharding_new(s->mesh, s->rank + 1, n, (const uint8_t(*)[JIT_MAX_MESH_AXES])ax, &bs) != JIT_OK) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    return;
+  }
+  ir_attr a = in->attr;
+  a.sharding = bs;
+  ir_ref x = v->map[in->args[0]];
+  v->map[r] = emit(v, IR_SHARDING, 1, &x, &a, NULL); /* the function takes its own reference */
+  v->bd[r] = (int8_t)k;
+  sharding_unref(bs);
+}
+
 static void batch_ins(vm *v, ir_ref r) {
   const ir_ins *in = &v->body->ins[r];
   bool any = false;
@@ -397,6 +426,7 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_DOT: rule_dot(v, r, in); break;
   case IR_SCAN: rule_scan(v, r, in); break;
   case IR_GET: rule_get(v, r, in); break;
+  case IR_SHARDING: rule_sharding(v, r, in); break;
   default:
     if (ir_op_flags[in->op] & IR_EW)
       rule_elementwise(v, r, in);

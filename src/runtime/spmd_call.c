@@ -1,0 +1,132 @@
+/* spmd_call.c: partitioned signatures: choosing the mesh, partitioning and compiling the
+ * per-device program, and running it: every arg laid out as the partitioner wants, device d's
+ * program on device thread d (its collectives meet the other devices' through shared memory),
+ * the results returned as committed arrays. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/passes/passes.h"
+#include "runtime/collectives.h"
+#include "runtime/error.h"
+#include "runtime/exec.h"
+#include "runtime/pool.h"
+#include "runtime/runtime.h"
+#include "runtime/sharding.h"
+
+jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *args,
+                            const ir_func *g, jit_mesh **out) {
+  *out = NULL;
+  for (int i = 0; i < n_args && !*out; i++)
+    if (args[i]->sharding) *out = args[i]->sharding->mesh;
+  for (uint32_t r = 0; r < g->n_ins; r++) {
+    const ir_ins *in = &g->ins[r];
+    if (in->op != IR_SHARDING) continue;
+    jit_mesh *m = in->attr.sharding->mesh;
+    if (!*out) *out = m;
+    else if (!mesh_equal(m, *out)) {
+      char a[256], b[256];
+      mesh_format(*out, a, sizeof a);
+      mesh_format(m, b, sizeof b);
+      return jit_error(JIT_ESHARDING,
+                       "jit_call: %s: a sharding constraint%s%s:%d is over %s, but the call is "
+                       "partitioned over %s",
+                       fn_name, in->loc.file ? " at " : "", in->loc.file ? in->loc.file : "",
+                       in->loc.line, b, a);
+    }
+  }
+  return JIT_OK;
+}
+
+jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_mesh *mesh,
+                        exec_stats *stats) {
+  jit_status st = JIT_OK;
+  jit_sharding *small[16] = {0}, **sh = small;
+  if (s->n_args > 16 && !(sh = calloc((size_t)s->n_args, sizeof *sh)))
+    return jit_error(JIT_ENOMEM, "jit_call: out of memory");
+  /* an arg on another mesh over the same devices is resharded onto this one, as JAX does */
+  for (int i = 0; i < s->n_args; i++)
+    sh[i] = args[i]->sharding && mesh_equal(args[i]->sharding->mesh, mesh) ? args[i]->sharding : NULL;
+  TRY(ir_partition(s->optimized, mesh, sh, &s->spmd));
+  TRY(coll_world_new(s->spmd->local->mesh, &s->world));
+  if (ctx->opt_level > 0) TRY(exec_build(ctx, s->spmd->local, &s->exe, stats));
+fail:
+  if (sh != small) free(sh);
+  return st;
+}
+
+typedef struct device_job {
+  const jit_sig *s;
+  int n;                    /* devices */
+  const void **args;        /* [device][param], n * n_params */
+  void **results;           /* [device][result] */
+  jit_status *status;
+  char (*msg)[256];
+} device_job;
+
+static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, const ir_type *in_t,
+                             const void *in, void *out) {
+  return coll_world_run(ctx, pos, op, c, in_t, in, out);
+}
+
+static void run_device(void *arg, int d, int nth) {
+  (void)nth;
+  device_job *j = arg;
+  const jit_sig *s = j->s;
+  uint32_t np = s->spmd->n_params, nr = s->spmd->n_results;
+  ir_device dev = {d, world_hook, s->world};
+  const ir_device *saved = ir_set_thread_device(&dev);
+  const void *const *a = j->args + (size_t)d * np;
+  void *const *r = j->results + (size_t)d * nr;
+  jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, r) : ir_interp(s->spmd->local, a, r);
+  ir_set_thread_device(saved);
+  j->status[d] = st;
+  if (st != JIT_OK) snprintf(j->msg[d], sizeof j->msg[0], "%s", jit_last_error());
+}
+
+jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const *args,
+                    int n_results, jit_array **results) {
+  jit_status st = JIT_OK;
+  const ir_spmd *p = s->spmd;
+  int n = p->mesh->n_devices;
+  size_t np = (size_t)n_args, nr = (size_t)n_results;
+  device_job j = {s, n, NULL, NULL, NULL, NULL};
+  jit_array **tmp = calloc(np + 1, sizeof *tmp);
+  j.args = calloc(np * (size_t)n + 1, sizeof *j.args);
+  j.results = calloc(nr * (size_t)n + 1, sizeof *j.results);
+  j.status = calloc((size_t)n, sizeof *j.status);
+  j.msg = calloc((size_t)n, sizeof *j.msg);
+  const void **blocks = calloc((size_t)n, sizeof *blocks);
+  for (int k = 0; k < n_results; k++) results[k] = NULL;
+  if (!tmp || !j.args || !j.results || !j.status || !j.msg || !blocks)
+    TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
+  for (size_t i = 0; i < np; i++) {
+    TRY(sharding_device_blocks(args[i], p->param_shardings[i], blocks, &tmp[i]));
+    for (int d = 0; d < n; d++) j.args[(size_t)d * np + i] = blocks[d];
+  }
+  const ir_func *g = s->optimized;
+  for (size_t k = 0; k < nr; k++) {
+    TRY(array_new_committed(ctx, ir_type_of(g, g->results[k]), p->result_shardings[k], &results[k]));
+    for (int d = 0; d < n; d++) j.results[(size_t)d * nr + k] = results[k]->shards[d];
+  }
+  pool *devices;
+  TRY(ctx_device_threads(ctx, &devices));
+  if (pool_n_threads(devices) < n)
+    TRY(jit_error(JIT_EINTERNAL, "jit_call: %d device threads for a mesh of %d", pool_n_threads(devices), n));
+  pool_run(devices, run_device, &j, n);
+  for (int d = 0; d < n && st == JIT_OK; d++)
+    if (j.status[d] != JIT_OK) st = jit_error(j.status[d], "%s", j.msg[d]);
+fail:
+  if (st != JIT_OK)
+    for (int k = 0; k < n_results; k++) {
+      jit_array_free(results[k]);
+      results[k] = NULL;
+    }
+  for (size_t i = 0; tmp && i < np; i++) jit_array_free(tmp[i]);
+  free(tmp);
+  free(j.args);
+  free(j.results);
+  free(j.status);
+  free(j.msg);
+  free(blocks);
+  return st;
+}
