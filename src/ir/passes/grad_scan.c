@@ -324,7 +324,9 @@ static jit_status split_joint(const ir_func *jt, const ir_func *b, uint32_t c0, 
 
   /* the forward body: the step's params, the known part it needs, then its results */
   ir_func *f = out->fwd = ir_func_new(b->name);
-  rs = malloc((b->n_results + out->n_saved + out->n_res + 1) * sizeof *rs);
+  uint32_t n_rs = b->n_results + out->n_saved + out->n_res; /* for both bodies' results */
+  if (n_rs < jt->n_results) n_rs = jt->n_results;
+  rs = malloc((n_rs + 1) * sizeof *rs);
   if (!f || !rs) {
     st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
     goto fail;
