@@ -1,6 +1,7 @@
 /* test_scan.c: jit_scan traced and run through jit_call, against plain C loops: cumulative sums
  * (forward, reverse), an RNN cell closing over its weights, nested scans capturing a value two
- * traces up, length 0 and 1, a scan without xs, and the errors (carry type, xs sizes, counts). */
+ * traces up, length 0 and 1, a scan without xs, the errors (carry type, xs sizes, counts), and
+ * the fused dump of nested loops. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,6 +188,57 @@ static void test_nested(void **state) {
   assert_true(ot_expect("final", &out[0], &want_c));
   assert_true(ot_expect("ys", &out[1], &want_y));
   for (int i = 0; i < 3; i++) ot_free(&in[i]);
+}
+
+/* the fused dump nests each body's kernels under its loop line, as the IR printer nests bodies */
+static void test_fused_dump(void **state) {
+  (void)state;
+  int64_t sc[1] = {2}, sx[3] = {4, 3, 2};
+  ot_array in[3] = {ot_random(JIT_F32, 1, sc, 21, -1, 1), ot_random(JIT_F32, 3, sx, 22, -1, 1),
+                    ot_random(JIT_F32, 1, sc, 23, -1, 1)};
+  jit_array *a[3], *r[2] = {NULL, NULL};
+  for (int i = 0; i < 3; i++) a[i] = ot_upload(&in[i]);
+  jit_fn *f = NULL;
+  jit_fn_opts fo = {.name = "nest", .n_args = 3, .n_results = 2};
+  OT_ASSERT_OK(jit_compile(ot_ctx(), nest_fn, NULL, &fo, &f));
+  OT_ASSERT_OK(jit_call(f, a, r));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  assert_non_null(m);
+  OT_ASSERT_OK(jit_fn_dump(f, NULL, JIT_DUMP_FUSED, m));
+  fclose(m);
+  static const char *const want[] = {
+      "\n  loop %3 = scan %2, %0, %1 consts=1 carry=1 length=4 reverse=1 : (f32[2], f32[4,2]) {\n"
+      "    func @nest(%0: f32[2], %1: f32[2], %2: f32[3,2]) -> (f32[2], f32[2]) {\n"
+      "      loop %3 = scan %0, %1, %2 consts=1 carry=1 length=3 : (f32[2]) {\n"
+      "        func @nest(%0: f32[2], %1: f32[2], %2: f32[2]) -> f32[2] {\n"
+      "          kernel k0 loop[1 x 2] reads %0, %1, %2 writes %4 {\n"
+      "            %3 = mul %0, %2 : f32[2]",
+      "\n            %4 = add %1, %3 : f32[2]",
+      "\n          }\n"
+      "          return %4\n"
+      "        }\n"
+      "      }\n"
+      "      return %4, %4\n"
+      "    }\n"
+      "  }\n"
+      "  return %4, %5\n"
+      "}\n"};
+  const char *at = text;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const char *hit = strstr(at, want[i]);
+    if (!hit) fail_msg("the fused dump lacks (after what matched)\n%s\nin\n%s", want[i], text);
+    at = hit + strlen(want[i]);
+  }
+  free(text);
+  for (int i = 0; i < 3; i++) {
+    jit_array_free(a[i]);
+    ot_free(&in[i]);
+  }
+  jit_array_free(r[0]);
+  jit_array_free(r[1]);
+  jit_fn_free(f);
 }
 
 /* ---- no xs: length steps of carry = carry * 2 + 1, y = carry ----------------------------------- */
@@ -413,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_cumsum), cmocka_unit_test(test_native_loop), cmocka_unit_test(test_rnn),   cmocka_unit_test(test_nested),
       cmocka_unit_test(test_no_xs),  cmocka_unit_test(test_errors), cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_grad), cmocka_unit_test(test_captured_result),
+      cmocka_unit_test(test_fused_dump),
   };
   return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
 }

@@ -91,7 +91,8 @@ typedef struct fz_prog {
 /* Fusion's entry point ir_fuse is in ir/passes/passes.h. */
 void fz_prog_free(fz_prog *p);
 /* The function as kernels in execution order, each a group of the optimized IR's lines:
-   `kernel k0 row[16384 x 1024] reads %0 writes %9 {` ... `}`; views as `view %3 = reshape ..`. */
+   `kernel k0 row[16384 x 1024] reads %0 writes %9 {` ... `}`; views as `view %3 = reshape ..`;
+   a scan as `loop %5 = scan .. {`, its body's own fused dump nested inside, then `}`. */
 jit_status fz_print(const fz_prog *p, FILE *out);
 
 /* ---- loop IR (lower.c) ----------------------------------------------------------------------------

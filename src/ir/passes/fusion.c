@@ -729,7 +729,17 @@ static void print_list(FILE *out, const char *what, const ir_ref *v, uint32_t n)
   for (uint32_t i = 0; i < n; i++) fprintf(out, "%s%%%u", i ? ", " : " ", (unsigned)v[i]);
 }
 
-jit_status fz_print(const fz_prog *p, FILE *out) {
+/* Line s (up to its newline) after indent spaces, then a newline. */
+static void put_line(FILE *out, int indent, const char *s) {
+  fprintf(out, "%*s", indent, "");
+  fwrite(s, 1, strcspn(s, "\n"), out);
+  fputc('\n', out);
+}
+
+/* p's dump with every line indented by indent: a scan's body is fused and printed the same way
+   inside its loop line, two deeper than the loop, as the IR printer nests bodies (and as exec.c
+   compiles a body: fused on its own, kernels numbered from k0). */
+static jit_status print_prog(const fz_prog *p, FILE *out, int indent) {
   const ir_func *f = p->f;
   char *text = NULL;
   size_t len = 0;
@@ -759,47 +769,47 @@ jit_status fz_print(const fz_prog *p, FILE *out) {
                             strncmp(text + i + 1, "  return", 8) == 0))
       line[li++] = text + i + 1;
 #define LINE_OF(r) line[1 + (r) - f->n_params]
-#define PUT_LINE(s) fwrite((s), 1, strcspn((s), "\n"), out)
-  PUT_LINE(line[0]);
-  fputc('\n', out);
+  put_line(out, indent, line[0]);
   uint32_t ki = 0;
-  for (ir_ref v = f->n_params; v < f->n_ins; v++) {
+  for (ir_ref v = f->n_params; v < f->n_ins && st == JIT_OK; v++) {
     /* kernels in execution order (by root), views where they are defined */
     if (ki < p->n_kernels && p->kernels[ki].root == v) {
       const fz_kernel *k = &p->kernels[ki];
-      fprintf(out, "  kernel k%u %s[%lld x %lld]", ki, kind_names[k->kind], (long long)k->rows,
-              (long long)k->cols);
+      fprintf(out, "%*s  kernel k%u %s[%lld x %lld]", indent, "", ki, kind_names[k->kind],
+              (long long)k->rows, (long long)k->cols);
       if (k->n_reads) print_list(out, "reads", k->reads, k->n_reads);
       print_list(out, "writes", k->writes, k->n_writes);
       fputs(" {\n", out);
-      for (uint32_t i = 0; i < k->n_ops; i++) {
-        fputs("  ", out);
-        PUT_LINE(LINE_OF(k->ops[i]));
-        fputc('\n', out);
-      }
-      fputs("  }\n", out);
+      for (uint32_t i = 0; i < k->n_ops; i++) put_line(out, indent + 2, LINE_OF(k->ops[i]));
+      fprintf(out, "%*s  }\n", indent, "");
       ki++;
     }
     if (p->cls[v] == FZ_VIEW) {
-      fputs("  view", out);
-      PUT_LINE(LINE_OF(v) + 1);
-      fputc('\n', out);
+      fprintf(out, "%*s  view", indent, "");
+      put_line(out, 0, LINE_OF(v) + 1);
     }
-    if (p->cls[v] == FZ_SCAN) { /* its line without the body's opening brace */
+    if (p->cls[v] == FZ_SCAN) { /* its line up to the body's opening brace, then the body */
       const char *l = LINE_OF(v) + 1, *brace = strstr(l, ") {");
-      fputs("  loop", out);
+      fprintf(out, "%*s  loop", indent, "");
       fwrite(l, 1, brace ? (size_t)(brace - l + 1) : strcspn(l, "\n"), out);
-      fputc('\n', out);
+      fputs(" {\n", out);
+      fz_prog *bp = NULL;
+      st = ir_fuse(ir_scan_body(f, &f->ins[v]), &bp);
+      if (st == JIT_OK) st = print_prog(bp, out, indent + 4);
+      fz_prog_free(bp);
+      fprintf(out, "%*s  }\n", indent, "");
     }
   }
-  for (uint32_t i = 1 + f->n_ins - f->n_params; i < li; i++) {
-    PUT_LINE(line[i]);
-    fputc('\n', out);
-  }
+  for (uint32_t i = 1 + f->n_ins - f->n_params; i < li && st == JIT_OK; i++)
+    put_line(out, indent, line[i]);
 #undef LINE_OF
-#undef PUT_LINE
   free(line);
   free(text);
-  if (ferror(out)) return jit_error(JIT_EIO, "fusion: writing the fused dump failed");
-  return JIT_OK;
+  return st;
+}
+
+jit_status fz_print(const fz_prog *p, FILE *out) {
+  jit_status st = print_prog(p, out, 0);
+  if (st == JIT_OK && ferror(out)) return jit_error(JIT_EIO, "fusion: writing the fused dump failed");
+  return st;
 }

@@ -231,19 +231,14 @@ static bool push(grad *g, ir_ref r) {
 /* Emits body instruction r into dst on operands ops, its remat tag given. */
 static ir_ref copy_ins(grad *g, ir_ref r, const ir_ref *ops, uint32_t remat) {
   const ir_ins *in = &g->body->ins[r];
-  ir_attr a = in->attr;
-  a.remat = remat;
-  if (in->op == IR_SCAN) { /* dst gets its own copy of the loop's body (saving the carries
-                              when a gradient will flow back through it) */
-    const ir_func *b = ir_scan_body(g->body, in);
-    ir_func *copy = g->dep[r] ? ir_scan_body_saving_carries(b, in->attr.scan.n_consts,
-                                                            in->attr.scan.n_carry)
-                              : ir_func_clone(b);
-    if (!copy || ir_add_body(g->dst, copy, &a.scan.body) != JIT_OK) {
-      g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
-      return IR_NOREF;
-    }
+  ir_attr a;
+  /* a scan gets its own copy of the loop's body; the scan's VJP rule replaces it with one that
+     also stacks residuals when a gradient flows back through it */
+  if (ir_attr_for_copy(g->dst, g->body, in, &a) != JIT_OK) {
+    g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
+    return IR_NOREF;
   }
+  a.remat = remat;
   ir_ref out = ir_emit(g->dst, in->op, g->tymap[in->ty], in->n_args, ops, &a, in->loc);
   if (out == IR_NOREF) g->st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
   return out;

@@ -58,14 +58,12 @@ jit_status ir_vmap_into(ir_func *dst, const ir_func *body, const ir_ref *args, c
    instructions carry the location of their forward instruction; loc is for the rest. */
 jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_ref *args,
                                   uint64_t wrt_mask, uint32_t n_aux, ir_ref *results, ir_loc loc);
-/* grad_scan.c: SCAN's reverse-mode rule, for grad.c. The forward scan of a differentiated scan
-   runs a copy of its body that also returns its carry params (the carry entering each step,
-   stacked as extra ys after the body's own results): */
-ir_func *ir_scan_body_saving_carries(const ir_func *body, uint32_t n_consts, uint32_t n_carry);
-/* Emits into dst the backward (reverse-direction) scan of src's scan instruction `in`: ops are
-   in's operands as dst refs, fwd_scan the dst ref of its forward scan (run with the body above),
-   ct_results[k] the cotangent of result k (IR_NOREF: zero). ct_ops[i] receives the cotangent of
-   operand i (IR_NOREF for non-float operands). */
+/* grad_scan.c: SCAN's reverse-mode rule, for grad.c. Emits into dst the backward (reverse
+   direction) scan of src's scan instruction `in`: ops are in's operands as dst refs, fwd_scan
+   the dst ref of its forward scan, a SCAN whose body returns what in's body returns; its body is
+   replaced by one that also stacks the residuals the backward scan reads (extra ys after the
+   step's own: its GETs stay valid). ct_results[k] is the cotangent of result k (IR_NOREF: zero).
+   ct_ops[i] receives the cotangent of operand i (IR_NOREF for non-float operands). */
 jit_status ir_scan_vjp(ir_func *dst, const ir_func *src, const ir_ins *in, const ir_ref *ops,
                        ir_ref fwd_scan, const ir_ref *ct_results, ir_ref *ct_ops, ir_loc loc);
 /* The largest remat tag in f (0: none): a new tag for f is this + 1. */
