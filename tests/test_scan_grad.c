@@ -32,7 +32,7 @@ static void vg(jit_trace *t, const jit_val *args, jit_val *results, void *user) 
 }
 
 static double loss_at(jit_fn *f, int n, const ot_array *in) {
-  jit_array *a[8], *r = NULL;
+  jit_array *a[8] = {0}, *r = NULL;
   for (int i = 0; i < n; i++) a[i] = ot_upload(&in[i]);
   OT_ASSERT_OK(jit_call(f, a, &r));
   ot_array y = ot_download(r);
