@@ -57,6 +57,11 @@ typedef struct workload {
      call t takes slice t of args[1] in its place and, as args[0], the previous call's result 0
      (args[0] itself for t = 0); the last call's result is checked. */
   int chain;
+  /* Placement: devices / threads of the context (0: its defaults); mesh > 0: a 1-D mesh "x" of
+     that many devices, and args[i] put on it as specs[i] says (NULL: left uncommitted). */
+  int devices, threads, mesh;
+  const char *specs[WL_MAX_ARGS];
+  const char *data_id;      /* non-NULL: the args' data is seeded by this id (variants share it) */
   /* ref for every element of every result, in float64, from the same float32 inputs: the
      results one after the other, each in row-major order. The check is per result. */
   void (*reference)(const float *const *args, double *ref);

@@ -159,6 +159,8 @@ typedef struct jit_fn_stats {
   double   last_call_us;                              /* wall time of the last jit_call */
   uint64_t peak_bytes;  /* live intermediate bytes at the peak of the last compiled signature
                            (results included, args excluded), in its optimized IR's order */
+  uint64_t comm_bytes;  /* per call of the last compiled signature, when partitioned: the bytes its
+                           collectives read from other devices' buffers, summed over devices */
 } jit_fn_stats;
 jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
 

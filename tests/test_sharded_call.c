@@ -129,6 +129,11 @@ static void run_mlp(int opt) {
       jit_array_free(got[0]);
       jit_array_free(got[1]);
     }
+    if (k == 2) { /* the contracted split: one all-reduce of the f32[64,32] dot over 8 devices */
+      jit_fn_stats st;
+      assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+      assert_int_equal(st.comm_bytes, 64 * 32 * 4 * 7 * 8);
+    }
     if (pw != w) jit_array_free(pw);
     jit_array_free(px);
     jit_mesh_free(m);

@@ -67,9 +67,34 @@ static ir_op reduce_op(uint8_t kind) {
   return kind == IR_COLL_MAX ? IR_MAX : kind == IR_COLL_MIN ? IR_MIN : IR_ADD;
 }
 
+/* Sums of f32 and f64 in their own arithmetic: a sum of two floats rounded once to f32 equals the
+   interpreter's (add in double, then round), since double holds every such sum's rounding. */
+static bool fold_sum_fast(const coll_group *g, jit_dtype dt, int64_t off, int64_t count, void *out) {
+  if (dt == JIT_F32) {
+    float *o = out;
+    memcpy(o, (const float *)g->ins[0] + off, (size_t)count * sizeof *o);
+    for (int q = 1; q < g->n; q++) {
+      const float *x = (const float *)g->ins[q] + off;
+      for (int64_t i = 0; i < count; i++) o[i] += x[i];
+    }
+    return true;
+  }
+  if (dt == JIT_F64) {
+    double *o = out;
+    memcpy(o, (const double *)g->ins[0] + off, (size_t)count * sizeof *o);
+    for (int q = 1; q < g->n; q++) {
+      const double *x = (const double *)g->ins[q] + off;
+      for (int64_t i = 0; i < count; i++) o[i] += x[i];
+    }
+    return true;
+  }
+  return false;
+}
+
 /* out[i] = fold over members q of ins[q][at(q) + i], i < count, in position order. */
 static void fold(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off, int64_t count,
                  void *out) {
+  if (kind == IR_COLL_SUM && fold_sum_fast(g, dt, src_off, count, out)) return;
   ir_op op = reduce_op(kind);
   for (int64_t i = 0; i < count; i++) {
     double acc = ir_load_f64(dt, g->ins[0], src_off + i);

@@ -139,7 +139,8 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   f->stats.codegen_ms += es.codegen_ms;
   f->stats.llvm_ms += es.llvm_ms;
   f->stats.n_kernels += es.n_kernels;
-  f->stats.peak_bytes = ir_peak_live_bytes(s->optimized);
+  f->stats.peak_bytes = ir_peak_live_bytes(s->spmd ? s->spmd->local : s->optimized);
+  f->stats.comm_bytes = s->spmd ? s->spmd->comm_bytes : 0;
   f->stats.disk_cache_hits += (uint64_t)es.disk_cache_hits;
   dump_env(f, s);
   compiling = frame.up;

@@ -551,6 +551,27 @@ static jit_status make_sharding(part *P, const spec *s, int rank, jit_sharding *
   return sharding_new(P->mesh, rank, s->n, (const uint8_t(*)[JIT_MAX_MESH_AXES])s->ax, out);
 }
 
+/* What each collective makes a device read from the others, times the devices. */
+static uint64_t comm_bytes(const ir_func *g, int n_devices) {
+  uint64_t total = 0;
+  for (uint32_t r = 0; r < g->n_ins; r++) {
+    const ir_ins *in = &g->ins[r];
+    if (!ir_op_is_collective(in->op) || !in->n_args) continue;
+    const ir_type *t = ir_type_of(g, in->args[0]);
+    uint64_t b = (uint64_t)ir_type_numel(t) * jit_dtype_size(t->dtype), n = in->attr.coll.group;
+    switch (in->op) {
+    case IR_ALL_REDUCE:
+    case IR_ALL_GATHER: b *= n - 1; break;
+    case IR_REDUCE_SCATTER:
+    case IR_ALL_TO_ALL: b = b * (n - 1) / n; break;
+    case IR_COLLECTIVE_PERMUTE: b = n > 1 ? b : 0; break;
+    default: b = 0; break; /* shard_slice reads only its own */
+    }
+    total += b * (uint64_t)n_devices;
+  }
+  return total;
+}
+
 void ir_spmd_free(ir_spmd *p) {
   if (!p) return;
   ir_func_free(p->local);
@@ -653,6 +674,7 @@ jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *a
     if (P.g->ins[v].op == IR_SCAN || !spec_any(&P.lsp[v], lt->rank)) continue;
     TRY(make_sharding(&P, &P.lsp[v], lt->rank, &p->value_shardings[v]));
   }
+  p->comm_bytes = comm_bytes(P.g, mesh->n_devices);
   p->local = P.g;
   P.g = NULL;
   *out = p;

@@ -92,6 +92,8 @@ typedef struct ir_spmd {
   struct jit_sharding **value_shardings;  /* per value of local (n_values): the split of the
                                              global value it is a block of; NULL: replicated */
   uint32_t n_values;
+  uint64_t comm_bytes;   /* per run: bytes the collectives read from other devices' buffers,
+                            summed over devices (what a shared-memory exchange moves) */
 } ir_spmd;
 jit_status ir_partition(const ir_func *f, struct jit_mesh *mesh,
                         struct jit_sharding *const *arg_shardings, ir_spmd **out);
