@@ -232,11 +232,11 @@ static const err_case cases[] = {
     {E_SCAN, JIT_EINVAL, "scan", 1, 1, {F32(3)}, "a scan without xs needs length >= 0"},
     {E_CHECKPOINT, JIT_EINVAL, "checkpoint", 1, 1, {F32(3)}, "fn is NULL"},
     {E_SHARDING, JIT_EINVAL, "with_sharding_constraint", 1, 1, {F32(3)}, NULL},
-    {E_SHARD_MAP, JIT_EUNSUPPORTED, "shard_map", 1, 1, {F32(3)}, NULL},
-    {E_PSUM, JIT_EUNSUPPORTED, "psum", 1, 1, {F32(3)}, NULL},
-    {E_PMEAN, JIT_EUNSUPPORTED, "pmean", 1, 1, {F32(3)}, NULL},
-    {E_ALL_GATHER, JIT_EUNSUPPORTED, "all_gather", 1, 1, {F32(3)}, NULL},
-    {E_AXIS_INDEX, JIT_EUNSUPPORTED, "axis_index", 1, 1, {F32(3)}, NULL},
+    {E_SHARD_MAP, JIT_EINVAL, "shard_map", 1, 1, {F32(3)}, "mesh is NULL"},
+    {E_PSUM, JIT_EINVAL, "psum", 1, 1, {F32(3)}, "used outside a shard_map body"},
+    {E_PMEAN, JIT_EINVAL, "pmean", 1, 1, {F32(3)}, "used outside a shard_map body"},
+    {E_ALL_GATHER, JIT_EINVAL, "all_gather", 1, 1, {F32(3)}, "used outside a shard_map body"},
+    {E_AXIS_INDEX, JIT_EINVAL, "axis_index", 1, 1, {F32(3)}, "used outside a shard_map body"},
 };
 
 static void keep_arg_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {

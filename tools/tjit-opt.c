@@ -20,7 +20,8 @@ static void usage(FILE *out) {
   fprintf(out,
           ", or pipeline (the whole optimization pipeline)\n  --no-verify    do not run the verifier after each pass\n"
           "  --fuse         print the result as fused kernels (the JIT_DUMP_FUSED text)\n"
-          "  --partition    partition the result over the mesh of its first `sharding` op and print\n"
+          "  --partition    partition the result over the mesh of its first `sharding` or `shard_map`\n"
+          "                 op and print\n"
           "                 the per-device function (the JIT_DUMP_PARTITIONED text)\n");
 }
 
@@ -60,10 +61,14 @@ static char *read_all(FILE *in, size_t *len) {
 /* --partition: the mesh is the one f's first `sharding` op names (text has no devices). */
 static jit_status print_partitioned(const ir_func *f, const char *name) {
   jit_mesh *mesh = NULL;
-  for (uint32_t r = 0; r < f->n_ins && !mesh; r++)
-    if (f->ins[r].op == IR_SHARDING) mesh = f->ins[r].attr.sharding->mesh;
+  for (uint32_t r = 0; r < f->n_ins && !mesh; r++) {
+    const ir_ins *in = &f->ins[r];
+    if (in->op == IR_SHARDING) mesh = in->attr.sharding->mesh;
+    if (in->op == IR_SHARD_MAP && in->n_args + in->attr.smap.n_out) mesh = in->attr.smap.specs[0]->mesh;
+  }
   if (!mesh) {
-    fprintf(stderr, "%s: @%s: --partition: no `sharding` op names a mesh\n", name, f->name);
+    fprintf(stderr, "%s: @%s: --partition: no `sharding` or `shard_map` op names a mesh\n", name,
+            f->name);
     return JIT_EINVAL;
   }
   ir_spmd *p = NULL;

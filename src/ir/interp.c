@@ -649,7 +649,7 @@ fail:
    aligned); GET copies one out. off has n_results + 1 entries, the last the total. */
 static jit_status scan_layout(const ir_func *f, ir_ref r, size_t **off) {
   const ir_ins *in = &f->ins[r];
-  const ir_func *b = ir_scan_body(f, in);
+  const ir_func *b = ir_body(f, in);
   if (!b) return bad(f, r, "no body");
   size_t *o = malloc((b->n_results + 1) * sizeof *o);
   if (!o) return jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
@@ -657,7 +657,7 @@ static jit_status scan_layout(const ir_func *f, ir_ref r, size_t **off) {
   for (uint32_t k = 0; k < b->n_results; k++) {
     ir_type t;
     size_t bytes;
-    if (!ir_scan_result_type(f, in, k, &t) || !type_bytes(&t, &bytes) || bytes > SIZE_MAX / 2 - o[k]) {
+    if (!ir_result_type(f, in, k, &t) || !type_bytes(&t, &bytes) || bytes > SIZE_MAX / 2 - o[k]) {
       free(o);
       return bad(f, r, "result %u has an invalid or too large type", k);
     }
@@ -737,10 +737,11 @@ done:
 static jit_status eval_get(const ir_func *f, ir_ref r, ival *vals) {
   const ir_ins *in = &f->ins[r];
   size_t *off = NULL, bytes = 0;
-  if (f->ins[in->args[0]].op != IR_SCAN) return bad(f, r, "operand is not a scan");
+  if (f->ins[in->args[0]].op != IR_SCAN && f->ins[in->args[0]].op != IR_SHARD_MAP)
+    return bad(f, r, "operand is not a scan or a shard_map");
   jit_status st = scan_layout(f, in->args[0], &off);
   if (st != JIT_OK) return st;
-  const ir_func *b = ir_scan_body(f, &f->ins[in->args[0]]);
+  const ir_func *b = ir_body(f, &f->ins[in->args[0]]);
   if (in->attr.axis < 0 || in->attr.axis >= b->n_results) {
     free(off);
     return bad(f, r, "index %lld out of range", (long long)in->attr.axis);
@@ -769,6 +770,25 @@ static jit_status eval_collective(const ir_func *f, ir_ref r, const opnd *a, uns
                                 in->n_args ? a[0].t : NULL, in->n_args ? a[0].data : NULL, out);
 }
 
+/* The body on every device of its mesh (threads meeting at its collectives); results laid end
+   to end as for a scan. */
+static jit_status eval_shard_map(const ir_func *f, ir_ref r, ival *vals) {
+  const ir_ins *in = &f->ins[r];
+  size_t *off = NULL;
+  jit_status st = scan_layout(f, r, &off);
+  if (st != JIT_OK) return st;
+  uint32_t n_out = ir_body(f, in)->n_results;
+  unsigned char *out = malloc(off[n_out] ? off[n_out] : 1);
+  const void **ops = calloc(in->n_args + 1, sizeof *ops);
+  vals[r].data = vals[r].own = out;
+  if (!out || !ops) st = jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
+  for (uint32_t i = 0; st == JIT_OK && i < in->n_args; i++) ops[i] = vals[in->args[i]].data;
+  if (st == JIT_OK) st = ir_eval_shard_map(f, in, ops, out, off);
+  free(ops);
+  free(off);
+  return st;
+}
+
 /* Evaluates instruction r into vals[r]. */
 static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *const *args) {
   const ir_ins *in = &f->ins[r];
@@ -778,10 +798,12 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
   size_t bytes;
   if (!type_bytes(t, &bytes)) return bad(f, r, "invalid or too large result type");
   int arity = ir_op_arity[in->op];
-  if (in->op != IR_SCAN && (arity >= 0 ? in->n_args != (uint32_t)arity : in->n_args < 1))
+  if (in->op != IR_SCAN && in->op != IR_SHARD_MAP &&
+      (arity >= 0 ? in->n_args != (uint32_t)arity : in->n_args < 1))
     return bad(f, r, "%u operands", in->n_args);
   if (in->op == IR_SCAN) return eval_scan(f, r, vals);
   if (in->op == IR_GET) return eval_get(f, r, vals);
+  if (in->op == IR_SHARD_MAP) return eval_shard_map(f, r, vals);
 
   if (in->op == IR_PARAM) {
     int64_t p = in->attr.axis;

@@ -145,7 +145,15 @@ ir_ref ir_emit(ir_func *f, ir_op op, ir_ty ty, uint32_t n_args, const ir_ref *ar
     if (!ir_grow((void **)&f->held, &f->cap_held, f->n_held + 1, sizeof *f->held)) goto oom;
     f->held[f->n_held++] = sharding_ref(attr->sharding);
   }
+  jit_sharding **specs = NULL;
+  if (op == IR_SHARD_MAP && attr && attr->smap.specs) { /* f's own copy of the specs, held */
+    uint32_t n = n_args + attr->smap.n_out;
+    if (n && !(specs = ir_arena_array(&f->arena, n, sizeof *specs))) goto oom;
+    if (!ir_grow((void **)&f->held, &f->cap_held, f->n_held + n, sizeof *f->held)) goto oom;
+    for (uint32_t i = 0; i < n; i++) f->held[f->n_held++] = specs[i] = sharding_ref(attr->smap.specs[i]);
+  }
   if (attr) memcpy(&in->attr, attr, sizeof in->attr);
+  if (specs) in->attr.smap.specs = specs;
   in->loc.file = file;
   in->loc.line = loc.line;
   return f->n_ins++;
@@ -241,6 +249,28 @@ int64_t ir_mesh_group(const ir_mesh *m, unsigned mask) {
   return mask >> IR_MAX_MESH_AXES ? 0 : n;
 }
 
+const ir_func *ir_body(const ir_func *f, const ir_ins *in) {
+  uint32_t b = in->op == IR_SCAN ? in->attr.scan.body : in->op == IR_SHARD_MAP ? in->attr.smap.body : UINT32_MAX;
+  return b < f->n_bodies ? f->bodies[b] : NULL;
+}
+
+bool ir_result_type(const ir_func *f, const ir_ins *in, uint32_t k, ir_type *out) {
+  if (in->op == IR_SCAN) return ir_scan_result_type(f, in, k, out);
+  const ir_func *b = ir_body(f, in);
+  if (!b || k >= b->n_results || k >= in->attr.smap.n_out || b->results[k] >= b->n_ins ||
+      !in->attr.smap.specs)
+    return false;
+  *out = *ir_type_of(b, b->results[k]);
+  const jit_sharding *s = in->attr.smap.specs[in->n_args + k];
+  if (!s || s->rank != out->rank) return false;
+  for (int d = 0; d < out->rank; d++) {
+    int64_t parts = sharding_dim_parts(s, d);
+    if (out->dims[d] > INT64_MAX / parts) return false;
+    out->dims[d] *= parts;
+  }
+  return true;
+}
+
 const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan) {
   return scan->op == IR_SCAN && scan->attr.scan.body < f->n_bodies ? f->bodies[scan->attr.scan.body]
                                                                     : NULL;
@@ -268,13 +298,13 @@ void ir_move_bodies(ir_func *dst, ir_func *src) {
 
 jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, ir_attr *out) {
   *out = in->attr;
-  if (in->op != IR_SCAN) return JIT_OK;
-  ir_func *copy = ir_func_clone(ir_scan_body(src, in));
+  if (in->op != IR_SCAN && in->op != IR_SHARD_MAP) return JIT_OK;
+  ir_func *copy = ir_func_clone(ir_body(src, in));
   if (!copy) {
     dst->oom = true;
     return JIT_ENOMEM;
   }
-  return ir_add_body(dst, copy, &out->scan.body);
+  return ir_add_body(dst, copy, in->op == IR_SCAN ? &out->scan.body : &out->smap.body);
 }
 
 jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map) {

@@ -80,7 +80,8 @@
   _(SHARD_SLICE, 1, 0, "shard_slice")              \
   _(AXIS_INDEX, 0, 0, "axis_index")                \
   _(SCAN, -1, 0, "scan")                           \
-  _(GET, 1, 0, "get")
+  _(GET, 1, 0, "get")                              \
+  _(SHARD_MAP, -1, 0, "shard_map")
 
 typedef enum ir_op {
 #define IR_OP_ENUM(name, arity, flags, text) IR_##name,
@@ -163,6 +164,18 @@ typedef struct ir_scan {
   uint8_t reverse;
 } ir_scan;
 
+/* jit_shard_map: the body (f->bodies[body], a per-device function with the mesh and its
+   collectives) runs on every device of the mesh, on the blocks of the operands that in-spec i
+   gives device d (specs[i], i < n_args); its result k is device d's block of the global result
+   k laid out as out-spec specs[n_args + k]. Like SCAN, its own type is the token bool[] and its
+   results are read through GET. specs is an array in the function's arena; the function holds a
+   reference to each sharding (ir_emit copies the array and takes them). */
+typedef struct ir_shard_map {
+  uint32_t body;
+  uint32_t n_out;
+  struct jit_sharding **specs; /* n_args + n_out */
+} ir_shard_map;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -175,6 +188,7 @@ typedef struct ir_attr {
   ir_coll coll;        /* ALL_REDUCE .. AXIS_INDEX */
   struct jit_sharding *sharding; /* SHARDING: the function holds a reference (see ir_func) */
   ir_scan scan;        /* SCAN */
+  ir_shard_map smap;   /* SHARD_MAP */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */
@@ -266,7 +280,7 @@ ir_func *ir_func_clone(const ir_func *f);
 void ir_move_bodies(ir_func *dst, ir_func *src);
 /* Gives body to f (f frees it from now on, also on failure); its index in *index. JIT_ENOMEM. */
 jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index);
-/* in's attributes for a copy of in (an instruction of src) emitted into dst: a SCAN's body is
+/* in's attributes for a copy of in (an instruction of src) emitted into dst: a SCAN's or SHARD_MAP's body is
    cloned into dst and the copy's body index rewritten. JIT_ENOMEM (dst->oom set). */
 jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, ir_attr *out);
 /* Emits src's instructions (not its params) into dst in order: map[0..src->n_params) are the
@@ -275,6 +289,10 @@ jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, 
 jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map);
 /* The body of a SCAN instruction, or NULL when its index is out of range. */
 const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan);
+/* The body of a SCAN or SHARD_MAP (NULL: another op, or out of range). */
+const ir_func *ir_body(const ir_func *f, const ir_ins *in);
+/* Result k of a SCAN or SHARD_MAP (what GET index=k reads); false when out of range. */
+bool ir_result_type(const ir_func *f, const ir_ins *in, uint32_t k, ir_type *out);
 /* Result k of a SCAN: final carry k, or y (k - n_carry) stacked over length. false when k or the
    body is out of range. */
 bool ir_scan_result_type(const ir_func *f, const ir_ins *scan, uint32_t k, ir_type *out);
@@ -352,6 +370,10 @@ typedef struct ir_device {
 } ir_device;
 jit_status ir_interp_device(const ir_func *f, const ir_device *dev, const void *const *args,
                             void *const *results);
+/* A SHARD_MAP instruction in of f, evaluated as the interpreter does (passes/spmd_interp.c):
+   ops[i] = operand i's global bytes, result k written at out + off[k]. */
+jit_status ir_eval_shard_map(const ir_func *f, const ir_ins *in, const void *const *ops,
+                             unsigned char *out, const size_t *off);
 /* Makes dev the device every ir_interp on this thread runs as (NULL: none); returns the previous
    one. How a device thread of the runtime runs a compiled program's interpreted collectives. */
 const ir_device *ir_set_thread_device(const ir_device *dev);

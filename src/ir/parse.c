@@ -467,8 +467,8 @@ static jit_status parse_over(parser *p, ir_attr *a) {
   return JIT_OK;
 }
 
-/* `mesh[x=2,y=4]` after a function's result types. */
-static jit_status parse_mesh(parser *p) {
+/* `mesh[x=2,y=4]` into *out. */
+static jit_status parse_mesh_text(parser *p, ir_mesh *out) {
   jit_status st;
   ir_mesh m = {0};
   lex(p); /* 'mesh' */
@@ -490,7 +490,96 @@ static jit_status parse_mesh(parser *p) {
   }
   lex(p);
   if (!m.n_axes) return err_at(p->t.line, p->t.col, "a mesh needs at least one axis");
+  *out = m;
+  return JIT_OK;
+}
+
+/* `mesh[x=2,y=4]` after a function's result types. */
+static jit_status parse_mesh(parser *p) {
+  ir_mesh m;
+  jit_status st = parse_mesh_text(p, &m);
+  if (st) return st;
   return ir_set_mesh(p->f, &m) == JIT_OK ? JIT_OK : oom(p);
+}
+
+/* A shard_map's specs after `in=` or `out=`: `["x,_", "_"]`, read from the raw text (the lexer
+   has no strings); appended to *specs (malloc'd, references owned by the caller). */
+static jit_status parse_spec_list(parser *p, jit_mesh *m, jit_sharding ***specs, uint32_t *n) {
+  if (!is_punct(p, '[')) return expected(p, "'[' before the specs");
+  const char *c = p->t.s + 1;
+  int col = p->t.col + 1;
+  for (;;) {
+    while (c < p->end && (*c == ' ' || *c == '\t')) c++, col++;
+    if (c < p->end && *c == ']') break;
+    if (c >= p->end || *c != '"') return err_at(p->t.line, col, "expected a spec in double quotes or ']'");
+    const char *e = c + 1;
+    while (e < p->end && *e != '"' && *e != '\n') e++;
+    if (e >= p->end || *e != '"') return err_at(p->t.line, col, "unterminated spec");
+    char buf[256];
+    if ((size_t)(e - c - 1) >= sizeof buf) return err_at(p->t.line, col, "spec too long");
+    memcpy(buf, c + 1, (size_t)(e - c - 1));
+    buf[e - c - 1] = '\0';
+    jit_sharding **q = realloc(*specs, (*n + 1) * sizeof *q);
+    if (!q) return oom(p);
+    *specs = q;
+    jit_status st = sharding_parse(m, buf, "shard_map", &q[*n]);
+    if (st == JIT_ENOMEM) return oom(p);
+    if (st) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", jit_last_error());
+      return err_at(p->t.line, col, "%s", msg);
+    }
+    (*n)++;
+    col += (int)(e + 1 - c);
+    c = e + 1;
+    while (c < p->end && (*c == ' ' || *c == '\t')) c++, col++;
+    if (c < p->end && *c == ',') {
+      c++, col++;
+      continue;
+    }
+    if (c < p->end && *c == ']') break;
+    return err_at(p->t.line, col, "expected ',' or ']' after a spec");
+  }
+  p->pos = c + 1;
+  p->col = col + 1;
+  lex(p);
+  return JIT_OK;
+}
+
+/* A shard_map's `mesh[..] in=[..] out=[..]`: the specs (in then out) into *specs. */
+static jit_status parse_smap_attrs(parser *p, uint32_t n_in, ir_attr *a, jit_sharding ***specs,
+                                   uint32_t *n_specs) {
+  jit_status st;
+  if (!is_word(p, "mesh")) return expected(p, "'mesh[...]' after the shard_map's operands");
+  ir_mesh im;
+  if ((st = parse_mesh_text(p, &im))) return st;
+  const char *names[IR_MAX_MESH_AXES];
+  for (int i = 0; i < im.n_axes; i++) names[i] = im.names[i];
+  jit_mesh *m = NULL;
+  if ((st = mesh_new(NULL, im.n_axes, im.sizes, names, NULL, "shard_map", &m))) {
+    if (st == JIT_ENOMEM) return oom(p);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", jit_last_error());
+    return err_at(p->t.line, p->t.col, "%s", msg);
+  }
+  for (int part = 0; part < 2 && !st; part++) {
+    const char *key = part ? "out" : "in";
+    if (!is_word(p, key)) {
+      st = expected(p, part ? "'out=[...]'" : "'in=[...]'");
+      break;
+    }
+    lex(p);
+    if ((st = expect_punct(p, '=', "'=' after the key"))) break;
+    uint32_t before = *n_specs;
+    st = parse_spec_list(p, m, specs, n_specs);
+    if (!st && !part && *n_specs - before != n_in)
+      st = err_at(p->t.line, p->t.col, "%u in-specs for %u operands", (unsigned)(*n_specs - before),
+                  (unsigned)n_in);
+    if (!st && part) a->smap.n_out = *n_specs - before;
+  }
+  jit_mesh_free(m); /* the specs hold it */
+  a->smap.specs = *specs;
+  return st;
 }
 
 /* The sharding of a `sharding` op: `{mesh[x=2] "x,_"}`, read by the runtime's parser from a
@@ -685,7 +774,8 @@ static jit_status parse_func(parser *p);
 
 /* The rest of a scan after ':': `(T1, T2) {`, the body as a nested func, `}`. The body becomes
    one of p->f's bodies (a->scan.body); the listed types must be the ones the body implies. */
-static jit_status parse_scan_rest(parser *p, ir_attr *a, ir_ty *ty, ir_loc *loc) {
+static jit_status parse_scan_rest(parser *p, ir_op op, uint32_t n_args, ir_attr *a, ir_ty *ty,
+                                  ir_loc *loc) {
   jit_status st;
   tok open = p->t;
   ir_type listed[64];
@@ -728,24 +818,24 @@ static jit_status parse_scan_rest(parser *p, ir_attr *a, ir_ty *ty, ir_loc *loc)
   p->args = args;
   p->args_cap = args_cap;
   if (st) return st;
-  if ((st = ir_add_body(parent, body, &a->scan.body))) return oom(p);
+  if ((st = ir_add_body(parent, body, op == IR_SCAN ? &a->scan.body : &a->smap.body))) return oom(p);
   skip_newlines(p);
   if ((st = expect_punct(p, '}', "'}' after the scan's body"))) return st;
   if ((st = end_of_line(p, NULL, "end of line after '}'"))) return st;
-  ir_ins probe = {.op = IR_SCAN, .attr = *a};
+  ir_ins probe = {.op = op, .n_args = n_args, .attr = *a};
   if (body->n_results != n_listed)
-    return err_at(open.line, open.col, "the scan lists %u result types, its body returns %u",
-                  (unsigned)n_listed, (unsigned)body->n_results);
+    return err_at(open.line, open.col, "the %s lists %u result types, its body returns %u",
+                  ir_op_name[op], (unsigned)n_listed, (unsigned)body->n_results);
   for (uint32_t k = 0; k < n_listed; k++) {
     ir_type want;
-    if (!ir_scan_result_type(parent, &probe, k, &want))
-      return err_at(open.line, open.col, "scan result %u has no type (rank too large?)", (unsigned)k);
+    if (!ir_result_type(parent, &probe, k, &want))
+      return err_at(open.line, open.col, "%s result %u has no type", ir_op_name[op], (unsigned)k);
     if (!ir_type_equal(&want, &listed[k])) {
       char t1[96], t2[96];
       ir_format_type(&listed[k], t1, sizeof t1);
       ir_format_type(&want, t2, sizeof t2);
-      return err_at(open.line, open.col, "scan result %u is listed as %s, but the body makes it %s",
-                    (unsigned)k, t1, t2);
+      return err_at(open.line, open.col, "%s result %u is listed as %s, but the body makes it %s",
+                    ir_op_name[op], (unsigned)k, t1, t2);
     }
   }
   ir_type token = {.dtype = JIT_BOOL, .rank = 0};
@@ -805,7 +895,7 @@ static jit_status parse_ins(parser *p) {
   /* "%a %b": a missing comma reads best as the end of the operands */
   if (p->t.k == T_VAL) return expected(p, "':' before the result type");
   int arity = ir_op_arity[op];
-  if (op != IR_SCAN && (arity < 0 ? n < 1 : n != (uint32_t)arity)) {
+  if (op != IR_SCAN && op != IR_SHARD_MAP && (arity < 0 ? n < 1 : n != (uint32_t)arity)) {
     if (arity < 0)
       return err_at(opt.line, opt.col, "'%s' takes at least 1 operand, found 0", ir_op_name[op]);
     return err_at(opt.line, opt.col, "'%s' takes %d operand%s, found %u", ir_op_name[op], arity,
@@ -815,35 +905,32 @@ static jit_status parse_ins(parser *p) {
   const ir_type *operand = n ? &p->f->types[p->f->ins[p->args[0]].ty] : NULL;
   unsigned seen = 0;
   jit_sharding *held = NULL; /* the SHARDING op's, until ir_emit takes its own reference */
+  jit_sharding **specs = NULL; /* a SHARD_MAP's, likewise */
+  uint32_t n_specs = 0;
   if (op == IR_SHARDING && (st = parse_sharding_attr(p, &a, &held))) return st;
+  if (op == IR_SHARD_MAP && (st = parse_smap_attrs(p, n, &a, &specs, &n_specs))) goto done;
   while (p->t.k == T_IDENT)
-    if ((st = parse_attr(p, op, operand, &a, &seen))) {
-      sharding_unref(held);
-      return st;
-    }
+    if ((st = parse_attr(p, op, operand, &a, &seen))) goto done;
   if (ir_op_is_collective(op) && (seen & A_DIM)) {
     if (a.axis < 0 || a.axis >= IR_MAX_RANK) {
-      sharding_unref(held);
-      return err_at(p->t.line, p->t.col, "dim %lld is out of range", (long long)a.axis);
+      st = err_at(p->t.line, p->t.col, "dim %lld is out of range", (long long)a.axis);
+      goto done;
     }
     a.coll.dim = (uint8_t)a.axis;
     a.axis = 0;
   }
   unsigned missing = attrs_required(op) & ~seen;
-  if (missing) {
-    sharding_unref(held);
-    held = NULL;
-    if (p->t.k == T_NL || p->t.k == T_EOF || is_punct(p, ':')) {
-      char list[128];
-      return err_at(p->t.line, p->t.col, "'%s' needs attribute%s %s", ir_op_name[op],
-                    (missing & (missing - 1)) ? "s" : "", attr_list(missing, list, sizeof list));
-    }
+  if (missing && (p->t.k == T_NL || p->t.k == T_EOF || is_punct(p, ':'))) {
+    char list[128];
+    st = err_at(p->t.line, p->t.col, "'%s' needs attribute%s %s", ir_op_name[op],
+                (missing & (missing - 1)) ? "s" : "", attr_list(missing, list, sizeof list));
+    goto done;
   }
   ir_ty ty;
   ir_loc loc = {0};
   if ((st = expect_punct(p, ':', "':' before the result type"))) goto done;
-  if (op == IR_SCAN) {
-    if ((st = parse_scan_rest(p, &a, &ty, &loc))) goto done;
+  if (op == IR_SCAN || op == IR_SHARD_MAP) {
+    if ((st = parse_scan_rest(p, op, n, &a, &ty, &loc))) goto done;
   } else {
     if ((st = parse_type_ty(p, &ty))) goto done;
     if ((st = end_of_line(p, &loc, "end of line after the result type"))) goto done;
@@ -861,6 +948,8 @@ static jit_status parse_ins(parser *p) {
   else st = define(p, &name, r);
 done:
   sharding_unref(held);
+  for (uint32_t i = 0; i < n_specs; i++) sharding_unref(specs[i]);
+  free(specs);
   return st;
 }
 

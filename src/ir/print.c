@@ -220,6 +220,29 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   case IR_GET:
     lprintf(l, " index=%lld", (long long)a->axis);
     break;
+  case IR_SHARD_MAP: {
+    const ir_func *b = ir_body(f, in);
+    if (b && b->mesh) {
+      puts_(l, " mesh[");
+      for (int i = 0; i < b->mesh->n_axes && i < IR_MAX_MESH_AXES; i++)
+        lprintf(l, "%s%s=%lld", i ? "," : "", b->mesh->names[i], (long long)b->mesh->sizes[i]);
+      puts_(l, "]");
+    }
+    for (int part = 0; part < 2; part++) {
+      uint32_t from = part ? in->n_args : 0, to = part ? in->n_args + a->smap.n_out : in->n_args;
+      puts_(l, part ? " out=[" : " in=[");
+      for (uint32_t i = from; i < to; i++) {
+        char buf[256];
+        if (i > from) puts_(l, ", ");
+        if (!a->smap.specs || !a->smap.specs[i]) puts_(l, "<no spec>");
+        else if (sharding_format_spec(a->smap.specs[i], buf, sizeof buf) < (int)sizeof buf)
+          lprintf(l, "\"%s\"", buf);
+        else puts_(l, "<spec too long>");
+      }
+      puts_(l, "]");
+    }
+    break;
+  }
   case IR_SHARDING: {
     char buf[512];
     if (!a->sharding) puts_(l, " <no sharding>");
@@ -261,16 +284,16 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
 
 /* A scan's result types `(T1, T2)`, from its body. */
 static void put_scan_types(line *l, const ir_func *f, const ir_ins *in) {
-  const ir_func *b = ir_scan_body(f, in);
+  const ir_func *b = ir_body(f, in);
   if (!b) {
-    lprintf(l, "<bad body %u>", (unsigned)in->attr.scan.body);
+    puts_(l, "<bad body>");
     return;
   }
   puts_(l, "(");
   for (uint32_t k = 0; k < b->n_results; k++) {
     ir_type t;
     if (k) puts_(l, ", ");
-    if (ir_scan_result_type(f, in, k, &t)) put_type(l, &t);
+    if (ir_result_type(f, in, k, &t)) put_type(l, &t);
     else puts_(l, "<bad result>");
   }
   puts_(l, ")");
@@ -295,7 +318,7 @@ static void put_ins(line *l, const ir_func *f, ir_ref r, int indent) {
   for (uint32_t i = 0; i < in->n_args; i++) lprintf(l, "%s%%%u", i ? ", " : " ", (unsigned)in->args[i]);
   put_attrs(l, f, in);
   puts_(l, " : ");
-  if (in->op == IR_SCAN) {
+  if (in->op == IR_SCAN || in->op == IR_SHARD_MAP) {
     put_scan_types(l, f, in);
     puts_(l, " {");
   } else {
@@ -346,7 +369,7 @@ static void print_func(line *l, const ir_func *f, int indent) {
     put_ins(l, f, r, indent);
     puts_(l, "\n");
     flush(l);
-    const ir_func *b = ir_scan_body(f, &f->ins[r]);
+    const ir_func *b = ir_body(f, &f->ins[r]);
     if (b && indent < 64) { /* deeper nesting than that is a broken function, not a program */
       l->depth++;
       print_func(l, b, indent + 4);

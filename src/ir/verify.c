@@ -6,6 +6,7 @@
 
 #include "ir/ir.h"
 #include "runtime/error.h"
+#include "runtime/sharding.h"
 
 static jit_status why_fail(char *why, size_t n, const char *fmt, ...) JIT_PRINTF(3, 4);
 static jit_status why_fail(char *why, size_t n, const char *fmt, ...) {
@@ -104,16 +105,67 @@ static jit_status verify_scan(const ir_func *f, const ir_ins *in, char *why, siz
 
 static jit_status verify_get(const ir_func *f, const ir_ins *in, char *why, size_t why_n) {
   const ir_ins *s = &f->ins[in->args[0]];
-  if (s->op != IR_SCAN) return why_fail(why, why_n, "get reads a scan, not a '%s'", ir_op_name[s->op]);
+  if (s->op != IR_SCAN && s->op != IR_SHARD_MAP)
+    return why_fail(why, why_n, "get reads a scan or a shard_map, not a '%s'", ir_op_name[s->op]);
   ir_type want;
   if (in->attr.axis < 0 || in->attr.axis > UINT32_MAX ||
-      !ir_scan_result_type(f, s, (uint32_t)in->attr.axis, &want))
-    return why_fail(why, why_n, "index %lld is not a result of the scan", (long long)in->attr.axis);
+      !ir_result_type(f, s, (uint32_t)in->attr.axis, &want))
+    return why_fail(why, why_n, "index %lld is not a result of the %s", (long long)in->attr.axis,
+                    ir_op_name[s->op]);
   if (!ir_type_equal(&want, &f->types[in->ty])) {
     char t1[96], t2[96];
     ir_format_type(&f->types[in->ty], t1, sizeof t1);
     ir_format_type(&want, t2, sizeof t2);
-    return why_fail(why, why_n, "declared type %s differs from the scan's result %s", t1, t2);
+    return why_fail(why, why_n, "declared type %s differs from the %s's result %s", t1,
+                    ir_op_name[s->op], t2);
+  }
+  return JIT_OK;
+}
+
+/* The body runs per device on the blocks the in-specs give it; specs are over the body's mesh. */
+static jit_status verify_shard_map(const ir_func *f, const ir_ins *in, char *why, size_t why_n) {
+  const ir_shard_map *a = &in->attr.smap;
+  const ir_func *b = ir_body(f, in);
+  char t1[96], t2[96];
+  if (!b) return why_fail(why, why_n, "body %u does not exist", (unsigned)a->body);
+  if (!is_token(&f->types[in->ty])) return why_fail(why, why_n, "a shard_map's type must be the token bool[]");
+  if (!b->mesh) return why_fail(why, why_n, "the body has no mesh");
+  if (b->n_params != in->n_args || b->n_results != a->n_out)
+    return why_fail(why, why_n, "the body takes %u params and returns %u, the shard_map has %u "
+                    "operands and %u results", (unsigned)b->n_params, (unsigned)b->n_results,
+                    (unsigned)in->n_args, (unsigned)a->n_out);
+  if (in->n_args + a->n_out && !a->specs) return why_fail(why, why_n, "no specs");
+  for (uint32_t i = 0; i < in->n_args + a->n_out; i++) {
+    const jit_sharding *s = a->specs[i];
+    const jit_mesh *m = s ? s->mesh : NULL;
+    bool same = m && m->n_axes == b->mesh->n_axes;
+    for (int x = 0; same && x < m->n_axes; x++)
+      same = m->sizes[x] == b->mesh->sizes[x] && strcmp(m->names[x], b->mesh->names[x]) == 0;
+    if (!same) return why_fail(why, why_n, "spec %u is not over the body's mesh", (unsigned)i);
+    bool is_in = i < in->n_args;
+    const ir_type *local = is_in ? ir_type_of(b, i) : ir_type_of(b, b->results[i - in->n_args]);
+    if (s->rank != local->rank) {
+      ir_format_type(local, t1, sizeof t1);
+      return why_fail(why, why_n, "%s-spec %u has %d entries for the body's %s", is_in ? "in" : "out",
+                      (unsigned)(is_in ? i : i - in->n_args), s->rank, t1);
+    }
+    if (!is_in) continue;
+    const ir_type *global = &f->types[f->ins[in->args[i]].ty];
+    ir_type want = *global;
+    for (int d = 0; d < global->rank; d++) {
+      int64_t parts = sharding_dim_parts(s, d);
+      if (global->dims[d] % parts) {
+        ir_format_type(global, t1, sizeof t1);
+        return why_fail(why, why_n, "operand %u (%s): dim %d does not split into %lld parts",
+                        (unsigned)i, t1, d, (long long)parts);
+      }
+      want.dims[d] = global->dims[d] / parts;
+    }
+    if (!ir_type_equal(&want, local)) {
+      ir_format_type(&want, t1, sizeof t1);
+      ir_format_type(local, t2, sizeof t2);
+      return why_fail(why, why_n, "body param %u has type %s, its block is %s", (unsigned)i, t2, t1);
+    }
   }
   return JIT_OK;
 }
@@ -141,7 +193,8 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
   char tmp[160];
   if (!type_ok(declared, tmp, sizeof tmp)) return why_fail(why, why_n, "bad result type: %s", tmp);
   int arity = ir_op_arity[in->op];
-  if (in->op != IR_SCAN && (arity < 0 ? in->n_args < 1 : in->n_args != (uint32_t)arity))
+  if (in->op != IR_SCAN && in->op != IR_SHARD_MAP &&
+      (arity < 0 ? in->n_args < 1 : in->n_args != (uint32_t)arity))
     return why_fail(why, why_n, "'%s' takes %s%d operand%s, has %u", name, arity < 0 ? "at least " : "",
                     arity < 0 ? 1 : arity, arity == 1 || arity < 0 ? "" : "s", (unsigned)in->n_args);
   if (in->n_args && !in->args) return why_fail(why, why_n, "operand list is missing");
@@ -150,11 +203,14 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
       return why_fail(why, why_n, "operand %u is %%%u, which is not defined before %%%u", (unsigned)i,
                       (unsigned)in->args[i], (unsigned)r);
   for (uint32_t i = 0; i < in->n_args; i++)
-    if (f->ins[in->args[i]].op == IR_SCAN && in->op != IR_GET)
-      return why_fail(why, why_n, "operand %u is a scan, which only 'get' may read", (unsigned)i);
+    if ((f->ins[in->args[i]].op == IR_SCAN || f->ins[in->args[i]].op == IR_SHARD_MAP) &&
+        in->op != IR_GET)
+      return why_fail(why, why_n, "operand %u is a %s, which only 'get' may read", (unsigned)i,
+                      ir_op_name[f->ins[in->args[i]].op]);
   if (in->op == IR_PARAM) return JIT_OK;
   if (in->op == IR_SCAN) return verify_scan(f, in, why, why_n);
   if (in->op == IR_GET) return verify_get(f, in, why, why_n);
+  if (in->op == IR_SHARD_MAP) return verify_shard_map(f, in, why, why_n);
   if (ir_op_is_collective(in->op)) {
     if (!f->mesh) return why_fail(why, why_n, "a collective in a function without a mesh");
     int64_t g = ir_mesh_group(f->mesh, in->attr.coll.axes);
@@ -225,8 +281,8 @@ jit_status ir_verify(const ir_func *f, const char *pass) {
     if (f->results[i] >= f->n_ins)
       return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is %%%u, but the function has %u values", head,
                        fn, (unsigned)i, (unsigned)f->results[i], (unsigned)f->n_ins);
-    else if (f->ins[f->results[i]].op == IR_SCAN)
-      return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is a scan token (read it through 'get')",
-                       head, fn, (unsigned)i);
+    else if (f->ins[f->results[i]].op == IR_SCAN || f->ins[f->results[i]].op == IR_SHARD_MAP)
+      return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is a %s token (read it through 'get')",
+                       head, fn, (unsigned)i, ir_op_name[f->ins[f->results[i]].op]);
   return JIT_OK;
 }

@@ -133,9 +133,6 @@ static jit_status compute(coll_group *g, int p, ir_op op, const ir_coll *c, cons
   int n = g->n;
   size_t es = jit_dtype_size(t->dtype);
   switch (op) {
-  case IR_AXIS_INDEX:
-    ir_store_i64(JIT_I32, out, 0, p);
-    return JIT_OK;
   case IR_ALL_REDUCE:
     reduce_range(g, t->dtype, c->kind, 0, ir_type_numel(t), out);
     return JIT_OK;
@@ -212,6 +209,10 @@ jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_t
   if (!g || !c) return jit_error(JIT_EINVAL, "collectives: group or attributes is NULL");
   jit_status st = check(g, p, op, c, in_t);
   if (st != JIT_OK) return st;
+  if (op == IR_AXIS_INDEX) { /* the member's position: nothing to exchange, nobody to wait for */
+    ir_store_i64(JIT_I32, out, 0, p);
+    return JIT_OK;
+  }
   if (op == IR_SHARD_SLICE) { /* the member's own chunk: nothing to exchange, nobody to wait for */
     size_t es = jit_dtype_size(in_t->dtype);
     int64_t outer = prod(in_t, 0, c->dim), whole = prod(in_t, c->dim, in_t->rank) * (int64_t)es;

@@ -113,8 +113,8 @@ struct exec_stats;
 /* ---- partitioned calls (spmd_call.c) ----------------------------------------------------------
    A signature is partitioned when an arg is committed or the function pins a sharding: its
    optimized IR goes through ir_partition over that mesh. */
-/* The mesh of a call: the first committed arg's, else the first `sharding` op's in g; NULL when
-   neither exists. JIT_ESHARDING when a `sharding` op names another mesh than the args. */
+/* The mesh of a call: the first committed arg's, else the first `sharding` or `shard_map` op's
+   in g; NULL when none exists. JIT_ESHARDING when such an op names another mesh than the args. */
 jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *args,
                             const ir_func *g, struct jit_mesh **out);
 /* Partitions s->optimized over mesh into s->spmd, s->world and (opt_level > 0) s->exe. */

@@ -20,17 +20,20 @@ jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *a
     if (args[i]->sharding) *out = args[i]->sharding->mesh;
   for (uint32_t r = 0; r < g->n_ins; r++) {
     const ir_ins *in = &g->ins[r];
-    if (in->op != IR_SHARDING) continue;
-    jit_mesh *m = in->attr.sharding->mesh;
+    jit_mesh *m = in->op == IR_SHARDING ? in->attr.sharding->mesh
+                  : in->op == IR_SHARD_MAP && in->n_args + in->attr.smap.n_out > 0
+                      ? in->attr.smap.specs[0]->mesh
+                      : NULL;
+    if (!m) continue;
     if (!*out) *out = m;
     else if (!mesh_equal(m, *out)) {
       char a[256], b[256];
       mesh_format(*out, a, sizeof a);
       mesh_format(m, b, sizeof b);
       return jit_error(JIT_ESHARDING,
-                       "jit_call: %s: a sharding constraint%s%s:%d is over %s, but the call is "
-                       "partitioned over %s",
-                       fn_name, in->loc.file ? " at " : "", in->loc.file ? in->loc.file : "",
+                       "jit_call: %s: a %s%s%s:%d is over %s, but the call is partitioned over %s",
+                       fn_name, in->op == IR_SHARDING ? "sharding constraint" : "shard_map",
+                       in->loc.file ? " at " : "", in->loc.file ? in->loc.file : "",
                        in->loc.line, b, a);
     }
   }

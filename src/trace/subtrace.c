@@ -22,7 +22,7 @@ bool subtrace_check_call(op_ctx *c, jit_trace_fn fn, int n_args, const jit_val *
 
 static jit_status run_sub(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
                           const ir_type *arg_types, int n_results, ir_func **out,
-                          ir_ref **captured, uint32_t *n_captured) {
+                          ir_ref **captured, uint32_t *n_captured, const jit_mesh *manual) {
   jit_trace *t = c->t;
   *out = NULL;
   if (t->status != JIT_OK) return t->status;
@@ -38,7 +38,8 @@ static jit_status run_sub(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
                        .static_args = t->req ? t->req->static_args : NULL,
                        .static_len = t->req ? t->req->static_len : 0,
                        .captured = captured,
-                       .n_captured = n_captured};
+                       .n_captured = n_captured,
+                       .manual_mesh = manual};
   jit_status st = trace_run(&req, c, out);
   if (st != JIT_OK) {
     /* the inner message already names the user's op and line inside fn: adopt it verbatim */
@@ -50,7 +51,7 @@ static jit_status run_sub(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
 
 jit_status subtrace(op_ctx *c, jit_trace_fn fn, void *user, int n_args, const ir_type *arg_types,
                     int n_results, ir_func **out) {
-  return run_sub(c, fn, user, n_args, arg_types, n_results, out, NULL, NULL);
+  return run_sub(c, fn, user, n_args, arg_types, n_results, out, NULL, NULL, NULL);
 }
 
 jit_status subtrace_capturing(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
@@ -58,7 +59,15 @@ jit_status subtrace_capturing(op_ctx *c, jit_trace_fn fn, void *user, int n_args
                               ir_ref **captured, uint32_t *n_captured) {
   *captured = NULL;
   *n_captured = 0;
-  return run_sub(c, fn, user, n_args, arg_types, n_results, out, captured, n_captured);
+  return run_sub(c, fn, user, n_args, arg_types, n_results, out, captured, n_captured, NULL);
+}
+
+jit_status subtrace_manual(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
+                           const ir_type *arg_types, int n_results, const jit_mesh *mesh,
+                           ir_func **out, ir_ref **captured, uint32_t *n_captured) {
+  *captured = NULL;
+  *n_captured = 0;
+  return run_sub(c, fn, user, n_args, arg_types, n_results, out, captured, n_captured, mesh);
 }
 
 jit_status subtrace_inline(op_ctx *c, const ir_func *body, const ir_ref *args, ir_ref *results) {

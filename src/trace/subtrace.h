@@ -20,6 +20,12 @@ jit_status subtrace_capturing(op_ctx *c, jit_trace_fn fn, void *user, int n_args
                               const ir_type *arg_types, int n_results, ir_func **out,
                               ir_ref **captured, uint32_t *n_captured);
 
+/* subtrace_capturing for a shard_map's body: fn sees per-device blocks, and collectives inside
+   it (at any nesting depth) name mesh's axes. */
+jit_status subtrace_manual(op_ctx *c, jit_trace_fn fn, void *user, int n_args,
+                           const ir_type *arg_types, int n_results, const jit_mesh *mesh,
+                           ir_func **out, ir_ref **captured, uint32_t *n_captured);
+
 /* Copies body's instructions into the parent's function with param i mapped to args[i]
    (locations and attributes kept) and writes the refs of body's results to
    results[0..body->n_results). JIT_ENOMEM is recorded on c. */

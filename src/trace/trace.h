@@ -18,6 +18,9 @@ typedef struct trace_request {
      their refs in the parent trace's function, *n_captured their count. NULL: not allowed. */
   ir_ref **captured;
   uint32_t *n_captured;
+  /* A shard_map's body: values are per-device blocks and jit_psum & co. name this mesh's axes
+     (also from traces nested inside the body). NULL elsewhere. */
+  const struct jit_mesh *manual_mesh;
 } trace_request;
 
 /* Runs req->fn once. On success *out is the traced function (params in arg order, results in

@@ -137,7 +137,8 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
     return true;
   }
   case IR_GET: return x->axis == y->axis;
-  case IR_SCAN: return false; /* each scan runs its own body: never merged */
+  case IR_SCAN: /* each runs its own body: never merged */
+  case IR_SHARD_MAP: return false;
   case IR_ALL_REDUCE:
   case IR_ALL_GATHER:
   case IR_REDUCE_SCATTER:

@@ -687,6 +687,12 @@ jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_re
       }
       if (g.dep[in->args[k]]) g.dep[i] = fl && differentiable(in->op);
     }
+    if (g.dep[i] && (ir_op_is_collective(in->op) || in->op == IR_SHARD_MAP)) {
+      g.st = jit_error(JIT_EUNSUPPORTED, "%s: differentiating through %s is not supported yet "
+                       "(take the gradient inside the shard_map body, then reduce it)", who,
+                       ir_op_name[in->op]);
+      goto done;
+    }
     ir_ref small[8], *ops = small;
     if (in->n_args > 8 && !(ops = malloc(in->n_args * sizeof *ops))) {
       g.st = jit_error(JIT_ENOMEM, "%s: out of memory", who);

@@ -15,12 +15,10 @@
  * all_reduce over those axes) and reshards that to S. So every choice is correct, whatever
  * propagation decided; propagation only makes the choices cheap.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/passes/passes.h"
-#include "runtime/collectives.h"
 #include "runtime/error.h"
 #include "runtime/sharding.h"
 
@@ -30,6 +28,14 @@ typedef struct spec {
 } spec;
 
 static const spec replicated; /* all zero */
+
+static void spec_of(const jit_sharding *s, spec *out) {
+  *out = replicated;
+  for (int d = 0; d < s->rank; d++) {
+    out->n[d] = s->n_dim_axes[d];
+    memcpy(out->ax[d], s->dim_axes[d], sizeof out->ax[d]);
+  }
+}
 
 static bool spec_eq(const spec *a, const spec *b, int rank) {
   for (int d = 0; d < rank; d++)
@@ -71,6 +77,7 @@ typedef struct part {
   spec *lsp;         /* per local value: the spec of the global value it is a block of */
   uint32_t cap_lsp;
   struct { ir_ref global, local; spec s; } *memo; /* reshards made, to reuse */
+  ir_ref **smap_out; /* per global SHARD_MAP: its inlined body's results (malloc'd) */
   uint32_t n_memo, cap_memo;
 } part;
 
@@ -138,12 +145,12 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
   switch (in->op) {
   case IR_CONST:
   case IR_IOTA: return false;
-  case IR_SHARDING:
-    for (int d = 0; d < in->attr.sharding->rank; d++) {
-      out->n[d] = in->attr.sharding->n_dim_axes[d];
-      memcpy(out->ax[d], in->attr.sharding->dim_axes[d], sizeof out->ax[d]);
-    }
+  case IR_SHARDING: spec_of(in->attr.sharding, out); break;
+  case IR_GET: { /* a shard_map's result is laid out as its out-spec says */
+    const ir_ins *sm = &P->f->ins[in->args[0]];
+    if (sm->op == IR_SHARD_MAP) spec_of(sm->attr.smap.specs[sm->n_args + in->attr.axis], out);
     break;
+  }
   case IR_BROADCAST: {
     const ir_type *x = gtype(P, in->args[0]);
     if (ops[0])
@@ -252,6 +259,7 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
   *out = replicated;
   switch (in->op) {
   case IR_SHARDING: fwd(P, i, NULL, out, &(unsigned){0}); break;
+  case IR_SHARD_MAP: spec_of(in->attr.smap.specs[k], out); break;
   case IR_BROADCAST:
     for (int d = 0; d < x->rank; d++)
       if (x->dims[d] == t->dims[in->attr.dims.d[d]]) copy_dim(out, d, s, in->attr.dims.d[d]);
@@ -342,7 +350,7 @@ static bool forward(part *P) {
     const ir_ins *in = &f->ins[i];
     if (P->known[i]) continue;
     if (in->n_args > 8 && !(ops = malloc(in->n_args * sizeof *ops))) return changed;
-    bool any = in->op == IR_SHARDING;
+    bool any = in->op == IR_SHARDING || in->op == IR_SHARD_MAP;
     for (uint32_t k = 0; k < in->n_args; k++) {
       ops[k] = P->known[in->args[k]] ? &P->sp[in->args[k]] : NULL;
       any |= ops[k] != NULL;
@@ -486,6 +494,37 @@ static uint8_t reduce_kind(ir_op op) {
   return op == IR_REDUCE_MAX ? IR_COLL_MAX : op == IR_REDUCE_MIN ? IR_COLL_MIN : IR_COLL_SUM;
 }
 
+/* Copies shard_map i's body into the local function on its operands' blocks. */
+static jit_status inline_shard_map(part *P, ir_ref i, const ir_ref *args) {
+  const ir_func *f = P->f;
+  const ir_ins *in = &f->ins[i];
+  const ir_func *b = ir_body(f, in);
+  bool same = b->mesh->n_axes == P->im.n_axes;
+  for (int x = 0; same && x < P->im.n_axes; x++)
+    same = b->mesh->sizes[x] == P->im.sizes[x] && strcmp(b->mesh->names[x], P->im.names[x]) == 0;
+  if (!same)
+    return jit_error(JIT_ESHARDING, "partition: @%s: %%%u: a shard_map over another mesh than the "
+                     "call's", f->name, i);
+  if (!P->smap_out && !(P->smap_out = calloc(f->n_ins, sizeof *P->smap_out))) return oom();
+  ir_ref *map = malloc((b->n_ins ? b->n_ins : 1) * sizeof *map);
+  ir_ref *res = malloc((b->n_results ? b->n_results : 1) * sizeof *res);
+  if (!map || !res) {
+    free(map);
+    free(res);
+    return oom();
+  }
+  for (uint32_t k = 0; k < b->n_params; k++) map[k] = args[k];
+  uint32_t before = P->g->n_ins;
+  jit_status st = ir_copy_into(P->g, b, map);
+  for (uint32_t k = 0; k < b->n_results; k++) res[k] = map[b->results[k]];
+  free(map);
+  P->smap_out[i] = res;
+  if (st != JIT_OK) return oom();
+  if (!ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp)) return oom();
+  for (uint32_t v = before; v < P->g->n_ins; v++) P->lsp[v] = replicated; /* no global spec */
+  return JIT_OK;
+}
+
 /* The local form of global instruction i, with spec P->sp[i]. */
 static jit_status rewrite(part *P, ir_ref i) {
   jit_status st = JIT_OK;
@@ -502,14 +541,26 @@ static jit_status rewrite(part *P, ir_ref i) {
     TRY(oom());
   for (uint32_t k = 0; k < n; k++) {
     ir_ref a = in->args[k];
-    if (in->op == IR_SCAN || in->op == IR_GET) req[k] = replicated;
+    if (in->op == IR_SCAN || (in->op == IR_GET && f->ins[a].op == IR_SCAN)) req[k] = replicated;
     else back(P, i, s, k, &P->sp[a], &req[k]);
     reqp[k] = &req[k];
-    if (in->op == IR_GET) args[k] = P->map[a]; /* the scan's token, as it is */
+    if (in->op == IR_GET) args[k] = P->map[a]; /* the token, as it is */
     else TRY(reshard(P, a, P->map[a], &P->sp[a], &req[k], in->loc, &args[k]));
   }
   if (in->op == IR_SHARDING) {
     P->map[i] = args[0];
+    goto done;
+  }
+  if (in->op == IR_SHARD_MAP) { /* the body is per-device code already: inlined on the blocks */
+    TRY(inline_shard_map(P, i, args));
+    P->map[i] = IR_NOREF;
+    goto done;
+  }
+  if (in->op == IR_GET && f->ins[in->args[0]].op == IR_SHARD_MAP) {
+    spec nat;
+    unsigned partial;
+    fwd(P, i, NULL, &nat, &partial);
+    TRY(reshard(P, i, P->smap_out[in->args[0]][in->attr.axis], &nat, s, in->loc, &P->map[i]));
     goto done;
   }
   spec nat;
@@ -687,6 +738,8 @@ fail:
   free(P.map);
   free(P.lsp);
   free(P.memo);
+  for (uint32_t r = 0; P.smap_out && r < n; r++) free(P.smap_out[r]);
+  free(P.smap_out);
   return st;
 }
 
@@ -703,92 +756,3 @@ jit_status ir_spmd_print(const ir_spmd *p, FILE *out) {
   return ir_print_annotated(p->local, out, note_sharding, (void *)p);
 }
 
-/* ---- the SPMD interpreter ----------------------------------------------------------------------- */
-
-typedef struct spmd_run {
-  pthread_mutex_t mu;  /* the start gate: no device runs before all threads exist */
-  pthread_cond_t cv;
-  int gate;            /* 0: closed, 1: run, -1: give up */
-  const ir_spmd *p;
-  coll_world *w;
-  const void *const *const *args;
-  void *const *const *results;
-  jit_status *status;
-  char (*msg)[256];
-} spmd_run;
-
-typedef struct spmd_thread {
-  spmd_run *run;
-  int pos;
-} spmd_thread;
-
-static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, const ir_type *in_t,
-                             const void *in, void *out) {
-  return coll_world_run(ctx, pos, op, c, in_t, in, out);
-}
-
-static void *spmd_device(void *arg) {
-  spmd_thread *t = arg;
-  spmd_run *r = t->run;
-  pthread_mutex_lock(&r->mu);
-  while (r->gate == 0) pthread_cond_wait(&r->cv, &r->mu);
-  int gate = r->gate;
-  pthread_mutex_unlock(&r->mu);
-  if (gate < 0) return NULL;
-  ir_device dev = {t->pos, world_hook, r->w};
-  jit_status st = ir_interp_device(r->p->local, &dev, r->args[t->pos], r->results[t->pos]);
-  r->status[t->pos] = st;
-  if (st != JIT_OK) snprintf(r->msg[t->pos], sizeof r->msg[0], "%s", jit_last_error());
-  return NULL;
-}
-
-jit_status ir_interp_spmd(const ir_spmd *p, const void *const *const *args,
-                          void *const *const *results) {
-  if (!p || !p->local || !p->mesh || !args || !results)
-    return jit_error(JIT_EINVAL, "interp_spmd: NULL program, args or results");
-  int n = p->mesh->n_devices;
-  coll_world *w = NULL;
-  jit_status st = coll_world_new(p->local->mesh, &w);
-  if (st != JIT_OK) return st;
-  spmd_run run = {.p = p, .w = w, .args = args, .results = results,
-                  .status = calloc((size_t)n, sizeof(jit_status)),
-                  .msg = calloc((size_t)n, sizeof *run.msg)};
-  pthread_mutex_init(&run.mu, NULL);
-  pthread_cond_init(&run.cv, NULL);
-  spmd_thread *ts = calloc((size_t)n, sizeof *ts);
-  pthread_t *th = calloc((size_t)n, sizeof *th);
-  if (!run.status || !run.msg || !ts || !th) {
-    st = oom();
-    goto out;
-  }
-  /* every device runs on a thread of its own: a collective waits for all of its group */
-  int started = 0;
-  for (int d = 0; d < n; d++) {
-    ts[d] = (spmd_thread){&run, d};
-    if (d > 0 && pthread_create(&th[d], NULL, spmd_device, &ts[d]) != 0) break;
-    started = d + 1;
-  }
-  /* devices run only all together (a collective waits for its whole group) */
-  pthread_mutex_lock(&run.mu);
-  run.gate = started < n ? -1 : 1;
-  pthread_cond_broadcast(&run.cv);
-  pthread_mutex_unlock(&run.mu);
-  if (started < n) {
-    for (int d = 1; d < started; d++) pthread_join(th[d], NULL);
-    st = jit_error(JIT_EINTERNAL, "interp_spmd: cannot start %d device threads", n);
-    goto out;
-  }
-  spmd_device(&ts[0]);
-  for (int d = 1; d < n; d++) pthread_join(th[d], NULL);
-  for (int d = 0; d < n && st == JIT_OK; d++)
-    if (run.status[d] != JIT_OK) st = jit_error(run.status[d], "%s", run.msg[d]);
-out:
-  pthread_mutex_destroy(&run.mu);
-  pthread_cond_destroy(&run.cv);
-  coll_world_free(w);
-  free(run.status);
-  free(run.msg);
-  free(ts);
-  free(th);
-  return st;
-}
