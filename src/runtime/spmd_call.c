@@ -44,6 +44,7 @@ jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_me
                         exec_stats *stats) {
   jit_status st = JIT_OK;
   jit_sharding *small[16] = {0}, **sh = small;
+  ir_func *local = NULL;
   if (s->n_args > 16 && !(sh = calloc((size_t)s->n_args, sizeof *sh)))
     return jit_error(JIT_ENOMEM, "jit_call: out of memory");
   /* an arg on another mesh over the same devices is resharded onto this one, as JAX does */
@@ -51,8 +52,16 @@ jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_me
     sh[i] = args[i]->sharding && mesh_equal(args[i]->sharding->mesh, mesh) ? args[i]->sharding : NULL;
   TRY(ir_partition(s->optimized, mesh, sh, &s->spmd));
   TRY(coll_world_new(s->spmd->local->mesh, &s->world));
-  if (ctx->opt_level > 0) TRY(exec_build(ctx, s->spmd->local, &s->exe, stats));
+  if (ctx->opt_level > 0) {
+    /* the pipeline once more on the per-device program (an inlined shard_map body, the gathers
+       and slices), on a copy: the partitioned dump shows the partitioner's own output */
+    local = ir_func_clone(s->spmd->local);
+    if (!local) TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
+    TRY(ir_optimize(local, 0, false));
+    TRY(exec_build(ctx, local, &s->exe, stats));
+  }
 fail:
+  ir_func_free(local);
   if (sh != small) free(sh);
   return st;
 }
