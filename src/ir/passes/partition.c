@@ -66,6 +66,20 @@ static void clear_dim(spec *s, int d) {
   memset(s->ax[d], 0, sizeof s->ax[d]);
 }
 
+static bool increasing(const uint8_t *ax, int n) {
+  for (int k = 1; k < n; k++)
+    if (ax[k] <= ax[k - 1]) return false;
+  return true;
+}
+
+static unsigned axes_mask(const uint8_t *ax, int n) {
+  unsigned m = 0;
+  for (int k = 0; k < n; k++) m |= 1u << ax[k];
+  return m;
+}
+
+static jit_status oom(void) { return jit_error(JIT_ENOMEM, "partition: out of memory"); }
+
 typedef struct part {
   const ir_func *f;
   jit_mesh *mesh;
@@ -114,6 +128,22 @@ static void local_type(const part *P, const ir_type *t, const spec *s, ir_type *
 }
 
 static const ir_type *gtype(const part *P, ir_ref r) { return ir_type_of(P->f, r); }
+
+/* Bytes all devices receive to bring a value of type t from layout a to layout b: the gathers of
+   the dims whose split changes (slicing moves nothing). The conflict resolver's measure. */
+static double reshard_cost(const part *P, const ir_type *t, const spec *a, const spec *b) {
+  if (spec_eq(a, b, t->rank)) return 0;
+  spec g = *a;
+  int64_t pa = 1, pg = 1, n = 1;
+  for (int d = 0; d < t->rank; d++) {
+    if (a->n[d] && (a->n[d] != b->n[d] || memcmp(a->ax[d], b->ax[d], a->n[d]))) clear_dim(&g, d);
+    pa *= dim_parts(P, a, d);
+    pg *= dim_parts(P, &g, d);
+  }
+  for (int x = 0; x < P->im.n_axes; x++) n *= P->im.sizes[x];
+  double bytes = (double)ir_type_numel(t) * (double)jit_dtype_size(t->dtype);
+  return (bytes / (double)pg - bytes / (double)pa) * (double)n;
+}
 
 /* The result dim of a reshape that carries operand dim d unchanged (same size, same number of
    elements before it), or -1. */
@@ -231,13 +261,18 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
     break;
   }
   default:
-    if (is_ewise(in->op)) { /* the most split operand */
+    if (is_ewise(in->op)) { /* the operand layout the others reach cheapest (then the most split) */
+      double best = -1;
       int64_t most = 0;
       for (uint32_t k = 0; k < in->n_args; k++) {
         if (!ops[k]) continue;
+        double cost = 0;
+        for (uint32_t q = 0; q < in->n_args; q++)
+          if (ops[q]) cost += reshard_cost(P, gtype(P, in->args[q]), ops[q], ops[k]);
         int64_t parts = 1;
         for (int d = 0; d < t->rank; d++) parts *= dim_parts(P, ops[k], d);
-        if (parts > most) {
+        if (best < 0 || cost < best || (cost == best && parts > most)) {
+          best = cost;
           most = parts;
           *out = *ops[k];
         }
@@ -304,22 +339,36 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
     const ir_type *l = gtype(P, in->args[0]), *r = gtype(P, in->args[1]);
     const uint8_t *batch = k ? dd->rhs_batch : dd->lhs_batch;
     const uint8_t *contract = k ? dd->rhs_contract : dd->lhs_contract;
+    const spec *sl = &P->sp[in->args[0]], *sr = &P->sp[in->args[1]];
+    /* a contracted dim both operands already split alike stays split: the partial sum is
+       finished by a reduce_scatter or all_reduce, cheaper than moving both operands */
+    unsigned agreed = 0;
+    for (int c = 0; c < dd->n_contract; c++) {
+      int ld = dd->lhs_contract[c], rd = dd->rhs_contract[c];
+      if (sl->n[ld] && sl->n[ld] == sr->n[rd] && !memcmp(sl->ax[ld], sr->ax[rd], sl->n[ld])) {
+        copy_dim(out, contract[c], sl, ld);
+        agreed |= axes_mask(sl->ax[ld], sl->n[ld]);
+      }
+    }
+    spec so = *s; /* the result's layout without the agreed axes */
+    for (int d = 0; d < t->rank; d++)
+      if (axes_mask(so.ax[d], so.n[d]) & agreed) clear_dim(&so, d);
     bool used[IR_MAX_RANK] = {0};
     for (int b = 0; b < dd->n_batch; b++) {
-      copy_dim(out, batch[b], s, b);
+      copy_dim(out, batch[b], &so, b);
       used[batch[b]] = true;
     }
     for (int c = 0; c < dd->n_contract; c++) used[contract[c]] = true;
     int j = dd->n_batch;
     if (k == 1) j += l->rank - dd->n_batch - dd->n_contract;
     for (int d = 0; d < x->rank; d++)
-      if (!used[d]) copy_dim(out, d, s, j++);
-    /* contracted dims: both operands split alike (the lhs's split, else the rhs's), unless
-       that split's axes already lay out the result */
-    unsigned taken = spec_mask(s, t->rank);
-    const spec *sl = &P->sp[in->args[0]], *sr = &P->sp[in->args[1]];
+      if (!used[d]) copy_dim(out, d, &so, j++);
+    /* the other contracted dims: split like the operand that is (the other is sliced, which
+       moves nothing), unless that split's axes already lay out the result */
+    unsigned taken = spec_mask(&so, t->rank) | agreed;
     for (int c = 0; c < dd->n_contract; c++) {
       int ld = dd->lhs_contract[c], rd = dd->rhs_contract[c];
+      if (out->n[contract[c]]) continue;
       const spec *src = sl->n[ld] ? sl : sr;
       int sd = sl->n[ld] ? ld : rd;
       bool clash = false;
@@ -384,9 +433,45 @@ static bool backward(part *P) {
   return changed;
 }
 
+/* A contraction or reduction over split dims leaves a partial sum. When a user wants the result
+   split over some of the summed axes, the value takes that split: the partitioner then emits a
+   reduce_scatter (each device sums only its part) instead of an all_reduce and a slice. */
+static jit_status refine_partials(part *P) {
+  const ir_func *f = P->f;
+  unsigned *partial = calloc(f->n_ins ? f->n_ins : 1, sizeof *partial);
+  if (!partial) return oom();
+  for (ir_ref i = f->n_params; i < f->n_ins; i++) {
+    ir_op op = f->ins[i].op;
+    if (op != IR_DOT && op != IR_REDUCE_SUM && op != IR_REDUCE_MAX && op != IR_REDUCE_MIN) continue;
+    const spec *ops[2] = {&P->sp[f->ins[i].args[0]], f->ins[i].n_args > 1 ? &P->sp[f->ins[i].args[1]] : NULL};
+    spec nat;
+    fwd(P, i, ops, &nat, &partial[i]);
+  }
+  for (ir_ref u = f->n_params; u < f->n_ins; u++) {
+    const ir_ins *in = &f->ins[u];
+    if (in->op == IR_SCAN || in->op == IR_GET || in->op == IR_SHARD_MAP) continue;
+    for (uint32_t k = 0; k < in->n_args; k++) {
+      ir_ref a = in->args[k];
+      if (!partial[a]) continue;
+      spec want;
+      back(P, u, &P->sp[u], k, &P->sp[a], &want);
+      const ir_type *t = gtype(P, a);
+      unsigned used = spec_mask(&P->sp[a], t->rank);
+      for (int d = 0; d < t->rank; d++) {
+        unsigned m = axes_mask(want.ax[d], want.n[d]);
+        if (!want.n[d] || P->sp[a].n[d] || (m & ~partial[a]) || (m & used)) continue;
+        copy_dim(&P->sp[a], d, &want, d);
+        used |= m;
+        partial[a] &= ~m;
+      }
+    }
+  }
+  free(partial);
+  return JIT_OK;
+}
+
 /* ---- the local function ------------------------------------------------------------------------ */
 
-static jit_status oom(void) { return jit_error(JIT_ENOMEM, "partition: out of memory"); }
 
 /* Emits op into the local function with spec s recorded for the dump; type from the shape rule
    (or `declared`). */
@@ -427,17 +512,7 @@ static jit_status coll(part *P, ir_op op, ir_ref x, unsigned axes, int dim, uint
   return emit(P, op, 1, &x, &a, NULL, s, loc, out);
 }
 
-static bool increasing(const uint8_t *ax, int n) {
-  for (int k = 1; k < n; k++)
-    if (ax[k] <= ax[k - 1]) return false;
-  return true;
-}
 
-static unsigned axes_mask(const uint8_t *ax, int n) {
-  unsigned m = 0;
-  for (int k = 0; k < n; k++) m |= 1u << ax[k];
-  return m;
-}
 
 /* The block of global value v under `to`, from its block x under `from`: gathers the dims that
    lose or change their split, then slices out the ones that gain one. */
@@ -453,6 +528,27 @@ static jit_status reshard(part *P, ir_ref v, ir_ref x, const spec *from, const s
     }
   jit_status st = JIT_OK;
   spec cur = *from;
+  /* a split that moves from dim e to dim d as it is: one all_to_all (each device sends the others
+     only the pieces they keep) instead of a gather and a slice */
+  for (int e = 0; e < rank; e++) {
+    if (!cur.n[e] || !increasing(cur.ax[e], cur.n[e]) ||
+        (cur.n[e] == to->n[e] && !memcmp(cur.ax[e], to->ax[e], cur.n[e])))
+      continue;
+    for (int d = 0; d < rank; d++) {
+      if (d == e || cur.n[d] || to->n[d] != cur.n[e] || memcmp(to->ax[d], cur.ax[e], cur.n[e]))
+        continue;
+      ir_attr a = {0};
+      a.coll.axes = (uint8_t)axes_mask(cur.ax[e], cur.n[e]);
+      a.coll.group = (uint16_t)ir_mesh_group(&P->im, a.coll.axes);
+      a.coll.dim = (uint8_t)d;
+      a.coll.dim2 = (uint8_t)e;
+      copy_dim(&cur, d, &cur, e);
+      clear_dim(&cur, e);
+      ir_ref x = *out;
+      TRY(emit(P, IR_ALL_TO_ALL, 1, &x, &a, NULL, &cur, loc, out));
+      break;
+    }
+  }
   for (int d = 0; d < rank; d++) {
     if (!cur.n[d] || (cur.n[d] == to->n[d] && !memcmp(cur.ax[d], to->ax[d], cur.n[d]))) continue;
     /* one gather when the split's order is the mesh's (a group's positions are row-major in
@@ -584,10 +680,16 @@ static jit_status rewrite(part *P, ir_ref i) {
   } else {
     TRY(emit(P, in->op, n, args, &a, &lt, &nat, in->loc, &r));
   }
-  if (partial) {
-    spec done_s = nat;
-    TRY(coll(P, IR_ALL_REDUCE, r, partial, 0, reduce_kind(in->op), &done_s, in->loc, &r));
+  /* a partial sum whose result is wanted split over some of the summed axes: a reduce_scatter
+     over those (each device sums only its part), then an all_reduce over the rest */
+  for (int d = 0; partial && d < t->rank; d++) {
+    unsigned m = axes_mask(s->ax[d], s->n[d]);
+    if (!s->n[d] || nat.n[d] || (m & ~partial) || !increasing(s->ax[d], s->n[d])) continue;
+    copy_dim(&nat, d, s, d);
+    TRY(coll(P, IR_REDUCE_SCATTER, r, m, d, reduce_kind(in->op), &nat, in->loc, &r));
+    partial &= ~m;
   }
+  if (partial) TRY(coll(P, IR_ALL_REDUCE, r, partial, 0, reduce_kind(in->op), &nat, in->loc, &r));
   if (in->op == IR_SCAN) P->map[i] = r; /* a token: never resharded */
   else TRY(reshard(P, i, r, &nat, s, in->loc, &P->map[i]));
 done:
@@ -686,6 +788,7 @@ jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *a
     if (!changed) break;
   }
   forward(&P);
+  TRY(refine_partials(&P));
 
   /* the local function */
   P.g = ir_func_new(f->name);
