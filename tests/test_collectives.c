@@ -165,12 +165,62 @@ static void test_axis_index_and_errors(void **state) {
   coll_group_free(NULL);
 }
 
+/* A device that fails aborts the world: its peers' collectives fail instead of waiting for it,
+   and after a reset the world works again. */
+typedef struct world_member {
+  coll_world *w;
+  int d;
+  bool fail;
+  jit_status st;
+  float in[4], out[4];
+} world_member;
+
+static void *world_run(void *arg) {
+  world_member *m = arg;
+  ir_coll c = {.axes = 1, .group = 4, .kind = IR_COLL_SUM};
+  ir_type t = {.dtype = JIT_F32, .rank = 1, .dims = {4}};
+  if (m->fail) {
+    coll_world_abort(m->w);
+    m->st = JIT_ENOMEM;
+    return NULL;
+  }
+  m->st = coll_world_run(m->w, m->d, IR_ALL_REDUCE, &c, &t, m->in, m->out);
+  return NULL;
+}
+
+static void test_world_abort(void **state) {
+  (void)state;
+  ir_mesh mesh = {.n_axes = 1, .sizes = {4}, .names = {"x"}};
+  coll_world *w = NULL;
+  assert_int_equal(coll_world_new(&mesh, &w), JIT_OK);
+  for (int round = 0; round < 2; round++) {
+    world_member ms[4];
+    pthread_t th[4];
+    for (int d = 0; d < 4; d++) {
+      ms[d] = (world_member){w, d, round == 0 && d == 2, JIT_OK, {1, 2, 3, (float)d}, {0}};
+      assert_int_equal(pthread_create(&th[d], NULL, world_run, &ms[d]), 0);
+    }
+    for (int d = 0; d < 4; d++) pthread_join(th[d], NULL);
+    if (round == 0) {
+      for (int d = 0; d < 4; d++) assert_int_not_equal(ms[d].st, JIT_OK);
+      coll_world_reset(w);
+    } else {
+      for (int d = 0; d < 4; d++) {
+        assert_int_equal(ms[d].st, JIT_OK);
+        assert_true(ms[d].out[0] == 4 && ms[d].out[3] == 6);
+      }
+    }
+  }
+  coll_world_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce),
       cmocka_unit_test(test_gather_scatter_permute),
       cmocka_unit_test(test_all_to_all),
       cmocka_unit_test(test_axis_index_and_errors),
+      cmocka_unit_test(test_world_abort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

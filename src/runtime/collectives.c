@@ -18,6 +18,7 @@ struct coll_group {
   int arrived;            /* members at the current barrier */
   unsigned generation;    /* bumped when a barrier opens */
   const void **ins;       /* per position: the operand published for the current collective */
+  bool aborted;           /* a member failed: barriers open at once and collectives fail */
 };
 
 jit_status coll_group_new(int n, coll_group **out) {
@@ -43,17 +44,32 @@ void coll_group_free(coll_group *g) {
   free(g);
 }
 
-static void barrier(coll_group *g) {
+/* false when the group was aborted (then nobody waits for the members that will not come) */
+static bool barrier(coll_group *g) {
   pthread_mutex_lock(&g->mu);
   unsigned gen = g->generation;
-  if (++g->arrived == g->n) {
+  if (!g->aborted && ++g->arrived == g->n) {
     g->arrived = 0;
     g->generation++;
     pthread_cond_broadcast(&g->cv);
   } else {
-    while (gen == g->generation) pthread_cond_wait(&g->cv, &g->mu);
+    while (gen == g->generation && !g->aborted) pthread_cond_wait(&g->cv, &g->mu);
   }
+  bool ok = !g->aborted;
   pthread_mutex_unlock(&g->mu);
+  return ok;
+}
+
+static void set_aborted(coll_group *g, bool on) {
+  pthread_mutex_lock(&g->mu);
+  g->aborted = on;
+  if (!on) g->arrived = 0; /* a fresh start: no member is inside */
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static jit_status aborted(void) {
+  return jit_error(JIT_EINTERNAL, "collectives: another device of the group failed first");
 }
 
 /* Shape helpers: the elements before dim (outer) and from dim on (per outer index). */
@@ -223,9 +239,10 @@ jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_t
     return JIT_OK;
   }
   g->ins[p] = in; /* each member writes only its own slot; the barrier publishes it */
-  barrier(g);
+  if (!barrier(g)) return aborted();
   st = compute(g, p, op, c, in_t, out);
-  barrier(g); /* nobody returns (and reuses its operand) before everyone has read it */
+  /* nobody returns (and reuses its operand) before everyone has read it */
+  if (!barrier(g)) return aborted();
   return st;
 }
 
@@ -235,7 +252,8 @@ struct coll_world {
   int n_axes;
   int64_t sizes[IR_MAX_MESH_AXES];
   int n_devices;
-  pthread_mutex_t mu;                 /* guards making groups */
+  pthread_mutex_t mu;                 /* guards making groups and aborted */
+  bool aborted;                       /* groups made from now on start aborted */
   coll_group **groups[1 << IR_MAX_MESH_AXES]; /* per axes mask: its groups, made on first use */
 };
 
@@ -274,6 +292,22 @@ void coll_world_free(coll_world *w) {
 }
 
 int coll_world_devices(const coll_world *w) { return w->n_devices; }
+
+static void world_set_aborted(coll_world *w, bool on) {
+  pthread_mutex_lock(&w->mu);
+  for (int mask = 0; mask < 1 << IR_MAX_MESH_AXES; mask++) {
+    if (!w->groups[mask]) continue;
+    int64_t size = 1;
+    for (int i = 0; i < w->n_axes; i++)
+      if (mask >> i & 1) size *= w->sizes[i];
+    for (int64_t i = 0; i < w->n_devices / size; i++) set_aborted(w->groups[mask][i], on);
+  }
+  w->aborted = on;
+  pthread_mutex_unlock(&w->mu);
+}
+
+void coll_world_abort(coll_world *w) { world_set_aborted(w, true); }
+void coll_world_reset(coll_world *w) { world_set_aborted(w, false); }
 
 /* Device d's group for mask (indexed by its coordinates off the mask) and its position in it. */
 static void locate(const coll_world *w, unsigned mask, int d, int *group, int *pos) {
@@ -314,6 +348,7 @@ jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
       free(gs);
       st = jit_error(JIT_ENOMEM, "collectives: out of memory");
     } else {
+      for (int i = 0; i < n_groups; i++) gs[i]->aborted = w->aborted;
       w->groups[mask] = gs;
     }
   }

@@ -31,5 +31,10 @@ int        coll_world_devices(const coll_world *w);
    needs no partner and does not wait. */
 jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
                           const ir_type *in_t, const void *in, void *out);
+/* A device that fails calls abort: every collective waiting or still to come fails at once
+   (JIT_EINTERNAL) instead of waiting forever for it. reset (with no device inside) readies the
+   world for the next run. */
+void coll_world_abort(coll_world *w);
+void coll_world_reset(coll_world *w);
 
 #endif /* TJIT_COLLECTIVES_H */

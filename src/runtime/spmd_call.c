@@ -92,7 +92,10 @@ static void run_device(void *arg, int d, int nth) {
   jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, r) : ir_interp(s->spmd->local, a, r);
   ir_set_thread_device(saved);
   j->status[d] = st;
-  if (st != JIT_OK) snprintf(j->msg[d], sizeof j->msg[0], "%s", jit_last_error());
+  if (st != JIT_OK) {
+    snprintf(j->msg[d], sizeof j->msg[0], "%s", jit_last_error());
+    coll_world_abort(s->world); /* the others must not wait for this device */
+  }
 }
 
 jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const *args,
@@ -125,8 +128,13 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   if (pool_n_threads(devices) < n)
     TRY(jit_error(JIT_EINTERNAL, "jit_call: %d device threads for a mesh of %d", pool_n_threads(devices), n));
   pool_run(devices, run_device, &j, n);
+  /* the first failure is the cause; the others may only report that it aborted them */
+  for (int d = 0; d < n && st == JIT_OK; d++)
+    if (j.status[d] != JIT_OK && !strstr(j.msg[d], "another device of the group failed"))
+      st = jit_error(j.status[d], "%s", j.msg[d]);
   for (int d = 0; d < n && st == JIT_OK; d++)
     if (j.status[d] != JIT_OK) st = jit_error(j.status[d], "%s", j.msg[d]);
+  if (st != JIT_OK) coll_world_reset(s->world);
 fail:
   if (st != JIT_OK)
     for (int k = 0; k < n_results; k++) {

@@ -43,7 +43,10 @@ static void *spmd_device(void *arg) {
   ir_device dev = {t->pos, world_hook, r->w};
   jit_status st = ir_interp_device(r->local, &dev, r->args[t->pos], r->results[t->pos]);
   r->status[t->pos] = st;
-  if (st != JIT_OK) snprintf(r->msg[t->pos], sizeof r->msg[0], "%s", jit_last_error());
+  if (st != JIT_OK) {
+    snprintf(r->msg[t->pos], sizeof r->msg[0], "%s", jit_last_error());
+    coll_world_abort(r->w); /* the others must not wait for this device */
+  }
   return NULL;
 }
 
@@ -83,6 +86,9 @@ static jit_status run_devices(const ir_func *local, const void *const *const *ar
     st = jit_error(JIT_EINTERNAL, "interp_spmd: cannot start %d device threads", n);
     goto out;
   }
+  for (int d = 0; d < n && st == JIT_OK; d++) /* the cause first, then the aborted */
+    if (run.status[d] != JIT_OK && !strstr(run.msg[d], "another device of the group failed"))
+      st = jit_error(run.status[d], "%s", run.msg[d]);
   for (int d = 0; d < n && st == JIT_OK; d++)
     if (run.status[d] != JIT_OK) st = jit_error(run.status[d], "%s", run.msg[d]);
 out:
