@@ -92,6 +92,7 @@ typedef struct part {
   uint32_t cap_lsp;
   struct { ir_ref global, local; spec s; } *memo; /* reshards made, to reuse */
   ir_ref **smap_out; /* per global SHARD_MAP: its inlined body's results (malloc'd) */
+  spec **scan_res;   /* per global SCAN: the layouts its partitioned body gives its results */
   uint32_t n_memo, cap_memo;
 } part;
 
@@ -164,6 +165,28 @@ static bool slice_full(const ir_slice *s, const ir_type *t, int d) {
 
 static bool is_ewise(ir_op op) { return (ir_op_flags[op] & IR_EW) != 0; }
 
+/* What a scan's result k will be laid out as, before its body is partitioned: a carry keeps its
+   init's layout; a y shaped like a carry is stacked from that carry's layout (an RNN's hidden
+   states); other ys are replicated. */
+static void scan_result_guess(const part *P, const ir_ins *sc, uint32_t k, spec *out) {
+  const ir_func *b = ir_body(P->f, sc);
+  uint32_t c0 = sc->attr.scan.n_consts, nc = sc->attr.scan.n_carry;
+  *out = replicated;
+  if (!b || k >= b->n_results) return;
+  if (k < nc) {
+    *out = P->sp[sc->args[c0 + k]];
+    return;
+  }
+  const ir_type *y = ir_type_of(b, b->results[k]);
+  for (uint32_t c = 0; c < nc; c++)
+    if (ir_type_equal(y, ir_type_of(b, c0 + c))) {
+      const spec *cs = &P->sp[sc->args[c0 + c]];
+      for (int d = y->rank; d > 0; d--) copy_dim(out, d, cs, d - 1);
+      clear_dim(out, 0);
+      return;
+    }
+}
+
 /* The spec op i produces from operands laid out as ops[k] (NULL: unknown, only while
    propagating; at least one is known). Axes of a reduced or contracted split are set in
    *partial. false: the op decides nothing from its operands (constants, iota). */
@@ -179,6 +202,7 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
   case IR_GET: { /* a shard_map's result is laid out as its out-spec says */
     const ir_ins *sm = &P->f->ins[in->args[0]];
     if (sm->op == IR_SHARD_MAP) spec_of(sm->attr.smap.specs[sm->n_args + in->attr.axis], out);
+    if (sm->op == IR_SCAN) scan_result_guess(P, sm, (uint32_t)in->attr.axis, out);
     break;
   }
   case IR_BROADCAST: {
@@ -590,6 +614,8 @@ static uint8_t reduce_kind(ir_op op) {
   return op == IR_REDUCE_MAX ? IR_COLL_MAX : op == IR_REDUCE_MIN ? IR_COLL_MIN : IR_COLL_SUM;
 }
 
+static jit_status partition_scan(part *P, ir_ref i, const ir_ref *args, const spec *req);
+
 /* Copies shard_map i's body into the local function on its operands' blocks. */
 static jit_status inline_shard_map(part *P, ir_ref i, const ir_ref *args) {
   const ir_func *f = P->f;
@@ -637,8 +663,12 @@ static jit_status rewrite(part *P, ir_ref i) {
     TRY(oom());
   for (uint32_t k = 0; k < n; k++) {
     ir_ref a = in->args[k];
-    if (in->op == IR_SCAN || (in->op == IR_GET && f->ins[a].op == IR_SCAN)) req[k] = replicated;
-    else back(P, i, s, k, &P->sp[a], &req[k]);
+    if (in->op == IR_SCAN) { /* as they are, but each x whole along the steps */
+      req[k] = P->sp[a];
+      if (k >= in->attr.scan.n_consts + in->attr.scan.n_carry) clear_dim(&req[k], 0);
+    } else if (in->op != IR_GET) {
+      back(P, i, s, k, &P->sp[a], &req[k]);
+    }
     reqp[k] = &req[k];
     if (in->op == IR_GET) args[k] = P->map[a]; /* the token, as it is */
     else TRY(reshard(P, a, P->map[a], &P->sp[a], &req[k], in->loc, &args[k]));
@@ -659,6 +689,24 @@ static jit_status rewrite(part *P, ir_ref i) {
     TRY(reshard(P, i, P->smap_out[in->args[0]][in->attr.axis], &nat, s, in->loc, &P->map[i]));
     goto done;
   }
+  if (in->op == IR_SCAN) {
+    TRY(partition_scan(P, i, args, req));
+    goto done;
+  }
+  if (in->op == IR_GET) { /* a scan's result, laid out as its partitioned body made it */
+    const ir_ins *ls = &P->g->ins[args[0]];
+    const spec *nat = &P->scan_res[in->args[0]][in->attr.axis];
+    ir_type lt;
+    ir_attr ga = {0};
+    ga.axis = in->attr.axis;
+    ir_ty ty = ir_result_type(P->g, ls, (uint32_t)in->attr.axis, &lt) ? ir_type_intern(P->g, &lt) : UINT32_MAX;
+    ir_ref r = ty == UINT32_MAX ? IR_NOREF : ir_emit(P->g, IR_GET, ty, 1, args, &ga, in->loc);
+    if (r == IR_NOREF || !ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp))
+      TRY(oom());
+    P->lsp[r] = *nat;
+    TRY(reshard(P, i, r, nat, s, in->loc, &P->map[i]));
+    goto done;
+  }
   spec nat;
   unsigned partial = 0;
   if (in->op == IR_CONST || in->op == IR_BROADCAST) nat = *s; /* made in place, any layout */
@@ -671,15 +719,7 @@ static jit_status rewrite(part *P, ir_ref i) {
     for (int d = 0; d < t->rank; d++)
       if (nat.n[d]) a.slice.limit[d] = lt.dims[d];
   ir_ref r;
-  if (in->op == IR_SCAN || in->op == IR_GET) { /* copied as they are, on replicated operands */
-    ir_ty ty = ir_type_intern(P->g, t);
-    r = ty == UINT32_MAX ? IR_NOREF : ir_emit(P->g, IR_SCAN, ty, n, args, &a, in->loc);
-    if (r == IR_NOREF || !ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp))
-      TRY(oom());
-    P->lsp[r] = replicated;
-  } else {
-    TRY(emit(P, in->op, n, args, &a, &lt, &nat, in->loc, &r));
-  }
+  TRY(emit(P, in->op, n, args, &a, &lt, &nat, in->loc, &r));
   /* a partial sum whose result is wanted split over some of the summed axes: a reduce_scatter
      over those (each device sums only its part), then an all_reduce over the rest */
   for (int d = 0; partial && d < t->rank; d++) {
@@ -690,8 +730,7 @@ static jit_status rewrite(part *P, ir_ref i) {
     partial &= ~m;
   }
   if (partial) TRY(coll(P, IR_ALL_REDUCE, r, partial, 0, reduce_kind(in->op), &nat, in->loc, &r));
-  if (in->op == IR_SCAN) P->map[i] = r; /* a token: never resharded */
-  else TRY(reshard(P, i, r, &nat, s, in->loc, &P->map[i]));
+  TRY(reshard(P, i, r, &nat, s, in->loc, &P->map[i]));
 done:
 fail:
   if (args != small_a) free(args);
@@ -709,6 +748,8 @@ static uint64_t comm_bytes(const ir_func *g, int n_devices) {
   uint64_t total = 0;
   for (uint32_t r = 0; r < g->n_ins; r++) {
     const ir_ins *in = &g->ins[r];
+    if (in->op == IR_SCAN && ir_body(g, in)) /* a loop's exchanges, every step */
+      total += comm_bytes(ir_body(g, in), n_devices) * (uint64_t)in->attr.scan.length;
     if (!ir_op_is_collective(in->op) || !in->n_args) continue;
     const ir_type *t = ir_type_of(g, in->args[0]);
     uint64_t b = (uint64_t)ir_type_numel(t) * jit_dtype_size(t->dtype), n = in->attr.coll.group;
@@ -739,25 +780,174 @@ void ir_spmd_free(ir_spmd *p) {
   free(p);
 }
 
+static jit_status part_init(part *P, const ir_func *f, jit_mesh *mesh) {
+  memset(P, 0, sizeof *P);
+  P->f = f;
+  P->mesh = mesh;
+  P->im.n_axes = mesh->n_axes;
+  for (int a = 0; a < mesh->n_axes; a++) {
+    P->im.sizes[a] = mesh->sizes[a];
+    snprintf(P->im.names[a], sizeof P->im.names[a], "%s", mesh->names[a]);
+  }
+  uint32_t n = f->n_ins ? f->n_ins : 1;
+  P->sp = calloc(n, sizeof *P->sp);
+  P->known = calloc(n, sizeof *P->known);
+  P->map = calloc(n, sizeof *P->map);
+  return P->sp && P->known && P->map ? JIT_OK : oom();
+}
+
+static void part_free(part *P) {
+  ir_func_free(P->g);
+  free(P->sp);
+  free(P->known);
+  free(P->map);
+  free(P->lsp);
+  free(P->memo);
+  for (uint32_t r = 0; P->smap_out && r < P->f->n_ins; r++) free(P->smap_out[r]);
+  free(P->smap_out);
+  for (uint32_t r = 0; P->scan_res && r < P->f->n_ins; r++) free(P->scan_res[r]);
+  free(P->scan_res);
+  memset(P, 0, sizeof *P);
+}
+
+/* Partitions P->f, its params' specs seeded (P->sp, P->known): propagation, then the local
+   function P->g. Result k is resharded to want[k] where pinned[k] (pinned may be NULL); the
+   results' layouts end in P->sp[f->results[k]]'s place: res_spec[k] (may be NULL). */
+static jit_status run_part(part *P, const bool *pinned, const spec *want, spec *res_spec) {
+  jit_status st = JIT_OK;
+  const ir_func *f = P->f;
+  jit_mesh *mesh = P->mesh;
+  uint32_t n = f->n_ins;
+  for (uint32_t r = 0; r < n; r++) {
+    const ir_ins *in = &f->ins[r];
+    if (in->op != IR_SHARDING) continue;
+    if (!mesh_equal(in->attr.sharding->mesh, mesh) &&
+        !(in->attr.sharding->mesh->n_axes == mesh->n_axes &&
+          !memcmp(in->attr.sharding->mesh->sizes, mesh->sizes, sizeof mesh->sizes) &&
+          !memcmp(in->attr.sharding->mesh->names, mesh->names, sizeof mesh->names)))
+      return jit_error(JIT_ESHARDING, "partition: @%s: %%%u: a sharding over another mesh", f->name, r);
+  }
+  for (uint32_t k = 0; pinned && k < f->n_results; k++) /* a hint: the end reshards anyway */
+    if (pinned[k] && !P->known[f->results[k]]) {
+      P->sp[f->results[k]] = want[k];
+      P->known[f->results[k]] = true;
+    }
+  for (int round = 0; round < 4; round++) {
+    bool changed = forward(P);
+    changed |= backward(P);
+    if (!changed) break;
+  }
+  forward(P);
+  TRY(refine_partials(P));
+
+  P->g = ir_func_new(f->name);
+  if (!P->g || ir_set_mesh(P->g, &P->im) != JIT_OK) TRY(oom());
+  for (uint32_t i = 0; i < f->n_params; i++) {
+    ir_type lt;
+    local_type(P, gtype(P, i), &P->sp[i], &lt);
+    ir_ty ty = ir_type_intern(P->g, &lt);
+    P->map[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(P->g, ty);
+    if (P->map[i] == IR_NOREF || !ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp))
+      TRY(oom());
+    P->lsp[P->map[i]] = P->sp[i];
+  }
+  for (ir_ref i = f->n_params; i < n; i++) TRY(rewrite(P, i));
+  ir_ref *res = malloc((f->n_results ? f->n_results : 1) * sizeof *res);
+  if (!res) TRY(oom());
+  for (uint32_t k = 0; k < f->n_results && st == JIT_OK; k++) {
+    ir_ref v = f->results[k];
+    res[k] = P->map[v];
+    spec got = P->sp[v];
+    if (pinned && pinned[k]) {
+      st = reshard(P, v, P->map[v], &P->sp[v], &want[k], (ir_loc){0}, &res[k]);
+      got = want[k];
+    }
+    if (res_spec) res_spec[k] = got;
+  }
+  if (st == JIT_OK) st = ir_set_results(P->g, f->n_results, res);
+  free(res);
+  TRY(st);
+  if (P->g->oom) TRY(oom());
+fail:
+  return st;
+}
+
+/* A scan with its body partitioned too: the operands keep their layouts (each x whole along the
+   steps), the body's params get the matching per-step layouts, and its carries leave the body as
+   they entered it (the loop carries one layout). */
+static jit_status partition_scan(part *P, ir_ref i, const ir_ref *args, const spec *req) {
+  jit_status st = JIT_OK;
+  const ir_ins *in = &P->f->ins[i];
+  const ir_func *b = ir_body(P->f, in);
+  uint32_t c0 = in->attr.scan.n_consts, nc = in->attr.scan.n_carry, nr = b->n_results;
+  part B;
+  memset(&B, 0, sizeof B);
+  bool *pin = calloc(nr + 1, sizeof *pin);
+  spec *want = calloc(nr + 1, sizeof *want), *res = calloc(nr + 1, sizeof *res);
+  if (!pin || !want || !res) {
+    st = oom();
+    goto out;
+  }
+  if ((st = part_init(&B, b, P->mesh)) != JIT_OK) goto out;
+  for (uint32_t k = 0; k < in->n_args; k++) {
+    spec ps = req[k];
+    if (k >= c0 + nc) { /* one step's slice: the time dim dropped */
+      for (int d = 0; d + 1 < IR_MAX_RANK; d++) copy_dim(&ps, d, &req[k], d + 1);
+      clear_dim(&ps, IR_MAX_RANK - 1);
+    }
+    fit(&B, ir_type_of(b, k), &ps);
+    B.sp[k] = ps;
+    B.known[k] = true;
+  }
+  for (uint32_t c = 0; c < nc; c++) {
+    pin[c] = true;
+    want[c] = B.sp[c0 + c];
+  }
+  if ((st = run_part(&B, pin, want, res)) != JIT_OK) goto out;
+  uint32_t idx;
+  ir_func *lb = B.g;
+  B.g = NULL;
+  if ((st = ir_add_body(P->g, lb, &idx)) != JIT_OK) goto out;
+  ir_attr a = in->attr;
+  a.scan.body = idx;
+  ir_type token = {.dtype = JIT_BOOL, .rank = 0};
+  ir_ty tty = ir_type_intern(P->g, &token);
+  ir_ref r = tty == UINT32_MAX ? IR_NOREF : ir_emit(P->g, IR_SCAN, tty, in->n_args, args, &a, in->loc);
+  if (r == IR_NOREF || !ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp)) {
+    st = oom();
+    goto out;
+  }
+  P->lsp[r] = replicated;
+  P->map[i] = r;
+  if (!P->scan_res && !(P->scan_res = calloc(P->f->n_ins, sizeof *P->scan_res))) {
+    st = oom();
+    goto out;
+  }
+  for (uint32_t k = nc; k < nr; k++) { /* stacked ys: a new, whole leading dim */
+    spec y = res[k];
+    for (int d = IR_MAX_RANK - 1; d > 0; d--) copy_dim(&res[k], d, &y, d - 1);
+    clear_dim(&res[k], 0);
+  }
+  P->scan_res[i] = res;
+  res = NULL;
+out:
+  part_free(&B);
+  free(pin);
+  free(want);
+  free(res);
+  return st;
+}
+
 jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *arg_shardings,
                         ir_spmd **out) {
   jit_status st = JIT_OK;
   *out = NULL;
   if (!f || !mesh) return jit_error(JIT_EINVAL, "partition: no function or no mesh");
-  part P = {.f = f, .mesh = mesh};
+  part P;
   ir_spmd *p = calloc(1, sizeof *p);
   if (!p) return oom();
   p->mesh = mesh_ref(mesh);
-  P.im.n_axes = mesh->n_axes;
-  for (int a = 0; a < mesh->n_axes; a++) {
-    P.im.sizes[a] = mesh->sizes[a];
-    snprintf(P.im.names[a], sizeof P.im.names[a], "%s", mesh->names[a]);
-  }
-  uint32_t n = f->n_ins;
-  P.sp = calloc(n ? n : 1, sizeof *P.sp);
-  P.known = calloc(n ? n : 1, sizeof *P.known);
-  P.map = calloc(n ? n : 1, sizeof *P.map);
-  if (!P.sp || !P.known || !P.map) TRY(oom());
+  TRY(part_init(&P, f, mesh));
   for (uint32_t i = 0; i < f->n_params; i++) {
     const jit_sharding *a = arg_shardings ? arg_shardings[i] : NULL;
     if (!a) continue;
@@ -766,50 +956,11 @@ jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *a
     if (a->rank != gtype(&P, i)->rank)
       TRY(jit_error(JIT_ESHARDING, "partition: @%s: arg %u has a sharding of rank %d for %d dims",
                     f->name, i, a->rank, gtype(&P, i)->rank));
-    for (int d = 0; d < a->rank; d++) {
-      P.sp[i].n[d] = a->n_dim_axes[d];
-      memcpy(P.sp[i].ax[d], a->dim_axes[d], sizeof P.sp[i].ax[d]);
-    }
+    spec_of(a, &P.sp[i]);
     fit(&P, gtype(&P, i), &P.sp[i]);
     P.known[i] = true;
   }
-  for (uint32_t r = 0; r < n; r++) {
-    const ir_ins *in = &f->ins[r];
-    if (in->op != IR_SHARDING) continue;
-    if (!mesh_equal(in->attr.sharding->mesh, mesh) &&
-        !(in->attr.sharding->mesh->n_axes == mesh->n_axes &&
-          !memcmp(in->attr.sharding->mesh->sizes, mesh->sizes, sizeof mesh->sizes) &&
-          !memcmp(in->attr.sharding->mesh->names, mesh->names, sizeof mesh->names)))
-      TRY(jit_error(JIT_ESHARDING, "partition: @%s: %%%u: a sharding over another mesh", f->name, r));
-  }
-  for (int round = 0; round < 4; round++) {
-    bool changed = forward(&P);
-    changed |= backward(&P);
-    if (!changed) break;
-  }
-  forward(&P);
-  TRY(refine_partials(&P));
-
-  /* the local function */
-  P.g = ir_func_new(f->name);
-  if (!P.g || ir_set_mesh(P.g, &P.im) != JIT_OK) TRY(oom());
-  for (uint32_t i = 0; i < f->n_params; i++) {
-    ir_type lt;
-    local_type(&P, gtype(&P, i), &P.sp[i], &lt);
-    ir_ty ty = ir_type_intern(P.g, &lt);
-    P.map[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(P.g, ty);
-    if (P.map[i] == IR_NOREF || !ir_grow((void **)&P.lsp, &P.cap_lsp, P.g->n_ins, sizeof *P.lsp))
-      TRY(oom());
-    P.lsp[P.map[i]] = P.sp[i];
-  }
-  for (ir_ref i = f->n_params; i < n; i++) TRY(rewrite(&P, i));
-  ir_ref *res = malloc((f->n_results ? f->n_results : 1) * sizeof *res);
-  if (!res) TRY(oom());
-  for (uint32_t k = 0; k < f->n_results; k++) res[k] = P.map[f->results[k]];
-  st = ir_set_results(P.g, f->n_results, res);
-  free(res);
-  TRY(st);
-  if (P.g->oom) TRY(oom());
+  TRY(run_part(&P, NULL, NULL, NULL));
 
   p->n_params = f->n_params;
   p->n_results = f->n_results;
@@ -834,15 +985,8 @@ jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *a
   *out = p;
   p = NULL;
 fail:
-  ir_func_free(P.g);
+  part_free(&P);
   ir_spmd_free(p);
-  free(P.sp);
-  free(P.known);
-  free(P.map);
-  free(P.lsp);
-  free(P.memo);
-  for (uint32_t r = 0; P.smap_out && r < n; r++) free(P.smap_out[r]);
-  free(P.smap_out);
   return st;
 }
 
