@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,44 @@ static void test_axis_index_and_errors(void **state) {
   coll_group_free(NULL);
 }
 
+/* NaN, signed zeros and infinities reduce exactly as the interpreter folds them. */
+static void test_all_reduce_special(void **state) {
+  (void)state;
+  static const float vals[] = {NAN, -0.0f, 0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, 3.5f};
+  static member ms[MAXN];
+  for (int n = 2; n <= 4; n++)
+    for (int kind = 0; kind < 3; kind++) {
+      ir_coll c = {.kind = (uint8_t)kind};
+      run_group(n, IR_ALL_REDUCE, c, 1u, ms); /* fills, runs; refill below and run again */
+      coll_group *g = NULL;
+      assert_int_equal(coll_group_new(n, &g), JIT_OK);
+      pthread_t th[MAXN];
+      uint32_t seed = (uint32_t)(n * 7 + kind);
+      for (int p = 0; p < n; p++) {
+        ms[p].g = g;
+        for (int i = 0; i < ROWS * COLS; i++) {
+          seed = seed * 1664525u + 1013904223u;
+          ms[p].in[i] = vals[(seed >> 24) % 8];
+        }
+      }
+      for (int p = 0; p < n; p++) assert_int_equal(pthread_create(&th[p], NULL, run, &ms[p]), 0);
+      for (int p = 0; p < n; p++) pthread_join(th[p], NULL);
+      ir_op op = kind == IR_COLL_SUM ? IR_ADD : kind == IR_COLL_MAX ? IR_MAX : IR_MIN;
+      for (int i = 0; i < ROWS * COLS; i++) {
+        double acc = ms[0].in[i];
+        for (int q = 1; q < n; q++) {
+          double x[2] = {acc, ms[q].in[i]};
+          acc = ir_eval_elementwise(op, NULL, JIT_F32, JIT_F32, x);
+        }
+        float want = (float)acc, got = ms[0].out[i];
+        for (int p = 0; p < n; p++) assert_memory_equal(&ms[p].out[i], &got, sizeof got);
+        if (isnan(want)) assert_true(isnan(got));
+        else assert_memory_equal(&got, &want, sizeof got);
+      }
+      coll_group_free(g);
+    }
+}
+
 /* A device that fails aborts the world: its peers' collectives fail instead of waiting for it,
    and after a reset the world works again. */
 typedef struct world_member {
@@ -220,6 +259,7 @@ int main(void) {
       cmocka_unit_test(test_gather_scatter_permute),
       cmocka_unit_test(test_all_to_all),
       cmocka_unit_test(test_axis_index_and_errors),
+      cmocka_unit_test(test_all_reduce_special),
       cmocka_unit_test(test_world_abort),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

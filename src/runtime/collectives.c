@@ -5,6 +5,7 @@
  * and deterministic, since each result is a function of the operands alone. */
 #include "runtime/collectives.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,10 +108,33 @@ static bool fold_sum_fast(const coll_group *g, jit_dtype dt, int64_t off, int64_
   return false;
 }
 
+/* max and min of f32 as the interpreter defines them: NaN wins, and of two zeros max takes +0
+   and min -0 (so the fold is commutative). */
+static inline float max_f32(float a, float b, bool max) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a != b) return (a > b) == max ? a : b;
+  return (signbit(a) != 0) == max ? b : a;
+}
+
+static bool fold_minmax_fast(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t off,
+                             int64_t count, void *out) {
+  if (dt != JIT_F32) return false;
+  bool max = kind == IR_COLL_MAX;
+  float *o = out;
+  memcpy(o, (const float *)g->ins[0] + off, (size_t)count * sizeof *o);
+  for (int q = 1; q < g->n; q++) {
+    const float *x = (const float *)g->ins[q] + off;
+    for (int64_t i = 0; i < count; i++) o[i] = max_f32(o[i], x[i], max);
+  }
+  return true;
+}
+
 /* out[i] = fold over members q of ins[q][at(q) + i], i < count, in position order. */
 static void fold(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off, int64_t count,
                  void *out) {
   if (kind == IR_COLL_SUM && fold_sum_fast(g, dt, src_off, count, out)) return;
+  if (kind != IR_COLL_SUM && fold_minmax_fast(g, dt, kind, src_off, count, out)) return;
   ir_op op = reduce_op(kind);
   for (int64_t i = 0; i < count; i++) {
     double acc = ir_load_f64(dt, g->ins[0], src_off + i);
