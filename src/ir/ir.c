@@ -307,11 +307,12 @@ jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, 
   return ir_add_body(dst, copy, in->op == IR_SCAN ? &out->scan.body : &out->smap.body);
 }
 
-jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map) {
+jit_status ir_copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir_ref *map) {
   ir_ref small[8], *ops = small;
   uint32_t cap = 8;
   for (uint32_t i = src->n_params; i < src->n_ins; i++) {
     const ir_ins *in = &src->ins[i];
+    if (keep && !keep[i]) continue;
     if (in->n_args > cap) {
       if (ops != small) free(ops);
       cap = in->n_args;
@@ -333,4 +334,8 @@ jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map) {
   }
   if (ops != small) free(ops);
   return JIT_OK;
+}
+
+jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map) {
+  return ir_copy_marked(dst, src, NULL, map);
 }

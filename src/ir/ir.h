@@ -287,6 +287,8 @@ jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, 
    dst refs src's params read as, and map[i] receives the copy of src's instruction i (types
    interned, locations and attributes kept, scan bodies cloned). JIT_ENOMEM (dst->oom set). */
 jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map);
+/* ir_copy_into of the instructions keep marks only (keep NULL: all). */
+jit_status ir_copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir_ref *map);
 /* The body of a SCAN instruction, or NULL when its index is out of range. */
 const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan);
 /* The body of a SCAN or SHARD_MAP (NULL: another op, or out of range). */

@@ -404,14 +404,11 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
       return FAIL(JIT_ESHAPE, "a sharding of rank %d for %s", attr->sharding->rank, ty(args[0]).s);
     *out = *args[0];
     break;
-  case IR_ALL_REDUCE:
-  case IR_ALL_GATHER:
-  case IR_REDUCE_SCATTER:
-  case IR_ALL_TO_ALL:
-  case IR_COLLECTIVE_PERMUTE:
-  case IR_SHARD_SLICE:
-  case IR_AXIS_INDEX: st = infer_collective(op, n_args ? args[0] : NULL, attr, out, why, why_n); break;
   default:
+    if (ir_op_is_collective(op)) {
+      st = infer_collective(op, n_args ? args[0] : NULL, attr, out, why, why_n);
+      break;
+    }
     if (!(ir_op_flags[op] & IR_EW)) return FAIL(JIT_EINTERNAL, "no type rule");
     st = infer_elementwise(op, n_args, args, attr, declared, out, why, why_n);
     break;

@@ -229,28 +229,7 @@ typedef struct split {
 /* Emits src's instructions marked in keep (never its params) into dst in order, reading operands
    through map; map[i] receives the copy of instruction i. */
 static jit_status copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir_ref *map) {
-  ir_ref small[8], *ops = small;
-  uint32_t cap = 8;
-  for (uint32_t i = src->n_params; i < src->n_ins; i++) {
-    const ir_ins *in = &src->ins[i];
-    if (!keep[i]) continue;
-    if (in->n_args > cap) {
-      if (ops != small) free(ops);
-      cap = in->n_args;
-      if (!(ops = malloc(cap * sizeof *ops))) return jit_error(JIT_ENOMEM, "%s: out of memory", who);
-    }
-    for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
-    ir_attr a;
-    ir_ty ty = ir_type_intern(dst, ir_type_of(src, i));
-    map[i] = ty == UINT32_MAX || ir_attr_for_copy(dst, src, in, &a) != JIT_OK
-                 ? IR_NOREF
-                 : ir_emit(dst, in->op, ty, in->n_args, ops, &a, in->loc);
-    if (map[i] == IR_NOREF) {
-      if (ops != small) free(ops);
-      return jit_error(JIT_ENOMEM, "%s: out of memory", who);
-    }
-  }
-  if (ops != small) free(ops);
+  if (ir_copy_marked(dst, src, keep, map) != JIT_OK) return jit_error(JIT_ENOMEM, "%s: out of memory", who);
   return JIT_OK;
 }
 
