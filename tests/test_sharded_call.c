@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,11 +237,72 @@ static void test_constraint(void **state) {
   jit_ctx_destroy(c);
 }
 
+/* Host threads calling one partitioned function at once: each gets its own right answer (device
+   jobs of a context run one at a time; each device keeps its own intermediates). */
+typedef struct host_call {
+  jit_fn *f;
+  jit_array *x, *w, *b;
+  const jit_array *want;
+  int ok;
+} host_call;
+
+static void *host_main(void *arg) {
+  host_call *h = arg;
+  h->ok = 1;
+  for (int i = 0; i < 20 && h->ok; i++) {
+    jit_array *got[2];
+    if (jit_call(h->f, (jit_array *[]){h->x, h->w, h->b}, got) != JIT_OK) {
+      h->ok = 0;
+      break;
+    }
+    float *g = host(got[0]), *w = host(h->want);
+    for (size_t k = 0; k < jit_array_nbytes(got[0]) / 4; k++)
+      if (fabs((double)g[k] - w[k]) > 1e-5 * (1 + fabs((double)w[k]))) h->ok = 0;
+    free(g);
+    free(w);
+    jit_array_free(got[0]);
+    jit_array_free(got[1]);
+  }
+  return NULL;
+}
+
+static void test_host_threads(void **state) {
+  (void)state;
+  jit_ctx *c = ctx_of(4, 2, 3);
+  const int64_t sx[2] = {64, 48}, sw[2] = {48, 32}, sb[1] = {32}, s4[1] = {4};
+  jit_array *x = random_f32(c, 2, sx, 1), *w = random_f32(c, 2, sw, 2), *b = random_f32(c, 1, sb, 3);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
+  assert_int_equal(jit_compile(c, mlp, NULL, &o, &f), JIT_OK);
+  jit_array *want[2];
+  assert_int_equal(jit_call(f, (jit_array *[]){x, w, b}, want), JIT_OK);
+  jit_mesh *m = mesh(c, 1, s4);
+  jit_array *px = put(x, m, "x,_");
+  host_call h[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    h[i] = (host_call){f, px, w, b, want[0], 0};
+    assert_int_equal(pthread_create(&th[i], NULL, host_main, &h[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 4; i++) assert_true(h[i].ok);
+  jit_array_free(want[0]);
+  jit_array_free(want[1]);
+  jit_array_free(px);
+  jit_array_free(x);
+  jit_array_free(w);
+  jit_array_free(b);
+  jit_mesh_free(m);
+  jit_fn_free(f);
+  jit_ctx_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_interpreted),
       cmocka_unit_test(test_mlp_compiled),
       cmocka_unit_test(test_constraint),
+      cmocka_unit_test(test_host_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
