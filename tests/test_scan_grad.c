@@ -324,8 +324,57 @@ static void test_nothing_saved(void **state) {
   ir_func_free(f);
 }
 
+/* A body that reads 70 values of the enclosing trace (70 consts: more operands than a 64-bit
+   mask holds): the 70 entries of w, sliced outside the loop. loss = sum over steps of
+   sum_i w_i * x_t, so d loss / d w_i = the sum of the xs. */
+enum { MANY = 70 };
+
+static void many_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                      jit_val *y, void *user) {
+  const jit_val *w = user;
+  (void)y;
+  jit_val acc = carry[0];
+  for (int i = 0; i < MANY; i++) acc = jit_add(t, acc, jit_mul(t, w[i], x[0]));
+  new_carry[0] = acc;
+}
+
+static void many_loss(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val w[MANY];
+  for (int i = 0; i < MANY; i++) {
+    const int64_t lo = i, hi = i + 1;
+    w[i] = jit_reshape(t, jit_slice(t, args[1], &lo, &hi, NULL), 0, NULL);
+  }
+  jit_val c0 = jit_full(t, JIT_F64, 0, NULL, 0.0), fin;
+  jit_scan(t, many_body, w, 1, &c0, 1, &args[0], -1, 0, &fin, 0, NULL);
+  results[0] = fin;
+}
+
+static void many_vg(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_value_and_grad(t, many_loss, NULL, 2, args, 3, 0, results);
+}
+
+static void test_many_operands(void **state) {
+  (void)state;
+  ot_array in[2], out[3];
+  const int64_t len = 5, nw = MANY;
+  in[0] = ot_random(JIT_F64, 1, &len, 3, -1, 1);
+  in[1] = ot_random(JIT_F64, 1, &nw, 4, -1, 1);
+  OT_ASSERT_OK(ot_run("many", many_vg, NULL, 2, in, 3, out));
+  double sx = 0, sw = 0;
+  for (int t = 0; t < len; t++) sx += in[0].v[t];
+  for (int i = 0; i < MANY; i++) sw += in[1].v[i];
+  assert_true(fabs(out[0].v[0] - sw * sx) < 1e-12 * (1 + fabs(sw * sx)));
+  for (int t = 0; t < len; t++) assert_true(fabs(out[1].v[t] - sw) < 1e-12 * (1 + fabs(sw)));
+  for (int i = 0; i < MANY; i++) assert_true(fabs(out[2].v[i] - sx) < 1e-12 * (1 + fabs(sx)));
+  for (int i = 0; i < 2; i++) ot_free(&in[i]);
+  for (int i = 0; i < 3; i++) ot_free(&out[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_many_operands),
       cmocka_unit_test(test_cumsum),          cmocka_unit_test(test_rnn),
       cmocka_unit_test(test_nested),          cmocka_unit_test(test_grad_of_grad),
       cmocka_unit_test(test_residuals_in_ir),

@@ -609,14 +609,13 @@ static bool differentiable(ir_op op) {
 
 /* ---- the transformation ------------------------------------------------------------------- */
 
-static jit_status check(const ir_func *body, uint64_t wrt_mask, uint32_t n_aux) {
+static jit_status check(const ir_func *body, const bool *wrt, uint32_t n_aux) {
   if (body->n_results < 1 + (uint64_t)n_aux)
     return jit_error(JIT_EINVAL, "%s: the function has %u results, fewer than 1 + %u aux", who,
                      (unsigned)body->n_results, (unsigned)n_aux);
-  if (!wrt_mask) return jit_error(JIT_EINVAL, "%s: wrt_mask selects no argument", who);
-  if (body->n_params < 64 && wrt_mask >> body->n_params)
-    return jit_error(JIT_EINVAL, "%s: wrt_mask %#llx selects an argument past the %u given", who,
-                     (unsigned long long)wrt_mask, (unsigned)body->n_params);
+  bool any = false;
+  for (uint32_t p = 0; p < body->n_params; p++) any |= wrt[p];
+  if (!any) return jit_error(JIT_EINVAL, "%s: wrt_mask selects no argument", who);
   const ir_type *loss = ir_type_of(body, body->results[0]);
   char buf[96];
   if (loss->rank != 0) {
@@ -627,9 +626,9 @@ static jit_status check(const ir_func *body, uint64_t wrt_mask, uint32_t n_aux) 
     ir_format_type(loss, buf, sizeof buf);
     return jit_error(JIT_EDTYPE, "%s: the loss (result 0) must be a float, got %s", who, buf);
   }
-  for (uint32_t p = 0; p < body->n_params && p < 64; p++) {
+  for (uint32_t p = 0; p < body->n_params; p++) {
     const ir_type *t = ir_type_of(body, p);
-    if ((wrt_mask >> p & 1) && !ir_dtype_is_float(t->dtype)) {
+    if (wrt[p] && !ir_dtype_is_float(t->dtype)) {
       ir_format_type(t, buf, sizeof buf);
       return jit_error(JIT_EDTYPE, "%s: argument %u is %s: only float arguments have gradients",
                        who, (unsigned)p, buf);
@@ -640,7 +639,20 @@ static jit_status check(const ir_func *body, uint64_t wrt_mask, uint32_t n_aux) 
 
 jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_ref *args,
                                   uint64_t wrt_mask, uint32_t n_aux, ir_ref *results, ir_loc loc) {
-  jit_status st = check(body, wrt_mask, n_aux);
+  if (body->n_params < 64 && wrt_mask >> body->n_params)
+    return jit_error(JIT_EINVAL, "%s: wrt_mask %#llx selects an argument past the %u given", who,
+                     (unsigned long long)wrt_mask, (unsigned)body->n_params);
+  bool small[64] = {0}, *wrt = body->n_params <= 64 ? small : calloc(body->n_params, sizeof *wrt);
+  if (!wrt) return jit_error(JIT_ENOMEM, "%s: out of memory", who);
+  for (uint32_t p = 0; p < body->n_params; p++) wrt[p] = p < 64 && (wrt_mask >> p & 1);
+  jit_status st = ir_value_and_grad_sel(dst, body, args, wrt, n_aux, results, loc);
+  if (wrt != small) free(wrt);
+  return st;
+}
+
+jit_status ir_value_and_grad_sel(ir_func *dst, const ir_func *body, const ir_ref *args,
+                                 const bool *wrt, uint32_t n_aux, ir_ref *results, ir_loc loc) {
+  jit_status st = check(body, wrt, n_aux);
   if (st != JIT_OK) return st;
   grad g = {.dst = dst, .body = body, .loc = loc};
   size_t n = body->n_ins ? body->n_ins : 1;
@@ -676,7 +688,7 @@ jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_re
     bool fl = in->op == IR_SCAN || ir_dtype_is_float(body->types[in->ty].dtype);
     if (i < body->n_params) {
       g.fwd[i] = args[i];
-      g.dep[i] = fl && i < 64 && (wrt_mask >> i & 1);
+      g.dep[i] = fl && wrt[i];
       continue;
     }
     for (uint32_t k = 0; k < in->n_args; k++) {
@@ -720,8 +732,8 @@ jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_re
   g.loc = loc;
   uint32_t k = 0;
   for (uint32_t i = 0; i <= n_aux; i++) results[k++] = g.fwd[body->results[i]];
-  for (uint32_t p = 0; p < body->n_params && p < 64; p++) {
-    if (!(wrt_mask >> p & 1)) continue;
+  for (uint32_t p = 0; p < body->n_params; p++) {
+    if (!wrt[p]) continue;
     results[k++] = g.ct[p] != IR_NOREF ? g.ct[p] : cst(&g, &body->types[body->ins[p].ty], 0);
   }
 

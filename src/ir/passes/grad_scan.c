@@ -128,6 +128,8 @@ static ir_func *joint_vjp(const ir_func *b, uint32_t c0, uint32_t nc, uint32_t n
   ir_ref *largs = malloc((n_in + b->n_results + 1) * sizeof *largs);
   ir_ref *grads = malloc((1 + b->n_results + n_in + 1) * sizeof *grads);
   ir_ref *map = malloc((b->n_ins + 1) * sizeof *map), *res = malloc((nc + c0 + nx + 1) * sizeof *res);
+  ir_ref *g_of = NULL;
+  bool *wrt = NULL;
   if (*st != JIT_OK) goto fail;
   if (!bb || !p || !largs || !grads || !map || !res) {
     *st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
@@ -153,20 +155,20 @@ static ir_func *joint_vjp(const ir_func *b, uint32_t c0, uint32_t nc, uint32_t n
   for (uint32_t i = 0; i < nx; i++) largs[c0 + nc + i] = x_t[i];
   for (uint32_t i = 0; i < nc; i++) largs[n_in + i] = ct_c[i];
   for (uint32_t j = 0; j < ny; j++) largs[n_in + nc + j] = ct_y[j];
-  if (n_in > 64) {
-    *st = jit_error(JIT_EUNSUPPORTED, "%s: a scan with more than 64 consts, carries and xs", who);
+  wrt = calloc(l->n_params + 1, sizeof *wrt);
+  g_of = malloc((n_in + 1) * sizeof *g_of);
+  if (!wrt || !g_of) {
+    *st = jit_error(JIT_ENOMEM, "%s: out of memory", who);
     goto fail;
   }
-  uint64_t wrt = 0;
-  for (uint32_t i = 0; i < n_in; i++)
-    if (ir_dtype_is_float(ir_type_of(b, i)->dtype)) wrt |= 1ull << i;
-  ir_ref g_of[64];
+  bool any = false;
+  for (uint32_t i = 0; i < n_in; i++) any |= wrt[i] = ir_dtype_is_float(ir_type_of(b, i)->dtype);
   for (uint32_t i = 0; i < n_in; i++) g_of[i] = IR_NOREF;
   /* bb has no tags of its own, so value_and_grad keeps l's on its forward copies and tags its
      recomputations above them */
   *rc_first = ir_remat_max_tag(l) + 1;
-  if (wrt) {
-    jit_status gs = ir_value_and_grad_into(bb, l, largs, wrt, b->n_results, grads, loc);
+  if (any) {
+    jit_status gs = ir_value_and_grad_sel(bb, l, largs, wrt, b->n_results, grads, loc);
     if (gs != JIT_OK) {
       *st = gs;
       goto fail;
@@ -174,7 +176,7 @@ static ir_func *joint_vjp(const ir_func *b, uint32_t c0, uint32_t nc, uint32_t n
     memcpy(aux, grads + 1, b->n_results * sizeof *aux);
     uint32_t gi = 1 + b->n_results;
     for (uint32_t i = 0; i < n_in; i++)
-      if (wrt >> i & 1) g_of[i] = grads[gi++];
+      if (wrt[i]) g_of[i] = grads[gi++];
   } else { /* nothing to differentiate: the step itself, for the forward body */
     memcpy(map, largs, n_in * sizeof *map);
     if (ir_copy_into(bb, b, map) != JIT_OK) {
@@ -201,6 +203,8 @@ static ir_func *joint_vjp(const ir_func *b, uint32_t c0, uint32_t nc, uint32_t n
   free(grads);
   free(map);
   free(res);
+  free(g_of);
+  free(wrt);
   return bb;
 fail:
   ir_func_free(l);
@@ -210,6 +214,8 @@ fail:
   free(grads);
   free(map);
   free(res);
+  free(g_of);
+  free(wrt);
   return NULL;
 }
 

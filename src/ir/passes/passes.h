@@ -58,6 +58,10 @@ jit_status ir_vmap_into(ir_func *dst, const ir_func *body, const ir_ref *args, c
    instructions carry the location of their forward instruction; loc is for the rest. */
 jit_status ir_value_and_grad_into(ir_func *dst, const ir_func *body, const ir_ref *args,
                                   uint64_t wrt_mask, uint32_t n_aux, ir_ref *results, ir_loc loc);
+/* The same with the params to differentiate selected by wrt[0..body->n_params) (any number of
+   them: a scan's rule differentiates its step over all its operands). */
+jit_status ir_value_and_grad_sel(ir_func *dst, const ir_func *body, const ir_ref *args,
+                                 const bool *wrt, uint32_t n_aux, ir_ref *results, ir_loc loc);
 /* grad_scan.c: SCAN's reverse-mode rule, for grad.c. Emits into dst the backward (reverse
    direction) scan of src's scan instruction `in`: ops are in's operands as dst refs, fwd_scan
    the dst ref of its forward scan, a SCAN whose body returns what in's body returns; its body is
