@@ -26,7 +26,7 @@ static const char *const who = "value_and_grad";
 static ir_ref put(ir_func *f, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
                   const ir_type *declared, ir_loc loc, jit_status *st) {
   if (*st != JIT_OK) return IR_NOREF;
-  const ir_type *tys[4];
+  const ir_type *tys[4] = {0};
   ir_type copies[4];
   for (uint32_t i = 0; i < n && i < 4; i++) {
     copies[i] = *ir_type_of(f, args[i]);
