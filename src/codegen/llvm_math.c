@@ -116,8 +116,10 @@ static LLVMValueRef pow2i(em *e, const fmt_info *f, LLVMValueRef n) {
    x = n ln2 + r, |r| <= ln2/2, with n = rint(x / ln2) read from the low bits of x/ln2 + 1.5*2^m.
    With fma, x - n*ln2_hi is exact (both are multiples of ulp(ln2_hi) near the result), and
    ln2_lo brings r to ~2^-48 relative. exp(r) = 1 + r*P(r), P minimax for relative error.
-   2^n is applied as 2^(n/2) * 2^(n - n/2) so that results in the subnormal range are rounded once
-   and overflow gives inf; x is clamped first to where n fits that scheme. */
+   2^n is applied as two factors, 2^(n + 64) * 2^-64 for x < 0 and 2^(n - 1) * 2 otherwise (f64:
+   512, 1), so that results in the subnormal range are rounded once and overflow gives inf; the
+   first factor is normal and exact because x is clamped first. A NaN x needs no select: it
+   reaches the result through every fma and multiply, whatever bits n gets from it. */
 
 static const double EXP32_P[] = {1.0,
                                  0.4999999403953552,
@@ -151,10 +153,11 @@ static LLVMValueRef emit_exp(em *e, LLVMValueRef x) {
   r = fma3(e, nf, kf(e, -ln2_lo), r);
   LLVMValueRef p = e->f64 ? poly(e, r, EXP64_P, 11) : poly(e, r, EXP32_P, 6);
   p = fma3(e, p, r, kf(e, 1.0));
-  LLVMValueRef n1 = LLVMBuildAShr(e->b, n, ki(e, 1), "");
-  LLVMValueRef n2 = LLVMBuildSub(e->b, n, n1, "");
-  LLVMValueRef y = mul(e, mul(e, p, pow2i(e, f, n1)), pow2i(e, f, n2));
-  return sel(e, is_nan(e, x), x, y);
+  LLVMValueRef neg = fcmp(e, LLVMRealOLT, xc, kf(e, 0.0));
+  int down = e->f64 ? 512 : 64;
+  LLVMValueRef s1 = pow2i(e, f, LLVMBuildAdd(e->b, n, sel(e, neg, ki(e, down), ki(e, -1)), ""));
+  LLVMValueRef s2 = sel(e, neg, kf(e, e->f64 ? 0x1p-512 : 0x1p-64), kf(e, 2.0));
+  return mul(e, mul(e, p, s1), s2);
 }
 
 /* ---- log ---------------------------------------------------------------------------------
