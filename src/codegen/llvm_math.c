@@ -212,7 +212,7 @@ static LLVMValueRef emit_log(em *e, LLVMValueRef x) {
    to 1 from 9.011 on), -2a = n ln2 - 2r with n = rint(-2a log2 e) in [-27, -2] and r = a + n ln2/2
    in one fma (exact for the high part of ln2/2; the low part would change w by n 1.9e-9
    relative, at most 0.42 ulp of w where it is scaled by 2w <= 4e-4, and 4e-9 at n = -2),
-   exp(-2r) = 1 + r E(r) on |r| <= ln2/4 (minimax, relative), and 2^n is one normal factor.
+   exp(-2r) = 1 + r E(r) on |r| <= ln2/4 (minimax, relative), and 2^n one normal factor.
    Degrees (f32): P 3 (3.7e-8 relative on [0, 0.55]; that branch stays under 1.1 ulp), E 5
    (degree 4 would reach 2.0 ulp at a = 0.555).
    Computing one formula for every a (e/(e + 2) with e = expm1(2a) below T) was tried: the
@@ -245,10 +245,12 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
     LLVMValueRef ac = sel(e, fcmp(e, LLVMRealOGT, a, kf(e, 9.125)), kf(e, 9.125), a);
     LLVMValueRef t = fma3(e, ac, kf(e, -2 * 1.4426950216293335), kf(e, f->round_m));
     LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
-    LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
+    LLVMValueRef mn = LLVMBuildSub(e->b, as_int(e, kf(e, f->round_m)), as_int(e, t), "");
     LLVMValueRef r = fma3(e, nf, kf(e, 0.5 * 0.6931471824645996), ac);
-    LLVMValueRef w = mul(e, fma3(e, r, poly(e, r, TANH32_E, 6), kf(e, 1.0)), pow2i(e, f, n));
-    LLVMValueRef q = fdiv(e, w, add(e, w, kf(e, 1.0)));
+    LLVMValueRef p = fma3(e, r, poly(e, r, TANH32_E, 6), kf(e, 1.0));
+    /* w/(w + 1) = p/(p + 2^-n) exactly (scaling by 2^n commutes with rounding here), and
+       2^-n in [4, 2^27] costs no multiply */
+    LLVMValueRef q = fdiv(e, p, add(e, p, pow2i(e, f, mn)));
     big = fma3(e, q, kf(e, -2.0), kf(e, 1.0));
   }
   LLVMValueRef y = sel(e, fcmp(e, LLVMRealOLT, a, kf(e, e->f64 ? 0.3 : 0.55)), small, big);
