@@ -212,7 +212,7 @@ static LLVMValueRef emit_log(em *e, LLVMValueRef x) {
    to 1 from 9.011 on), -2a = n ln2 - 2r with n = rint(-2a log2 e) in [-27, -2] and r = a + n ln2/2
    in one fma (exact for the high part of ln2/2; the low part would change w by n 1.9e-9
    relative, at most 0.42 ulp of w where it is scaled by 2w <= 4e-4, and 4e-9 at n = -2),
-   exp(-2r) = 1 + r E(r) on |r| <= ln2/4 (minimax, relative), and 2^n one normal factor.
+   exp(-2r) = 1 + r E(r) on |r| <= ln2/4 (minimax, relative), and 2^-n one normal number.
    Degrees (f32): P 3 (3.7e-8 relative on [0, 0.55]; that branch stays under 1.1 ulp), E 5
    (degree 4 would reach 2.0 ulp at a = 0.555).
    Computing one formula for every a (e/(e + 2) with e = expm1(2a) below T) was tried: the
