@@ -116,10 +116,10 @@ static LLVMValueRef pow2i(em *e, const fmt_info *f, LLVMValueRef n) {
    x = n ln2 + r, |r| <= ln2/2, with n = rint(x / ln2) read from the low bits of x/ln2 + 1.5*2^m.
    With fma, x - n*ln2_hi is exact (both are multiples of ulp(ln2_hi) near the result), and
    ln2_lo brings r to ~2^-48 relative. exp(r) = 1 + r*P(r), P minimax for relative error.
-   2^n is applied as two factors, 2^(n + 64) * 2^-64 for x < 0 and 2^(n - 1) * 2 otherwise (f64:
-   512, 1), so that results in the subnormal range are rounded once and overflow gives inf; the
-   first factor is normal and exact because x is clamped first. A NaN x needs no select: it
-   reaches the result through every fma and multiply, whatever bits n gets from it. */
+   2^n is applied as two factors, 2^(n + 64) * 2^-64 for x < 0 (f64: 2^(n + 512) * 2^-512) and
+   2^(n - 1) * 2 otherwise, so that results in the subnormal range are rounded once and overflow
+   gives inf; the first factor is normal and exact because x is clamped first. A NaN x needs no
+   select: it reaches the result through every fma and multiply, whatever bits n gets from it. */
 
 static const double EXP32_P[] = {1.0,
                                  0.4999999403953552,
@@ -210,13 +210,13 @@ static LLVMValueRef emit_log(em *e, LLVMValueRef x) {
    f32 writes the second as 1 - 2 w/(w + 1) with w = exp(-2a) in (0, 0.34], where w's error is
    scaled by 2w/(1 + w)^2 <= 0.38: so w needs no general exp. a is clamped to 9.125 (tanh rounds
    to 1 from 9.011 on), -2a = n ln2 - 2r with n = rint(-2a log2 e) in [-27, -2] and r = a + n ln2/2
-   in one fma (exact for the high part of ln2/2; the low part would change w by n 1.9e-9
-   relative, at most 0.42 ulp of w where it is scaled by 2w <= 4e-4, and 4e-9 at n = -2),
+   in one fma (exact for the high part of ln2/2; the low part, left out, would change w by
+   |n| 1.9e-9 relative, which moves tanh by at most 2e-9, 0.03 ulp, since w ~ 2^n),
    exp(-2r) = 1 + r E(r) on |r| <= ln2/4 (minimax, relative), and 2^-n one normal number.
    Degrees (f32): P 3 (3.7e-8 relative on [0, 0.55]; that branch stays under 1.1 ulp), E 5
    (degree 4 would reach 2.0 ulp at a = 0.555).
-   Computing one formula for every a (e/(e + 2) with e = expm1(2a) below T) was tried: the
-   roundings of e and e + 2 cost up to 2.6 ulp, for one fewer multiply-add in all.
+   One formula for every a (e/(e + 2) with e = expm1(2a) below T, no small branch) was tried: the
+   roundings of e and of e + 2 cost up to 2.6 ulp.
    f64 keeps the general exp: 1 - 2/(exp(2a) + 1), where exp overflows to inf past 355 and the
    result saturates to exactly 1. */
 
