@@ -27,7 +27,7 @@
 
 /* The bounds documented in docs/MATH.md, in ulp, on each function's documented range. */
 static const double BOUND32[CG_MATH_COUNT] = {
-    [CG_MATH_EXP] = 1,   [CG_MATH_LOG] = 1, [CG_MATH_TANH] = 2, [CG_MATH_LOGISTIC] = 2.5,
+    [CG_MATH_EXP] = 1,   [CG_MATH_LOG] = 1, [CG_MATH_TANH] = 1.5, [CG_MATH_LOGISTIC] = 2.5,
     [CG_MATH_ERF] = 1.5, [CG_MATH_SIN] = 2, [CG_MATH_COS] = 2};
 static const double BOUND64[CG_MATH_COUNT] = {
     [CG_MATH_EXP] = 1.5, [CG_MATH_LOG] = 1.5, [CG_MATH_TANH] = 3, [CG_MATH_LOGISTIC] = 3,
@@ -377,6 +377,9 @@ static const edge EDGES[] = {
     {CG_MATH_TANH, -0.0, -0.0, 0},        {CG_MATH_TANH, INFINITY, 1.0, 0},
     {CG_MATH_TANH, -INFINITY, -1.0, 0},   {CG_MATH_TANH, 20.0, 1.0, 0},
     {CG_MATH_TANH, -1e30, -1.0, 0},       {CG_MATH_TANH, NAN, NAN, 0},
+    {CG_MATH_TANH, 0x1p-140, 0x1p-140, 0}, {CG_MATH_TANH, -0x1p-149, -0x1p-149, 0},
+    {CG_MATH_TANH, 9.125, 1.0, 32},       {CG_MATH_TANH, -3.4e38, -1.0, 0},
+    {CG_MATH_EXP, -0x1p-140, 1.0, 0},     {CG_MATH_EXP, 0x1p-149, 1.0, 0},
     {CG_MATH_LOGISTIC, 0.0, 0.5, 0},      {CG_MATH_LOGISTIC, -0.0, 0.5, 0},
     {CG_MATH_LOGISTIC, INFINITY, 1.0, 0}, {CG_MATH_LOGISTIC, -INFINITY, 0.0, 0},
     {CG_MATH_LOGISTIC, 100.0, 1.0, 0},    {CG_MATH_LOGISTIC, -1e30, 0.0, 0},

@@ -116,8 +116,10 @@ static LLVMValueRef pow2i(em *e, const fmt_info *f, LLVMValueRef n) {
    x = n ln2 + r, |r| <= ln2/2, with n = rint(x / ln2) read from the low bits of x/ln2 + 1.5*2^m.
    With fma, x - n*ln2_hi is exact (both are multiples of ulp(ln2_hi) near the result), and
    ln2_lo brings r to ~2^-48 relative. exp(r) = 1 + r*P(r), P minimax for relative error.
-   2^n is applied as 2^(n/2) * 2^(n - n/2) so that results in the subnormal range are rounded once
-   and overflow gives inf; x is clamped first to where n fits that scheme. */
+   2^n is applied as two factors, 2^(n + 64) * 2^-64 for x < 0 (f64: 2^(n + 512) * 2^-512) and
+   2^(n - 1) * 2 otherwise, so that results in the subnormal range are rounded once and overflow
+   gives inf; the first factor is normal and exact because x is clamped first. A NaN x needs no
+   select: it reaches the result through every fma and multiply, whatever bits n gets from it. */
 
 static const double EXP32_P[] = {1.0,
                                  0.4999999403953552,
@@ -151,10 +153,11 @@ static LLVMValueRef emit_exp(em *e, LLVMValueRef x) {
   r = fma3(e, nf, kf(e, -ln2_lo), r);
   LLVMValueRef p = e->f64 ? poly(e, r, EXP64_P, 11) : poly(e, r, EXP32_P, 6);
   p = fma3(e, p, r, kf(e, 1.0));
-  LLVMValueRef n1 = LLVMBuildAShr(e->b, n, ki(e, 1), "");
-  LLVMValueRef n2 = LLVMBuildSub(e->b, n, n1, "");
-  LLVMValueRef y = mul(e, mul(e, p, pow2i(e, f, n1)), pow2i(e, f, n2));
-  return sel(e, is_nan(e, x), x, y);
+  LLVMValueRef neg = fcmp(e, LLVMRealOLT, xc, kf(e, 0.0));
+  int down = e->f64 ? 512 : 64;
+  LLVMValueRef s1 = pow2i(e, f, LLVMBuildAdd(e->b, n, sel(e, neg, ki(e, down), ki(e, -1)), ""));
+  LLVMValueRef s2 = sel(e, neg, kf(e, e->f64 ? 0x1p-512 : 0x1p-64), kf(e, 2.0));
+  return mul(e, mul(e, p, s1), s2);
 }
 
 /* ---- log ---------------------------------------------------------------------------------
@@ -201,28 +204,57 @@ static LLVMValueRef emit_log(em *e, LLVMValueRef x) {
 }
 
 /* ---- tanh --------------------------------------------------------------------------------
-   |x| < T: x + x^3 P(x^2) (minimax, relative). Else 1 - 2/(exp(2|x|) + 1) with x's sign: no
-   cancellation there (tanh(T) >= 0.29), and exp overflow to inf saturates to exactly 1. */
+   Both branches are computed on a = |x| and the sign is restored once at the end:
+     a < T:   a + a^3 P(a^2) (minimax, relative).
+     a >= T:  1 - 2/(exp(2a) + 1), with no cancellation (tanh(T) > 1/2 in f32, 0.29 in f64).
+   f32 writes the second as 1 - 2 w/(w + 1) with w = exp(-2a) in (0, 0.34], where w's error is
+   scaled by 2w/(1 + w)^2 <= 0.38: so w needs no general exp. a is clamped to 9.125 (tanh rounds
+   to 1 from 9.011 on), -2a = n ln2 - 2r with n = rint(-2a log2 e) in [-27, -2] and r = a + n ln2/2
+   in one fma (exact for the high part of ln2/2; the low part, left out, would change w by
+   |n| 1.9e-9 relative, which moves tanh by at most 2e-9, 0.03 ulp, since w ~ 2^n),
+   exp(-2r) = 1 + r E(r) on |r| <= ln2/4 (minimax, relative), and 2^-n one normal number.
+   Degrees (f32): P 3 (3.7e-8 relative on [0, 0.55]; that branch stays under 1.1 ulp), E 5
+   (degree 4 would reach 2.0 ulp at a = 0.555).
+   One formula for every a (e/(e + 2) with e = expm1(2a) below T, no small branch) was tried: the
+   roundings of e and of e + 2 cost up to 2.6 ulp.
+   f64 keeps the general exp: 1 - 2/(exp(2a) + 1), where exp overflows to inf past 355 and the
+   result saturates to exactly 1. */
 
-static const double TANH32_P[] = {-0.333333283662796, 0.1333298236131668, -0.05389856547117233,
-                                  0.021285178139805794, -0.006614001467823982};
+static const double TANH32_P[] = {-0.3333294689655304, 0.13320724666118622,
+                                  -0.05267181247472763, 0.016437580808997154};
+static const double TANH32_E[] = {-2.0, 1.999999761581421, -1.3333144187927246, 0.666688084602356,
+                                  -0.2679738998413086, 0.08859916776418686};
 static const double TANH64_P[] = {
     -0.3333333333333333,   0.13333333333333072,   -0.05396825396778458,
     0.021869488497610775,  -0.008863233801032069, 0.0035920821156481663,
     -0.001455090718411639, 0.000582786569452815,  -0.0001997314284034809};
 
 static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
-  double T = e->f64 ? 0.3 : 0.5;
   LLVMValueRef a = fabs1(e, x);
-  LLVMValueRef y2 = mul(e, x, x);
-  LLVMValueRef P = e->f64 ? poly(e, y2, TANH64_P, 9) : poly(e, y2, TANH32_P, 5);
-  LLVMValueRef small = fma3(e, mul(e, x, y2), P, x);
-  /* tanh(x) rounds to x there, and -0 keeps its sign */
-  small = sel(e, fcmp(e, LLVMRealOLT, a, kf(e, e->f64 ? 0x1p-27 : 0x1p-12)), x, small);
-  LLVMValueRef ex = emit_exp(e, add(e, a, a));
-  LLVMValueRef big = sub(e, kf(e, 1.0), fdiv(e, kf(e, 2.0), add(e, ex, kf(e, 1.0))));
-  big = copysign2(e, big, x);
-  return sel(e, fcmp(e, LLVMRealOLT, a, kf(e, T)), small, big);
+  LLVMValueRef a2 = mul(e, a, a);
+  LLVMValueRef P = e->f64 ? poly(e, a2, TANH64_P, 9) : poly(e, a2, TANH32_P, 4);
+  /* a^3 underflows to 0 for tiny a, where tanh rounds to a */
+  LLVMValueRef small = fma3(e, mul(e, a, a2), P, a);
+  LLVMValueRef big;
+  if (e->f64) {
+    LLVMValueRef ex = emit_exp(e, add(e, a, a));
+    big = sub(e, kf(e, 1.0), fdiv(e, kf(e, 2.0), add(e, ex, kf(e, 1.0))));
+  } else {
+    const fmt_info *f = &FMT32;
+    /* NaN stays NaN */
+    LLVMValueRef ac = sel(e, fcmp(e, LLVMRealOGT, a, kf(e, 9.125)), kf(e, 9.125), a);
+    LLVMValueRef t = fma3(e, ac, kf(e, -2 * 1.4426950216293335), kf(e, f->round_m));
+    LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
+    LLVMValueRef mn = LLVMBuildSub(e->b, as_int(e, kf(e, f->round_m)), as_int(e, t), "");
+    LLVMValueRef r = fma3(e, nf, kf(e, 0.5 * 0.6931471824645996), ac);
+    LLVMValueRef p = fma3(e, r, poly(e, r, TANH32_E, 6), kf(e, 1.0));
+    /* w/(w + 1) = p/(p + 2^-n) exactly (scaling by 2^n commutes with rounding here), and
+       2^-n in [4, 2^27] costs no multiply */
+    LLVMValueRef q = fdiv(e, p, add(e, p, pow2i(e, f, mn)));
+    big = fma3(e, q, kf(e, -2.0), kf(e, 1.0));
+  }
+  LLVMValueRef y = sel(e, fcmp(e, LLVMRealOLT, a, kf(e, e->f64 ? 0.3 : 0.55)), small, big);
+  return copysign2(e, y, x); /* keeps -0; NaN comes through the big branch */
 }
 
 /* ---- logistic ----------------------------------------------------------------------------
