@@ -1053,6 +1053,7 @@ fail:
 static jit_status parse_func(parser *p) {
   jit_status st;
   results rs = {0};
+  bool made = false;
   tok head = p->t;
   lex(p); /* 'func' */
   if (p->t.k != T_GLOBAL) {
@@ -1067,6 +1068,7 @@ static jit_status parse_func(parser *p) {
   memcpy(name, p->t.s + 1, p->t.n - 1);
   name[p->t.n - 1] = '\0';
   p->f = ir_func_new(name);
+  made = true; /* from here p->f is this call's (before, it may be an enclosing scan's) */
   if (!p->f) {
     st = oom(p);
     goto fail;
@@ -1108,8 +1110,10 @@ static jit_status parse_func(parser *p) {
   return JIT_OK;
 fail:
   free(rs.t);
-  ir_func_free(p->f);
-  p->f = NULL;
+  if (made) {
+    ir_func_free(p->f);
+    p->f = NULL;
+  }
   return st;
 }
 
