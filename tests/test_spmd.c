@@ -88,6 +88,74 @@ static void test_text(void **state) {
                      "z");
 }
 
+static uint64_t rng(uint64_t *s);
+
+/* Malformed text (random edits of valid functions with meshes, collectives, a shard_map and a
+   scan) gets a status and a message, never a crash or a leak (the ASan build checks). */
+static const char nested_text[] =
+    "func @colsum(%0: f32[8,3], %1: f32[5,3]) -> (f32[3], f32[3]) {\n"
+    "  %2 = shard_map %0 mesh[x=4] in=[\"x,_\"] out=[\"_\"] : (f32[3]) {\n"
+    "      func @body(%0: f32[2,3]) -> f32[3] mesh[x=4] {\n"
+    "        %1 = reduce_sum %0 axes=[0] : f32[3]\n"
+    "        %2 = all_reduce %1 over=[x] kind=sum : f32[3]\n"
+    "        return %2\n"
+    "      }\n"
+    "  }\n"
+    "  %3 = get %2 index=0 : f32[3]\n"
+    "  %4 = scan %1 consts=0 carry=0 length=5 : (f32[5,3]) {\n"
+    "      func @step(%0: f32[3]) -> f32[3] {\n"
+    "        %1 = sharding %0 {mesh[x=3] \"x\"} : f32[3]\n"
+    "        return %1\n"
+    "      }\n"
+    "  }\n"
+    "  %5 = get %4 index=0 : f32[5,3]\n"
+    "  %6 = reduce_sum %5 axes=[0] : f32[3]\n"
+    "  return %3, %6\n"
+    "}\n";
+
+static void test_malformed_text(void **state) {
+  (void)state;
+  static const char *const seeds[] = {every_collective, nested_text};
+  static const char *const pieces[] = {"%", "[", "]", "{", "}", "\"", ",", "=", ":", "+", "_", "x",
+                                       "0", "9", "-", "@", " ", "\n", "mesh", "over", "in=", "out=",
+                                       "shard_map", "get", "scan", "func", "sharding", "kind=sum"};
+  ir_func *f = parse1(nested_text); /* the seeds themselves are valid */
+  assert_ir_roundtrip(f);
+  ir_func_free(f);
+  uint64_t s = 99;
+  int parsed = 0;
+  for (int i = 0; i < 3000; i++) {
+    const char *seed = seeds[i % 2];
+    size_t n = strlen(seed);
+    char *t = malloc(n + 64 * 8 + 1);
+    memcpy(t, seed, n + 1);
+    int edits = 1 + (int)(rng(&s) % 4);
+    for (int e = 0; e < edits; e++) {
+      size_t len = strlen(t), at = (size_t)(rng(&s) % (len + 1));
+      const char *p = pieces[rng(&s) % (sizeof pieces / sizeof pieces[0])];
+      if (rng(&s) % 3 == 0 && len > 0) { /* delete a byte */
+        memmove(t + at - (at == len), t + at + 1 - (at == len), len - at + (at == len));
+      } else { /* insert a piece */
+        size_t pl = strlen(p);
+        memmove(t + at + pl, t + at, len - at + 1);
+        memcpy(t + at, p, pl);
+      }
+    }
+    ir_func **fs = NULL;
+    uint32_t nf = 0;
+    jit_status st = ir_parse(t, strlen(t), &fs, &nf);
+    if (st == JIT_OK) {
+      parsed++;
+      for (uint32_t k = 0; k < nf; k++) ir_func_free(fs[k]);
+      free(fs);
+    } else {
+      assert_int_not_equal(jit_last_error()[0], '\0');
+    }
+    free(t);
+  }
+  assert_true(parsed < 3000); /* the edits did break most of them */
+}
+
 /* ---- the SPMD differential test --------------------------------------------------------------- */
 
 static uint64_t rng(uint64_t *s) {
@@ -459,6 +527,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_text),
+      cmocka_unit_test(test_malformed_text),
       cmocka_unit_test(test_no_communication),
       cmocka_unit_test(test_patterns),
       cmocka_unit_test(test_random_programs),
