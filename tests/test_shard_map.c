@@ -316,7 +316,22 @@ static void test_errors(void **state) {
     jit_array_free(a);
     jit_fn_free(f);
   }
+  /* a mesh of another context */
+  jit_ctx *other = ctx_of(4, 3);
   jit_mesh_free(b.m);
+  b.m = mesh2(other, 4, 0);
+  b.which = 3;
+  jit_fn *f = NULL;
+  assert_int_equal(jit_compile(c, bad_outer, &b, &o, &f), JIT_OK);
+  float v[8] = {0};
+  const int64_t n8 = 8;
+  jit_array *a = from(c, 1, &n8, v), *r[1];
+  assert_int_equal(jit_call(f, (jit_array *[]){a}, r), JIT_EINVAL);
+  assert_non_null(strstr(jit_last_error(), "uses a mesh of another jit_ctx"));
+  jit_array_free(a);
+  jit_fn_free(f);
+  jit_mesh_free(b.m);
+  jit_ctx_destroy(other);
   jit_ctx_destroy(c);
 }
 

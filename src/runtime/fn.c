@@ -128,7 +128,7 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   s->passes_ms = t2 - t1;
   exec_stats es = {0};
   jit_mesh *mesh = NULL;
-  TRY(spmd_choose_mesh(f->name, f->n_args, args, s->optimized, &mesh));
+  TRY(spmd_choose_mesh(f->ctx, f->name, f->n_args, args, s->optimized, &mesh));
   if (mesh) TRY(spmd_compile(f->ctx, s, args, mesh, &es));
   else if (f->ctx->opt_level > 0) TRY(exec_build(f->ctx, s->optimized, &s->exe, &es));
 

@@ -114,9 +114,10 @@ struct exec_stats;
    A signature is partitioned when an arg is committed or the function pins a sharding: its
    optimized IR goes through ir_partition over that mesh. */
 /* The mesh of a call: the first committed arg's, else the first `sharding` or `shard_map` op's
-   in g; NULL when none exists. JIT_ESHARDING when such an op names another mesh than the args. */
-jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *args,
-                            const ir_func *g, struct jit_mesh **out);
+   in g; NULL when none exists. JIT_ESHARDING when such an op names another mesh than the args,
+   JIT_EINVAL when its mesh belongs to another context than ctx. */
+jit_status spmd_choose_mesh(const jit_ctx *ctx, const char *fn_name, int n_args,
+                            jit_array *const *args, const ir_func *g, struct jit_mesh **out);
 /* Partitions s->optimized over mesh into s->spmd, s->world and (opt_level > 0) s->exe. */
 jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, struct jit_mesh *mesh,
                         struct exec_stats *stats);

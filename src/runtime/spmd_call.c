@@ -13,8 +13,8 @@
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
 
-jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *args,
-                            const ir_func *g, jit_mesh **out) {
+jit_status spmd_choose_mesh(const jit_ctx *ctx, const char *fn_name, int n_args,
+                            jit_array *const *args, const ir_func *g, jit_mesh **out) {
   *out = NULL;
   for (int i = 0; i < n_args && !*out; i++)
     if (args[i]->sharding) *out = args[i]->sharding->mesh;
@@ -25,6 +25,10 @@ jit_status spmd_choose_mesh(const char *fn_name, int n_args, jit_array *const *a
                       ? in->attr.smap.specs[0]->mesh
                       : NULL;
     if (!m) continue;
+    if (m->ctx != ctx)
+      return jit_error(JIT_EINVAL, "jit_call: %s: a %s%s%s:%d uses a mesh of another jit_ctx",
+                       fn_name, in->op == IR_SHARDING ? "sharding constraint" : "shard_map",
+                       in->loc.file ? " at " : "", in->loc.file ? in->loc.file : "", in->loc.line);
     if (!*out) *out = m;
     else if (!mesh_equal(m, *out)) {
       char a[256], b[256];
