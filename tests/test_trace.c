@@ -352,25 +352,18 @@ static void test_matmul(void **state) {
   (void)state;
   expect_ir("m", mm, NULL, "f32[3];f32[3,4]", 1,
             "func @m(%0: f32[3], %1: f32[3,4]) -> f32[4] {\n"
-            "  %2 = reshape %0 : f32[1,3]\n"
-            "  %3 = dot %2, %1 contract=[1]x[0] : f32[1,4]\n"
-            "  %4 = reshape %3 : f32[4]\n"
-            "  return %4\n"
+            "  %2 = dot %0, %1 contract=[0]x[0] : f32[4]\n"
+            "  return %2\n"
             "}\n");
   expect_ir("m", mm, NULL, "f32[2,3];f32[3]", 1,
             "func @m(%0: f32[2,3], %1: f32[3]) -> f32[2] {\n"
-            "  %2 = reshape %1 : f32[3,1]\n"
-            "  %3 = dot %0, %2 contract=[1]x[0] : f32[2,1]\n"
-            "  %4 = reshape %3 : f32[2]\n"
-            "  return %4\n"
+            "  %2 = dot %0, %1 contract=[1]x[0] : f32[2]\n"
+            "  return %2\n"
             "}\n");
   expect_ir("m", mm, NULL, "i32[3];i32[3]", 1,
             "func @m(%0: i32[3], %1: i32[3]) -> i32[] {\n"
-            "  %2 = reshape %0 : i32[1,3]\n"
-            "  %3 = reshape %1 : i32[3,1]\n"
-            "  %4 = dot %2, %3 contract=[1]x[0] : i32[1,1]\n"
-            "  %5 = reshape %4 : i32[]\n"
-            "  return %5\n"
+            "  %2 = dot %0, %1 contract=[0]x[0] : i32[]\n"
+            "  return %2\n"
             "}\n");
   expect_ir("m", mm, NULL, "f32[2,1,3,4];f32[5,4,6]", 1,
             "func @m(%0: f32[2,1,3,4], %1: f32[5,4,6]) -> f32[2,5,3,6] {\n"

@@ -79,6 +79,16 @@ jit_val jit_matmul(jit_trace *t, jit_val a, jit_val b) {
     }
     ld[d] = rd[d] = od[d] = sa == 1 ? sb : sa;
   }
+  if (n == 0 && (at.rank == 1 || bt.rank == 1)) {
+    /* a vector operand with no batch dims: contract it as it is, no unit dim to add and drop
+       (a vmapped vector-matrix product is then one plain matrix product) */
+    ir_attr attr = {0};
+    attr.dot.n_contract = 1;
+    attr.dot.lhs_contract[0] = (uint8_t)(at.rank - 1);
+    attr.dot.rhs_contract[0] = 0;
+    ir_ref args[2] = {ra, rb};
+    return op_result(&c, op_emit(&c, IR_DOT, 2, args, &attr, NULL));
+  }
   int64_t m = pa.dims[pa.rank - 2], k = pa.dims[pa.rank - 1], nn = pb.dims[pb.rank - 1];
   ld[n] = m, ld[n + 1] = k;
   rd[n] = k, rd[n + 1] = nn;
