@@ -270,6 +270,66 @@ static void test_data_parallel_training(void **state) {
   jit_ctx_destroy(c);
 }
 
+/* ---- vmap and shard_map ----------------------------------------------------------------------- */
+/* per example x [8]: blocks of 2 over x=4, s = psum(sum(block)) (the example's total) and the
+   block times the device's index */
+static void vm_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_psum(t, jit_reduce_sum(t, a[0], 1, (const int[]){0}), "x");
+  r[1] = jit_mul(t, a[0], jit_convert(t, jit_axis_index(t, "x"), JIT_F32));
+}
+
+static void vm_example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const char *in[1] = {"x"}, *out[2] = {"", "x"};
+  jit_shard_map(t, vm_body, NULL, user, 1, a, in, 2, r, out);
+}
+
+/* vmap over the shard_map: the batch is a new unsplit dim of every block */
+static void vm_outer(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_vmap(t, vm_example, user, 1, a, (const int[]){0}, 2, r, (const int[]){0, 0});
+}
+
+/* vmap inside the body: the collectives are batched */
+static void vm_inner_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_vmap(t, vm_body, user, 1, a, (const int[]){0}, 2, r, (const int[]){0, 0});
+}
+
+static void vm_inner(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const char *in[1] = {"_,x"}, *out[2] = {"_", "_,x"};
+  jit_shard_map(t, vm_inner_body, NULL, user, 1, a, in, 2, r, out);
+}
+
+static void test_vmap(void **state) {
+  (void)state;
+  for (int opt = 0; opt <= 3; opt += 3)
+    for (int which = 0; which < 2; which++) {
+      jit_ctx *c = ctx_of(4, opt);
+      jit_mesh *m = mesh2(c, 4, 0);
+      float x[3 * 8];
+      for (int i = 0; i < 24; i++) x[i] = (float)(i * 3 % 11) - 4.0f;
+      jit_array *a = from(c, 2, (const int64_t[]){3, 8}, x), *r[2];
+      jit_fn *f = NULL;
+      jit_fn_opts o = {.name = "vm", .n_args = 1, .n_results = 2};
+      assert_int_equal(jit_compile(c, which ? vm_inner : vm_outer, m, &o, &f), JIT_OK);
+      if (jit_call(f, (jit_array *[]){a}, r) != JIT_OK) fail_msg("%d/%d: %s", opt, which, jit_last_error());
+      float tot[3], scaled[24];
+      to(r[0], tot, 3);
+      to(r[1], scaled, 24);
+      for (int b = 0; b < 3; b++) {
+        float s = 0;
+        for (int i = 0; i < 8; i++) s += x[b * 8 + i];
+        assert_true(tot[b] == s);
+        for (int i = 0; i < 8; i++) assert_true(scaled[b * 8 + i] == x[b * 8 + i] * (float)(i / 2));
+      }
+      jit_array_free(r[0]);
+      jit_array_free(r[1]);
+      jit_array_free(a);
+      jit_fn_free(f);
+      jit_mesh_free(m);
+      jit_ctx_destroy(c);
+    }
+}
+
 /* ---- errors ----------------------------------------------------------------------------------- */
 typedef struct bad {
   jit_mesh *m;
@@ -341,6 +401,7 @@ int main(void) {
       cmocka_unit_test(test_collectives_compiled),
       cmocka_unit_test(test_2d_mesh),
       cmocka_unit_test(test_data_parallel_training),
+      cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

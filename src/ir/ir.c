@@ -298,6 +298,9 @@ void ir_move_bodies(ir_func *dst, ir_func *src) {
 
 jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, ir_attr *out) {
   *out = in->attr;
+  /* a collective names axes of its function's mesh: a copy takes the mesh along */
+  if (ir_op_is_collective(in->op) && !dst->mesh && src->mesh && ir_set_mesh(dst, src->mesh) != JIT_OK)
+    return JIT_ENOMEM;
   if (in->op != IR_SCAN && in->op != IR_SHARD_MAP) return JIT_OK;
   ir_func *copy = ir_func_clone(ir_body(src, in));
   if (!copy) {

@@ -280,8 +280,9 @@ ir_func *ir_func_clone(const ir_func *f);
 void ir_move_bodies(ir_func *dst, ir_func *src);
 /* Gives body to f (f frees it from now on, also on failure); its index in *index. JIT_ENOMEM. */
 jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index);
-/* in's attributes for a copy of in (an instruction of src) emitted into dst: a SCAN's or SHARD_MAP's body is
-   cloned into dst and the copy's body index rewritten. JIT_ENOMEM (dst->oom set). */
+/* in's attributes for a copy of in (an instruction of src) emitted into dst: a SCAN's or
+   SHARD_MAP's body is cloned into dst and the copy's body index rewritten; a collective gives
+   dst src's mesh when dst has none. JIT_ENOMEM (dst->oom set). */
 jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, ir_attr *out);
 /* Emits src's instructions (not its params) into dst in order: map[0..src->n_params) are the
    dst refs src's params read as, and map[i] receives the copy of src's instruction i (types

@@ -360,29 +360,29 @@ done:
   free(out_axes);
 }
 
-/* A result of a batched scan: carries batched at 0, stacked ys at 1. */
+/* A result of a batched scan (carries batched at 0, stacked ys at 1) or shard_map (at 0). */
 static void rule_get(vm *v, ir_ref r, const ir_ins *in) {
   ir_ref s = v->map[in->args[0]];
   ir_type t;
-  if (!ir_scan_result_type(v->dst, &v->dst->ins[s], (uint32_t)in->attr.axis, &t)) {
-    vfail(v, JIT_EINTERNAL, "batched scan has no result %lld", (long long)in->attr.axis);
+  if (!ir_result_type(v->dst, &v->dst->ins[s], (uint32_t)in->attr.axis, &t)) {
+    vfail(v, JIT_EINTERNAL, "batched %s has no result %lld", ir_op_name[v->dst->ins[s].op],
+          (long long)in->attr.axis);
     return;
   }
   ir_attr a = in->attr;
   a.remat = v->remat;
   v->map[r] = ir_emit(v->dst, IR_GET, ir_type_intern(v->dst, &t), 1, &s, &a, v->loc);
   if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
-  v->bd[r] = (int8_t)((uint64_t)in->attr.axis < v->body->ins[in->args[0]].attr.scan.n_carry ? 0 : 1);
+  const ir_ins *src = &v->body->ins[in->args[0]];
+  v->bd[r] = (int8_t)(src->op == IR_SHARD_MAP || (uint64_t)in->attr.axis < src->attr.scan.n_carry ? 0 : 1);
 }
 
-/* The constraint gains the batch dim, not split (JAX's vmap of with_sharding_constraint). */
-static void rule_sharding(vm *v, ir_ref r, const ir_ins *in) {
-  int k = v->bd[in->args[0]];
-  const jit_sharding *s = in->attr.sharding;
+/* s with an unsplit dim inserted at k (a batch dim), or NULL after recording the failure. */
+static jit_sharding *with_unsplit_dim(vm *v, const jit_sharding *s, int k) {
   uint8_t n[JIT_MAX_RANK] = {0}, ax[JIT_MAX_RANK][JIT_MAX_MESH_AXES] = {{0}};
   if (s->rank + 1 > JIT_MAX_RANK) {
-    vfail(v, JIT_ESHAPE, "a batched sharding constraint exceeds rank %d", JIT_MAX_RANK);
-    return;
+    vfail(v, JIT_ESHAPE, "a batched sharding would exceed rank %d", JIT_MAX_RANK);
+    return NULL;
   }
   for (int d = 0, o = 0; d <= s->rank; d++) {
     if (d == k) continue;
@@ -393,14 +393,102 @@ static void rule_sharding(vm *v, ir_ref r, const ir_ins *in) {
   jit_sharding *bs = NULL;
   if (sharding_new(s->mesh, s->rank + 1, n, (const uint8_t(*)[JIT_MAX_MESH_AXES])ax, &bs) != JIT_OK) {
     vfail(v, JIT_ENOMEM, "out of memory");
-    return;
+    return NULL;
   }
+  return bs;
+}
+
+/* The constraint gains the batch dim, not split (JAX's vmap of with_sharding_constraint). */
+static void rule_sharding(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]];
+  jit_sharding *bs = with_unsplit_dim(v, in->attr.sharding, k);
+  if (!bs) return;
   ir_attr a = in->attr;
   a.sharding = bs;
   ir_ref x = v->map[in->args[0]];
   v->map[r] = emit(v, IR_SHARDING, 1, &x, &a, NULL); /* the function takes its own reference */
   v->bd[r] = (int8_t)k;
   sharding_unref(bs);
+}
+
+/* A collective on a batched operand: the same exchange, its dims past the batch dim shifted. */
+static void rule_collective(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]];
+  if (!v->dst->mesh && v->body->mesh && ir_set_mesh(v->dst, v->body->mesh) != JIT_OK) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    return;
+  }
+  ir_attr a = in->attr;
+  a.remat = v->remat;
+  a.coll.dim = (uint8_t)shift(a.coll.dim, k);
+  a.coll.dim2 = (uint8_t)shift(a.coll.dim2, k);
+  ir_ref x = v->map[in->args[0]];
+  v->map[r] = emit(v, in->op, 1, &x, &a, NULL);
+  v->bd[r] = (int8_t)k;
+}
+
+/* A shard_map with a batched operand: batched operands bring their batch dim to 0, where every
+   spec gains an unsplit dim, and the body is vmapped into a new one whose results are all
+   batched at 0 (JAX's vmap of shard_map). */
+static void rule_shard_map(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_shard_map *sm = &in->attr.smap;
+  const ir_func *b = ir_body(v->body, in);
+  uint32_t na = in->n_args, no = sm->n_out;
+  ir_ref *ops = malloc((na + 1) * sizeof *ops), *bp = malloc((na + 1) * sizeof *bp);
+  ir_ref *res = malloc((no + 1) * sizeof *res);
+  int *in_axes = malloc((na + 1) * sizeof *in_axes), *out_axes = calloc(no + 1, sizeof(int));
+  jit_sharding **specs = calloc(na + no + 1, sizeof *specs);
+  ir_func *nb = ir_func_new(b->name);
+  if (!ops || !bp || !res || !in_axes || !out_axes || !specs || !nb ||
+      (b->mesh && ir_set_mesh(nb, b->mesh) != JIT_OK)) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (uint32_t i = 0; i < na && v->st == JIT_OK; i++) {
+    ir_ref a = in->args[i];
+    in_axes[i] = v->bd[a] >= 0 ? 0 : -1;
+    ops[i] = in_axes[i] < 0 ? v->map[a] : batched_at(v, a, 0);
+    specs[i] = in_axes[i] < 0 ? sharding_ref(sm->specs[i]) : with_unsplit_dim(v, sm->specs[i], 0);
+    ir_type pt = *ir_type_of(b, i), bt = pt;
+    if (in_axes[i] == 0 && !batched_type(v, &pt, 0, &bt)) break;
+    ir_ty ty = ir_type_intern(nb, &bt);
+    bp[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(nb, ty);
+    if (bp[i] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  }
+  for (uint32_t k = 0; k < no && v->st == JIT_OK; k++)
+    specs[na + k] = with_unsplit_dim(v, sm->specs[na + k], 0);
+  if (v->st != JIT_OK) goto done;
+  jit_status st = ir_vmap_into(nb, b, bp, in_axes, v->batch, out_axes, res, in->loc);
+  if (st != JIT_OK) {
+    v->st = st; /* the message (the body's op and line) is already the last error */
+    goto done;
+  }
+  if (ir_set_results(nb, no, res) != JIT_OK) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  ir_attr a = in->attr;
+  a.remat = v->remat;
+  a.smap.specs = specs; /* the function copies the array and takes its own references */
+  ir_func *owned = nb;
+  nb = NULL;
+  if (ir_add_body(v->dst, owned, &a.smap.body) != JIT_OK) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  v->map[r] = ir_emit(v->dst, IR_SHARD_MAP, ir_type_intern(v->dst, &v->body->types[in->ty]), na,
+                      ops, &a, v->loc);
+  if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  v->bd[r] = 0;
+done:
+  for (uint32_t i = 0; specs && i < na + no; i++) sharding_unref(specs[i]);
+  free(specs);
+  ir_func_free(nb);
+  free(ops);
+  free(bp);
+  free(res);
+  free(in_axes);
+  free(out_axes);
 }
 
 static void batch_ins(vm *v, ir_ref r) {
@@ -427,8 +515,11 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_SCAN: rule_scan(v, r, in); break;
   case IR_GET: rule_get(v, r, in); break;
   case IR_SHARDING: rule_sharding(v, r, in); break;
+  case IR_SHARD_MAP: rule_shard_map(v, r, in); break;
   default:
-    if (ir_op_flags[in->op] & IR_EW)
+    if (ir_op_is_collective(in->op))
+      rule_collective(v, r, in);
+    else if (ir_op_flags[in->op] & IR_EW)
       rule_elementwise(v, r, in);
     else
       vfail(v, JIT_EUNSUPPORTED, "no batching rule for %s", ir_op_name[in->op]);
