@@ -137,11 +137,7 @@ static jit_status verify_shard_map(const ir_func *f, const ir_ins *in, char *why
   if (in->n_args + a->n_out && !a->specs) return why_fail(why, why_n, "no specs");
   for (uint32_t i = 0; i < in->n_args + a->n_out; i++) {
     const jit_sharding *s = a->specs[i];
-    const jit_mesh *m = s ? s->mesh : NULL;
-    bool same = m && m->n_axes == b->mesh->n_axes;
-    for (int x = 0; same && x < m->n_axes; x++)
-      same = m->sizes[x] == b->mesh->sizes[x] && strcmp(m->names[x], b->mesh->names[x]) == 0;
-    if (!same) return why_fail(why, why_n, "spec %u is not over the body's mesh", (unsigned)i);
+    if (!s || !mesh_matches_ir(s->mesh, b->mesh)) return why_fail(why, why_n, "spec %u is not over the body's mesh", (unsigned)i);
     bool is_in = i < in->n_args;
     const ir_type *local = is_in ? ir_type_of(b, i) : ir_type_of(b, b->results[i - in->n_args]);
     if (s->rank != local->rank) {

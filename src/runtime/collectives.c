@@ -70,7 +70,7 @@ static void set_aborted(coll_group *g, bool on) {
 }
 
 static jit_status aborted(void) {
-  return jit_error(JIT_EINTERNAL, "collectives: another device of the group failed first");
+  return jit_error(JIT_EINTERNAL, COLL_ABORTED_MSG);
 }
 
 /* Shape helpers: the elements before dim (outer) and from dim on (per outer index). */

@@ -35,6 +35,9 @@ jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
    (JIT_EINTERNAL) instead of waiting forever for it. reset (with no device inside) readies the
    world for the next run. */
 void coll_world_abort(coll_world *w);
+/* The message of a collective that failed because another device aborted: a run reports the
+   device that failed first, not the peers it released. */
+#define COLL_ABORTED_MSG "collectives: another device of the group failed first"
 void coll_world_reset(coll_world *w);
 
 #endif /* TJIT_COLLECTIVES_H */

@@ -1,6 +1,7 @@
 /* mesh.c: device meshes: named n-d grids over any subset of a context's virtual devices, in any
  * order. Validation, reference counting, and the text forms dumps and errors print. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,4 +230,20 @@ int mesh_format_ids(const jit_mesh *m, int max_ids, char *buf, size_t n) {
   }
   put(buf, n, &len, "]");
   return len;
+}
+
+void mesh_to_ir(const jit_mesh *m, ir_mesh *out) {
+  memset(out, 0, sizeof *out);
+  out->n_axes = m->n_axes;
+  for (int a = 0; a < m->n_axes; a++) {
+    out->sizes[a] = m->sizes[a];
+    snprintf(out->names[a], sizeof out->names[a], "%s", m->names[a]);
+  }
+}
+
+bool mesh_matches_ir(const jit_mesh *m, const ir_mesh *im) {
+  if (!m || !im || m->n_axes != im->n_axes) return false;
+  for (int a = 0; a < m->n_axes; a++)
+    if (m->sizes[a] != im->sizes[a] || strcmp(m->names[a], im->names[a]) != 0) return false;
+  return true;
 }

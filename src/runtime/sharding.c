@@ -433,9 +433,7 @@ jit_status sharding_check_array(const jit_sharding *s, jit_dtype dt, int rank,
 }
 
 /* ---- copying boxes between row-major buffers --------------------------------------------------- */
-/* Copies the box of the given size at src_off in src (shape src_shape) to dst_off in dst (shape
-   dst_shape). Trailing dims both buffers hold whole merge into one memcpy per row. */
-static void copy_box(char *dst, const int64_t *dst_shape, const int64_t *dst_off, const char *src,
+void sharding_copy_box(char *dst, const int64_t *dst_shape, const int64_t *dst_off, const char *src,
                      const int64_t *src_shape, const int64_t *src_off, const int64_t *size,
                      int rank, size_t esize) {
   if (rank == 0) {
@@ -529,7 +527,7 @@ jit_status array_gather(const jit_array *a, void *dst) {
     if (first[b] < 0) continue;
     int64_t start[JIT_MAX_RANK], size[JIT_MAX_RANK];
     sharding_shard_box(s, a->shape, first[b], start, size);
-    copy_box(dst, a->shape, start, a->shards[first[b]], local, zero, size, a->rank, esize);
+    sharding_copy_box(dst, a->shape, start, a->shards[first[b]], local, zero, size, a->rank, esize);
   }
   free(blocks);
   return JIT_OK;
@@ -586,7 +584,7 @@ static jit_status reshard(const jit_array *src, jit_array *dst) {
       if (n == 0) continue;
       int from = here >= 0 && blocks[here] == b ? here : first[b];
       const char *sbuf = ss ? src->shards[from] : src->data;
-      copy_box(dst->shards[p], dlocal, doff, sbuf, slocal, soff, size, rank, esize);
+      sharding_copy_box(dst->shards[p], dlocal, doff, sbuf, slocal, soff, size, rank, esize);
       int from_dev = ss ? ss->mesh->device_ids[from] : 0;
       if (from_dev != dev) moved += n * esize;
     }

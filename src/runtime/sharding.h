@@ -43,6 +43,10 @@ int  mesh_position(const jit_mesh *m, int device_id); /* index into device_ids; 
 /* `mesh[x=2,y=4]`, or `mesh[x=2,y=4 devices=[3,2,1,0,...]]` when the ids are not 0..n-1.
    snprintf-like: returns the length the full text needs. */
 int  mesh_format(const jit_mesh *m, char *buf, size_t n);
+/* The mesh as a partitioned function sees it (axis names and sizes, no devices). */
+void mesh_to_ir(const jit_mesh *m, ir_mesh *out);
+/* m has im's axes: the same names and sizes in the same order (devices are not compared). */
+bool mesh_matches_ir(const jit_mesh *m, const ir_mesh *im);
 /* Writes `[0, 1, 2]` (JAX's device id list), at most max_ids ids then `, ...`. snprintf-like. */
 int  mesh_format_ids(const jit_mesh *m, int max_ids, char *buf, size_t n);
 
@@ -92,6 +96,13 @@ void sharding_shard_box(const jit_sharding *s, const int64_t *shape, int pos, in
    starts with who and names the dim, its size and the axes, like JAX's device_put. */
 jit_status sharding_check_array(const jit_sharding *s, jit_dtype dt, int rank,
                                 const int64_t *shape, const char *who);
+
+/* Copies the box of the given size at src_off in src (shape src_shape) to dst_off in dst (shape
+   dst_shape), rank dims of esize bytes. Trailing dims both buffers hold whole merge into one
+   memcpy per row. */
+void sharding_copy_box(char *dst, const int64_t *dst_shape, const int64_t *dst_off, const char *src,
+                       const int64_t *src_shape, const int64_t *src_off, const int64_t *size,
+                       int rank, size_t esize);
 
 /* ---- placement (sharding.c): committed arrays -------------------------------------------------
    A committed array (made by jit_device_put) has a sharding and one buffer per device of its mesh

@@ -134,7 +134,7 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   pool_run(devices, run_device, &j, n);
   /* the first failure is the cause; the others may only report that it aborted them */
   for (int d = 0; d < n && st == JIT_OK; d++)
-    if (j.status[d] != JIT_OK && !strstr(j.msg[d], "another device of the group failed"))
+    if (j.status[d] != JIT_OK && !strstr(j.msg[d], COLL_ABORTED_MSG))
       st = jit_error(j.status[d], "%s", j.msg[d]);
   for (int d = 0; d < n && st == JIT_OK; d++)
     if (j.status[d] != JIT_OK) st = jit_error(j.status[d], "%s", j.msg[d]);

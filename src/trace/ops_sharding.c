@@ -87,11 +87,8 @@ static bool axes_of(op_ctx *c, const char *axis, ir_coll *out) {
   out->group = (uint16_t)group;
   ir_func *f = c->t->f;
   if (!f->mesh) {
-    ir_mesh im = {.n_axes = m->n_axes};
-    for (int a = 0; a < m->n_axes; a++) {
-      im.sizes[a] = m->sizes[a];
-      snprintf(im.names[a], sizeof im.names[a], "%s", m->names[a]);
-    }
+    ir_mesh im;
+    mesh_to_ir(m, &im);
     if (ir_set_mesh(f, &im) != JIT_OK) {
       op_fail(c, JIT_ENOMEM, "out of memory");
       return false;

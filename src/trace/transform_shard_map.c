@@ -123,11 +123,8 @@ void jit_shard_map(jit_trace *t, jit_trace_fn fn, void *user, const jit_mesh *m,
   free(out_sh);
   if (!ok) goto done;
   if (!b->mesh) { /* a body without collectives still runs per device of the mesh */
-    ir_mesh im = {.n_axes = m->n_axes};
-    for (int a = 0; a < m->n_axes; a++) {
-      im.sizes[a] = m->sizes[a];
-      snprintf(im.names[a], sizeof im.names[a], "%s", m->names[a]);
-    }
+    ir_mesh im;
+    mesh_to_ir(m, &im);
     if (ir_set_mesh(b, &im) != JIT_OK) {
       op_fail(&c, JIT_ENOMEM, "out of memory");
       goto done;

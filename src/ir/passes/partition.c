@@ -621,10 +621,7 @@ static jit_status inline_shard_map(part *P, ir_ref i, const ir_ref *args) {
   const ir_func *f = P->f;
   const ir_ins *in = &f->ins[i];
   const ir_func *b = ir_body(f, in);
-  bool same = b->mesh->n_axes == P->im.n_axes;
-  for (int x = 0; same && x < P->im.n_axes; x++)
-    same = b->mesh->sizes[x] == P->im.sizes[x] && strcmp(b->mesh->names[x], P->im.names[x]) == 0;
-  if (!same)
+  if (!mesh_matches_ir(P->mesh, b->mesh))
     return jit_error(JIT_ESHARDING, "partition: @%s: %%%u: a shard_map over another mesh than the "
                      "call's", f->name, i);
   if (!P->smap_out && !(P->smap_out = calloc(f->n_ins, sizeof *P->smap_out))) return oom();
@@ -784,11 +781,7 @@ static jit_status part_init(part *P, const ir_func *f, jit_mesh *mesh) {
   memset(P, 0, sizeof *P);
   P->f = f;
   P->mesh = mesh;
-  P->im.n_axes = mesh->n_axes;
-  for (int a = 0; a < mesh->n_axes; a++) {
-    P->im.sizes[a] = mesh->sizes[a];
-    snprintf(P->im.names[a], sizeof P->im.names[a], "%s", mesh->names[a]);
-  }
+  mesh_to_ir(mesh, &P->im);
   uint32_t n = f->n_ins ? f->n_ins : 1;
   P->sp = calloc(n, sizeof *P->sp);
   P->known = calloc(n, sizeof *P->known);
@@ -816,15 +809,11 @@ static void part_free(part *P) {
 static jit_status run_part(part *P, const bool *pinned, const spec *want, spec *res_spec) {
   jit_status st = JIT_OK;
   const ir_func *f = P->f;
-  jit_mesh *mesh = P->mesh;
   uint32_t n = f->n_ins;
   for (uint32_t r = 0; r < n; r++) {
     const ir_ins *in = &f->ins[r];
     if (in->op != IR_SHARDING) continue;
-    if (!mesh_equal(in->attr.sharding->mesh, mesh) &&
-        !(in->attr.sharding->mesh->n_axes == mesh->n_axes &&
-          !memcmp(in->attr.sharding->mesh->sizes, mesh->sizes, sizeof mesh->sizes) &&
-          !memcmp(in->attr.sharding->mesh->names, mesh->names, sizeof mesh->names)))
+    if (!mesh_matches_ir(in->attr.sharding->mesh, &P->im))
       return jit_error(JIT_ESHARDING, "partition: @%s: %%%u: a sharding over another mesh", f->name, r);
   }
   for (uint32_t k = 0; pinned && k < f->n_results; k++) /* a hint: the end reshards anyway */

@@ -87,7 +87,7 @@ static jit_status run_devices(const ir_func *local, const void *const *const *ar
     goto out;
   }
   for (int d = 0; d < n && st == JIT_OK; d++) /* the cause first, then the aborted */
-    if (run.status[d] != JIT_OK && !strstr(run.msg[d], "another device of the group failed"))
+    if (run.status[d] != JIT_OK && !strstr(run.msg[d], COLL_ABORTED_MSG))
       st = jit_error(run.status[d], "%s", run.msg[d]);
   for (int d = 0; d < n && st == JIT_OK; d++)
     if (run.status[d] != JIT_OK) st = jit_error(run.status[d], "%s", run.msg[d]);
@@ -109,27 +109,17 @@ jit_status ir_interp_spmd(const ir_spmd *p, const void *const *const *args,
   return run_devices(p->local, args, results);
 }
 
-/* Copies the block at start (shape size) between a global row-major array of type t and a dense
-   local buffer. */
+/* Between a global row-major array of type t and a dense local block of shape size at start. */
 static void copy_block(const ir_type *t, const int64_t *start, const int64_t *size,
                        unsigned char *global, unsigned char *local, bool to_local) {
+  static const int64_t origin[IR_MAX_RANK];
   size_t es = jit_dtype_size(t->dtype);
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++) n *= size[d];
-  int inner = t->rank; /* trailing dims copied whole: one memcpy per run */
-  int64_t run = 1;
-  while (inner > 0 && size[inner - 1] == t->dims[inner - 1]) run *= size[--inner];
-  if (inner > 0) run *= size[--inner];
-  for (int64_t i = 0; i < n; i += run) {
-    int64_t r = i, g = 0, idx[IR_MAX_RANK] = {0};
-    for (int d = t->rank; d-- > 0;) {
-      idx[d] = r % size[d];
-      r /= size[d];
-    }
-    for (int d = 0; d < t->rank; d++) g = g * t->dims[d] + start[d] + idx[d];
-    if (to_local) memcpy(local + i * (int64_t)es, global + g * (int64_t)es, (size_t)(run * (int64_t)es));
-    else memcpy(global + g * (int64_t)es, local + i * (int64_t)es, (size_t)(run * (int64_t)es));
-  }
+  if (to_local)
+    sharding_copy_box((char *)local, size, origin, (const char *)global, t->dims, start, size,
+                      t->rank, es);
+  else
+    sharding_copy_box((char *)global, t->dims, start, (const char *)local, size, origin, size,
+                      t->rank, es);
 }
 
 static size_t bytes_of(const ir_type *t) { return (size_t)ir_type_numel(t) * jit_dtype_size(t->dtype); }
