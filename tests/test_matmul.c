@@ -24,6 +24,14 @@
 typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end);
 
 static cg_jit *g_jit;
+static int g_vec_bytes; /* the register tile's vector size under test; 0: the host's */
+
+/* cg_matmul_desc_init for the width under test: every width's kernel runs on any x86-64 host. */
+static void desc_init(cg_matmul_desc *d, const ir_type *lt, const ir_type *rt,
+                      const ir_dot_dims *dd, uint32_t n_epi) {
+  cg_matmul_desc_init(d, lt, rt, dd, n_epi);
+  if (g_vec_bytes) d->vec_bytes = g_vec_bytes;
+}
 
 static int setup(void **state) {
   (void)state;
@@ -196,7 +204,7 @@ static void check(const mcase *c, const void *lhs, const void *rhs, const void *
                   jit_dtype out_dt, double (*post)(double v, int64_t col, const void *ctx),
                   const void *ctx, int64_t samples) {
   cg_matmul_desc d;
-  cg_matmul_desc_init(&d, &c->lt, &c->rt, &c->dd, 0);
+  desc_init(&d, &c->lt, &c->rt, &c->dd, 0);
   int64_t B, M, N, K;
   assert_int_equal(cg_matmul_shape(&d, &B, &M, &N, &K), JIT_OK);
   layout L, R;
@@ -247,7 +255,7 @@ static void check(const mcase *c, const void *lhs, const void *rhs, const void *
    tile-unaligned row, and checks both. */
 static void run_case(const mcase *c) {
   cg_matmul_desc d;
-  cg_matmul_desc_init(&d, &c->lt, &c->rt, &c->dd, 0);
+  desc_init(&d, &c->lt, &c->rt, &c->dd, 0);
   int64_t B, M, N, K;
   assert_int_equal(cg_matmul_shape(&d, &B, &M, &N, &K), JIT_OK);
   cg_dylib *lib = NULL;
@@ -463,7 +471,7 @@ static double ref_bias_gt0(double v, int64_t col, const void *ctx) {
 static void run_epilogue(int64_t M, int64_t K, int64_t N, jit_dtype out_dt) {
   mcase c = mat(JIT_F32, M, K, N);
   cg_matmul_desc d;
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 1);
+  desc_init(&d, &c.lt, &c.rt, &c.dd, 1);
   epi_ctx ec = {2, out_dt, 0, false};
   d.epilogue = bias_relu;
   d.epilogue_ctx = &ec;
@@ -557,6 +565,12 @@ static void test_errors(void **state) {
   ec.fail = false;
   d.out_dtype = JIT_F64;
   assert_int_equal(cg_matmul_emit(m, "g", &d), JIT_EUNSUPPORTED);
+  /* a vector size the tile has no plan for */
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  d.vec_bytes = 24;
+  assert_int_equal(cg_matmul_emit(m, "h", &d), JIT_EINVAL);
+  assert_non_null(strstr(jit_last_error(), "vector size 24"));
+  assert_int_equal(cg_matmul_scratch_bytes(&d), 0);
   LLVMDisposeModule(m);
   LLVMContextDispose(ctx);
 }
@@ -564,12 +578,15 @@ static void test_errors(void **state) {
 /* ---- speed
  * --------------------------------------------------------------------------------------- */
 
-/* GFLOP/s of a register-only loop of independent 16-lane FMAs (the FMA peak of one thread). */
+/* GFLOP/s of a register-only loop of independent FMAs on the host's vectors (the FMA peak of
+   one thread): 24 accumulators of 32 zmm registers, 12 of 16 ymm (more would spill). */
 static double fma_peak(void) {
+  const unsigned lanes = (unsigned)cg_host_vector_bytes() / 4;
+  const int nacc = lanes == 16 ? 24 : 12;
   LLVMContextRef c = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("peak", c);
   LLVMTypeRef f32 = LLVMFloatTypeInContext(c), i64 = LLVMInt64TypeInContext(c);
-  LLVMTypeRef vt = LLVMVectorType(f32, 16), ptr = LLVMPointerTypeInContext(c, 0);
+  LLVMTypeRef vt = LLVMVectorType(f32, lanes), ptr = LLVMPointerTypeInContext(c, 0);
   LLVMTypeRef params[2] = {i64, ptr};
   LLVMValueRef fn =
       LLVMAddFunction(m, "peak", LLVMFunctionType(LLVMVoidTypeInContext(c), params, 2, 0));
@@ -583,28 +600,28 @@ static double fma_peak(void) {
   enum { NACC = 24 };
   LLVMValueRef i = LLVMBuildPhi(b, i64, "i"), acc[NACC], next[NACC];
   LLVMValueRef mulv[16], addv[16];
-  for (int l = 0; l < 16; l++) {
+  for (unsigned l = 0; l < lanes; l++) {
     mulv[l] = LLVMConstReal(f32, 0.9999);
     addv[l] = LLVMConstReal(f32, 1e-4);
   }
-  LLVMValueRef mul = LLVMConstVector(mulv, 16), add = LLVMConstVector(addv, 16);
+  LLVMValueRef mul = LLVMConstVector(mulv, lanes), add = LLVMConstVector(addv, lanes);
   unsigned id = LLVMLookupIntrinsicID("llvm.fma", 8);
   LLVMValueRef fma = LLVMGetIntrinsicDeclaration(m, id, &vt, 1);
   LLVMTypeRef fty = LLVMIntrinsicGetType(c, id, &vt, 1);
-  for (int a = 0; a < NACC; a++)
+  for (int a = 0; a < nacc; a++)
     acc[a] = LLVMBuildPhi(b, vt, "");
-  for (int a = 0; a < NACC; a++) {
+  for (int a = 0; a < nacc; a++) {
     next[a] = LLVMBuildCall2(b, fty, fma, (LLVMValueRef[]){acc[a], mul, add}, 3, "");
   }
   LLVMValueRef i1 = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, LLVMGetParam(fn, 0), ""), loop, done);
   LLVMValueRef zero = LLVMConstInt(i64, 0, 0), vz = LLVMConstNull(vt);
   LLVMAddIncoming(i, (LLVMValueRef[]){zero, i1}, (LLVMBasicBlockRef[]){entry, loop}, 2);
-  for (int a = 0; a < NACC; a++)
+  for (int a = 0; a < nacc; a++)
     LLVMAddIncoming(acc[a], (LLVMValueRef[]){vz, next[a]}, (LLVMBasicBlockRef[]){entry, loop}, 2);
   LLVMPositionBuilderAtEnd(b, done);
   LLVMValueRef s = next[0];
-  for (int a = 1; a < NACC; a++)
+  for (int a = 1; a < nacc; a++)
     s = LLVMBuildFAdd(b, s, next[a], "");
   LLVMBuildStore(b, s, LLVMGetParam(fn, 1));
   LLVMBuildRetVoid(b);
@@ -635,7 +652,7 @@ static double fma_peak(void) {
       best = t;
   }
   cg_dylib_free(lib);
-  return (double)n * NACC * 16 * 2 / (best * 1e6);
+  return (double)n * nacc * lanes * 2 / (best * 1e6);
 }
 
 static void test_speed(void **state) {
@@ -676,11 +693,24 @@ static void test_speed(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
+  /* every shape with each register tile: AVX-512's 8 x 2 zmm, AVX2's 6 x 2 ymm, SSE's 6 x 2 xmm */
+  const struct CMUnitTest tiles[] = {
       cmocka_unit_test(test_small_shapes), cmocka_unit_test(test_primes_and_blocks),
       cmocka_unit_test(test_large),        cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_epilogue),
-      cmocka_unit_test(test_errors),       cmocka_unit_test(test_speed),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  static const struct {
+    int bytes;
+    const char *name;
+  } widths[] = {{64, "tile for 64-byte vectors"}, {32, "tile for 32-byte vectors"},
+                {16, "tile for 16-byte vectors"}};
+  int failed = 0;
+  for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+    g_vec_bytes = widths[w].bytes;
+    failed += cmocka_run_group_tests_name(widths[w].name, tiles, setup, teardown);
+  }
+  g_vec_bytes = 0;
+  const struct CMUnitTest host[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};
+  failed += cmocka_run_group_tests_name("host tile", host, setup, teardown);
+  return failed;
 }

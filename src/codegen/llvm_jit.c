@@ -199,6 +199,35 @@ const char *cg_llvm_version(void) {
   return llvm_version;
 }
 
+static int host_vector_bytes = 16;
+static pthread_once_t vector_once = PTHREAD_ONCE_INIT;
+
+/* A feature is on when its name appears with a '+' as a whole item of the list. */
+static int has_feature(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n + 1 && p[0] == '+' && memcmp(p + 1, name, n) == 0) return 1;
+    p = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+static void set_vector_bytes(void) {
+  char *f = LLVMGetHostCPUFeatures();
+  if (!f) return; /* out of memory: the narrowest choice is correct everywhere */
+  /* AVX10/256 parts have avx512f without 512-bit registers (LLVM's -evex512) */
+  if (has_feature(f, "avx512f") && !strstr(f, "-evex512")) host_vector_bytes = 64;
+  else if (has_feature(f, "avx")) host_vector_bytes = 32;
+  LLVMDisposeMessage(f);
+}
+
+int cg_host_vector_bytes(void) {
+  pthread_once(&vector_once, set_vector_bytes);
+  return host_vector_bytes;
+}
+
 /* Host triple and layout, then the verifier: LLVM aborts on some broken modules in its
    passes and code generator, so nothing unverified reaches them. */
 static jit_status prepare(cg_jit *jit, LLVMModuleRef m, const char *what) {

@@ -55,4 +55,8 @@ const char *cg_jit_cpu(const cg_jit *jit);
 const char *cg_jit_features(const cg_jit *jit);
 const char *cg_llvm_version(void);
 
+/* Bytes of the host's widest vector registers: 64 (AVX-512), 32 (AVX, AVX2) or 16. Generated
+   code that blocks for registers (the matmul tile) sizes itself by it. */
+int cg_host_vector_bytes(void);
+
 #endif /* TJIT_CODEGEN_LLVM_JIT_H */

@@ -9,6 +9,7 @@
 
 #include <llvm-c/DebugInfo.h>
 
+#include "codegen/llvm_jit.h"
 #include "runtime/error.h"
 
 /* ---- the plan: sizes, strides, tile and block sizes, scratch layout
@@ -163,11 +164,16 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   if (p->B > ((int64_t)1 << 40) / (p->M ? p->M : 1))
     return jit_error(JIT_EINVAL, "matmul: too many rows");
 
+  if (d->vec_bytes != 16 && d->vec_bytes != 32 && d->vec_bytes != 64)
+    return jit_error(JIT_EINVAL, "matmul: vector size %d is not 16, 32 or 64 bytes", d->vec_bytes);
   size_t es = csize(p->dt);
-  p->vw = (int)(64 / es);
+  /* The tile is MR x 2 vectors: MR * 2 accumulators, 2 vectors of rhs and a broadcast of lhs
+     must fit the register file (32 zmm with AVX-512, 16 ymm or xmm below it), or the k-loop
+     spills. */
+  p->vw = (int)((size_t)d->vec_bytes / es);
   p->nv = 2;
   p->nr = p->vw * p->nv;
-  p->mr = 8;
+  p->mr = d->vec_bytes == 64 ? 8 : 6;
   int64_t kc = MM_KC_STRIP / ((int64_t)p->nr * (int64_t)es);
   int64_t mc = round_up(MM_MC_BLOCK / (kc * (int64_t)es), p->mr);
   int64_t ncb = round_up(MM_NC_PANEL / (kc * (int64_t)es), p->nr);
@@ -205,6 +211,7 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
   d->rhs_buf = 1;
   d->out_buf = 2 + (int)n_epi;
   d->scratch_buf = 3 + (int)n_epi;
+  d->vec_bytes = cg_host_vector_bytes();
 }
 
 void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi) {
@@ -348,6 +355,10 @@ static unsigned esize(mm *e, LLVMTypeRef t) {
     return 2;
   return 1;
 }
+
+/* The alignment of a whole vector in a packed rhs strip or in the tile: rows there are nr = 2
+   vectors long and start 64-byte aligned. */
+static unsigned valign(mm *e) { return (unsigned)e->p.vw * esize(e, e->T); }
 
 static LLVMValueRef masked_load(mm *e, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask,
                                 unsigned align) {
@@ -550,15 +561,17 @@ static void transpose(mm *e, LLVMValueRef *r, int n) {
 }
 
 /* One strip of a pack whose k is contiguous in memory and w is one dim (a normal lhs, a
-   transposed rhs): n x n blocks (w x k) are loaded as n vectors along k, transposed in
-   registers and stored as n vectors along w; the last kc % n columns go element by element.
-   Rows at or past `valid` are zeros. */
+   transposed rhs): n x n blocks (w x k, n the largest power of two <= W and <= vw) are loaded as
+   n vectors along k, transposed in registers and stored as n vectors along w (only the lanes
+   inside the strip when n does not divide W, as for MR = 6); the last kc % n columns go element
+   by element. Rows at or past `valid` are zeros. */
 static void emit_pack_transpose(mm *e, LLVMValueRef sdst, LLVMValueRef src, const grp *gw, int ks,
                                 LLVMValueRef w0, LLVMValueRef valid, LLVMValueRef k0,
                                 LLVMValueRef kc, int W, const char *name) {
   LLVMBuilderRef b = e->b;
   const grp *gk = &e->p.k;
-  int n = W < e->p.vw ? W : e->p.vw;
+  int n = 1;
+  while (2 * n <= W && 2 * n <= e->p.vw) n *= 2;
   char nm[32];
   LLVMValueRef kmain = LLVMBuildAnd(b, kc, ci(e, ~(int64_t)(n - 1)), "");
   LLVMValueRef ksrc = gep(e, e->S, src, grp_off(e, gk, ks, k0));
@@ -576,10 +589,18 @@ static void emit_pack_transpose(mm *e, LLVMValueRef sdst, LLVMValueRef src, cons
       r[q] = widen(
           e, masked_load(e, vec(e->S, n), gep(e, e->S, rowp[q], kb), rowm[q], esize(e, e->S)));
     transpose(e, r, n);
+    int keep = W - jb < n ? W - jb : n; /* lanes of a row of the strip */
+    LLVMValueRef first[32];
+    for (int q = 0; q < keep; q++) first[q] = LLVMConstInt(e->i32, (unsigned)q, 0);
     for (int q = 0; q < n; q++) {
       LLVMValueRef at = LLVMBuildAdd(
           b, LLVMBuildMul(b, LLVMBuildAdd(b, kb, ci(e, q), ""), ci(e, W), ""), ci(e, jb), "");
-      store(e, r[q], gep(e, e->T, sdst, at), esize(e, e->T));
+      LLVMValueRef v = r[q];
+      if (keep < n)
+        v = keep == 1 ? LLVMBuildExtractElement(b, v, first[0], "")
+                      : LLVMBuildShuffleVector(b, v, LLVMGetPoison(LLVMTypeOf(v)),
+                                               LLVMConstVector(first, (unsigned)keep), "");
+      store(e, v, gep(e, e->T, sdst, at), esize(e, e->T));
     }
     loop_close(e, &lk, step(e, kb, n));
   }
@@ -695,7 +716,7 @@ static void emit_microkernel(mm *e, LLVMValueRef ap, LLVMValueRef bp, LLVMValueR
   LLVMValueRef brow = gep(e, e->T, bp, LLVMBuildMul(b, k, ci(e, nr), ""));
   LLVMValueRef bv[8], next[64];
   for (int v = 0; v < nv; v++)
-    bv[v] = load(e, e->VT, gep(e, e->T, brow, ci(e, v * vw)), 64);
+    bv[v] = load(e, e->VT, gep(e, e->T, brow, ci(e, v * vw)), valign(e));
   for (int i = 0; i < mr; i++) {
     LLVMValueRef s = splat(e, load(e, e->T, gep(e, e->T, arow, ci(e, i)), esize(e, e->T)), vw);
     for (int v = 0; v < nv; v++)
@@ -819,7 +840,7 @@ static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
 
   LLVMPositionBuilderAtEnd(b, edge);
   for (int a = 0; a < mr * nv; a++)
-    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), 64);
+    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), valign(e));
   loop li, lv;
   LLVMValueRef i = loop_open(e, &li, ci(e, 0), t->mv, "st.i");
   LLVMValueRef v = loop_open(e, &lv, ci(e, 0), ci(e, nv), "st.v");
@@ -827,7 +848,8 @@ static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
   LLVMValueRef mask = lane_mask(e, LLVMBuildSub(b, t->nvalid, cofs, ""), vw);
   LLVMValueRef y =
       load(e, e->VT,
-           gep(e, e->T, t->tile, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, nr), ""), cofs, "")), 64);
+           gep(e, e->T, t->tile, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, nr), ""), cofs, "")),
+           valign(e));
   y = add_partial(e, t, y, i, cofs, mask);
   LLVMBasicBlockRef efin = block(e, "edge.final"), epart = block(e, "edge.partial"),
                     ejoin = block(e, "edge.join");

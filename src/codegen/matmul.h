@@ -11,7 +11,8 @@
  *                         pc: K in KC blocks    pack rhs KC x NC into NR-wide strips (scratch)
  *                           ic: M in MC blocks  pack lhs MC x KC into MR-tall strips (scratch)
  *                             jr, ir: MR x NR register tile, k-loop of broadcast-FMAs
- * f32: MR x NR = 8 x 32 (16 zmm accumulators), KC 1024, MC 64, NC 1024 (matmul.c says why).
+ * f32 on AVX-512: MR x NR = 8 x 32 (16 zmm accumulators); on AVX2: 6 x 16 (12 ymm of the 16, as
+ * BLIS's haswell kernel); block sizes follow (matmul.c says why).
  * The packers read any layout through strides (transposed operands, several contracting dims,
  * batch dims anywhere; contiguous-k operands through in-register transposes), widen f16/bf16 to
  * f32 and i8/u8 to i32, and zero-pad the edges, so the micro-kernel always runs whole tiles over
@@ -50,14 +51,15 @@ typedef struct cg_mm_epi {
   LLVMValueRef col;  /* i64: first column, a multiple of width */
   LLVMValueRef mask; /* <width x i1>: lanes with col + lane < N; loads of inputs indexed by the
                         column must be masked with it (the last vector of a row runs past N) */
-  unsigned width;    /* lanes: 16 for 4-byte compute types, 8 for 8-byte ones */
+  unsigned width;    /* lanes: vec_bytes / the compute type's size (16 or 8 with AVX-512) */
 } cg_mm_epi;
 
 /* Returns the value to store, or NULL when it cannot emit the epilogue (the emitter then fails
    with JIT_EUNSUPPORTED). It may also store further outputs itself (masked with e->mask), and may
    add blocks (it must leave the builder where the code continues). It is called MR * 2 + 1
-   times per kernel (17: each vector of a whole tile, with an all-true constant mask, and once
-   for edge tiles), all in one function, so keep state that must be emitted once out of it. */
+   times per kernel (17 with AVX-512, 13 with AVX2: each vector of a whole tile, with an all-true
+   constant mask, and once for edge tiles), all in one function, so keep state that must be
+   emitted once out of it. */
 typedef LLVMValueRef (*cg_mm_epilogue_fn)(void *ctx, const cg_mm_epi *e);
 
 typedef struct cg_matmul_desc {
@@ -69,12 +71,14 @@ typedef struct cg_matmul_desc {
   int lhs_buf, rhs_buf; /* indices into bufs of the operands, */
   int out_buf;          /* of the output ([batch * M, N] dense, row-major), */
   int scratch_buf;      /* and of this thread's scratch (see cg_matmul_scratch_bytes) */
+  int vec_bytes;        /* vector registers to block for: 64, 32 or 16 (init: the host's) */
 } cg_matmul_desc;
 
 /* Fills d for a dot of lhs x rhs with the default buffer layout
      bufs = lhs, rhs, [n_epi epilogue buffers], out, scratch
    (lhs_buf 0, rhs_buf 1, out_buf 2 + n_epi, scratch_buf 3 + n_epi), no epilogue, out_dtype =
-   the operands' dtype. */
+   the operands' dtype, vec_bytes = cg_host_vector_bytes(). Any vec_bytes runs correctly on any
+   x86-64 host (LLVM splits wider vectors); the host's is the fast one. */
 void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *rhs,
                          const ir_dot_dims *dims, uint32_t n_epi);
 /* The same for instruction `dot` (an IR_DOT) of f. */
