@@ -20,6 +20,7 @@ typedef struct floor_result {
   double fma_gflops[2];     /* register-only FMA loop with 1 and 2 threads, GFLOP/s */
   const char *fma_isa;      /* "avx512f", "avx2+fma" or "sse2 (mul+add)" */
   double triad_mib;         /* size of each of the three arrays, MiB */
+  const char *triad_isa;    /* vectors of the triad loop: "avx512f", "avx2" or "sse2" */
   int fma_accumulators;     /* independent vector accumulators per thread */
 } floor_result;
 

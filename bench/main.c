@@ -687,8 +687,8 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
   fprintf(f, "build       %s, opt_level %d, mode %s, engine: %s\n", TJIT_BENCH_BUILD_TYPE,
           o->opt_level, o->quick ? "--quick" : "full", engine(rs, n));
   fprintf(f, "\nfloors (this run)                                      1 thread   2 threads\n");
-  fprintf(f, "  triad a=b+s*c, 3 x %.0f MiB, GB/s (best)               %7.1f    %7.1f\n",
-          fl->triad_mib, fl->triad_gbs[0], fl->triad_gbs[1]);
+  fprintf(f, "  triad a=b+s*c, %-7s 3 x %.0f MiB, GB/s (best)       %7.1f    %7.1f\n",
+          fl->triad_isa, fl->triad_mib, fl->triad_gbs[0], fl->triad_gbs[1]);
   fprintf(f, "  FMA peak, %-8s x %d accumulators, GFLOP/s         %7.1f    %7.1f\n", fl->fma_isa,
           fl->fma_accumulators, fl->fma_gflops[0], fl->fma_gflops[1]);
   fprintf(f, "\n%-3s %-14s %-8s %9s %9s %9s %9s %10s %10s %5s %14s %7s\n", "id", "workload",
@@ -835,9 +835,10 @@ static int write_json(const char *path, const machine *m, const options *o,
   json_str(f, engine(rs, n));
   fprintf(f, ",\n  \"floors\": {\"triad_bytes_convention\": \"12 bytes per element: read b, read c, "
              "write a; write-allocate not counted\", \"triad_array_mib\": %.0f, "
-             "\"triad_gbs\": [%.3f, %.3f], \"triad_median_gbs\": [%.3f, %.3f], "
+             "\"triad_isa\": \"%s\", \"triad_gbs\": [%.3f, %.3f], "
+             "\"triad_median_gbs\": [%.3f, %.3f], "
              "\"fma_isa\": \"%s\", \"fma_accumulators\": %d, \"fma_gflops\": [%.3f, %.3f]},\n",
-          fl->triad_mib, fl->triad_gbs[0], fl->triad_gbs[1], fl->triad_median[0],
+          fl->triad_mib, fl->triad_isa, fl->triad_gbs[0], fl->triad_gbs[1], fl->triad_median[0],
           fl->triad_median[1], fl->fma_isa, fl->fma_accumulators, fl->fma_gflops[0],
           fl->fma_gflops[1]);
   fprintf(f, "  \"workloads\": [");
