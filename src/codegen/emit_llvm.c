@@ -634,25 +634,30 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
     goto done;
   }
 
-  /* the entry: void NAME(void *const *bufs, int64_t row_begin, int64_t row_end) */
-  LLVMTypeRef eparams[3] = {e->ptr, e->i64, e->i64};
-  LLVMValueRef fn = LLVMAddFunction(e->m, lf->name, LLVMFunctionType(e->vd, eparams, 3, 0));
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
-  LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+  /* the entry: void NAME(void *const *bufs, int64_t row_begin, int64_t row_end), and its
+     twin NAME_nt, whose stores codegen/stream.c may make streaming after O3 (each gets its own
+     copy of the body when it is inlined) */
   LLVMValueRef *vargs = malloc((nb + 2) * sizeof *vargs);
   if (!vargs) {
     st = jit_error(JIT_ENOMEM, "codegen: out of memory");
     goto done;
   }
-  for (uint32_t i = 0; i < nb; i++) {
-    LLVMValueRef idx = LLVMConstInt(e->i64, i, 0);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(e->b, e->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
-    vargs[i] = LLVMBuildLoad2(e->b, e->ptr, p, "");
+  for (int twin = 0; twin < (lf->stream_mask ? 2 : 1); twin++) {
+    LLVMTypeRef eparams[3] = {e->ptr, e->i64, e->i64};
+    snprintf(name, sizeof name, "%s%s", lf->name, twin ? "_nt" : "");
+    LLVMValueRef fn = LLVMAddFunction(e->m, name, LLVMFunctionType(e->vd, eparams, 3, 0));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+    LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
+    for (uint32_t i = 0; i < nb; i++) {
+      LLVMValueRef idx = LLVMConstInt(e->i64, i, 0);
+      LLVMValueRef p = LLVMBuildInBoundsGEP2(e->b, e->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
+      vargs[i] = LLVMBuildLoad2(e->b, e->ptr, p, "");
+    }
+    vargs[nb] = LLVMGetParam(fn, 1);
+    vargs[nb + 1] = LLVMGetParam(fn, 2);
+    LLVMBuildCall2(e->b, bty, body, vargs, nb + 2, "");
+    LLVMBuildRetVoid(e->b);
   }
-  vargs[nb] = LLVMGetParam(fn, 1);
-  vargs[nb + 1] = LLVMGetParam(fn, 2);
-  LLVMBuildCall2(e->b, bty, body, vargs, nb + 2, "");
-  LLVMBuildRetVoid(e->b);
   free(vargs);
 done:
   free(params);

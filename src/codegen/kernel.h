@@ -158,6 +158,9 @@ typedef struct lp_func {
   int32_t entry, row;   /* blocks */
   int64_t n_rows;       /* the row range of a whole call: [0, n_rows) */
   int64_t row_work;     /* elements touched per row (for splitting rows over threads) */
+  uint64_t stream_mask; /* bit k: bufs[k] may be written with streaming stores; nonzero: the
+                           LLVM module also has NAME_nt (see codegen/stream.h), set by the
+                           runtime before emission */
 } lp_func;
 
 /* Lowers kernel ki of p. *out is NULL when the kernel has nothing to loop over (a dot without

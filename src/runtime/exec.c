@@ -17,6 +17,7 @@
 #include "codegen/disk_cache.h"
 #include "codegen/epilogue.h"
 #include "codegen/kernel.h"
+#include "codegen/stream.h"
 #include "codegen/llvm_jit.h"
 #include "codegen/matmul.h"
 #include "ir/passes/passes.h"
@@ -29,6 +30,9 @@
 #define EXEC_PAR_MIN 65536       /* elements below which a kernel runs on the calling thread */
 #define EXEC_DOT_PAR_MIN (1 << 20) /* multiply-adds below which a dot runs on the calling thread */
 #define EXEC_HUGE (2u << 20)     /* an arena this large is advised to transparent huge pages */
+/* Bytes a kernel writes per call from which its stores stream past the cache (codegen/stream.h):
+   the L3 of the machines measured (32 MiB), which such an output would not stay in anyway. */
+#define EXEC_STREAM_MIN ((size_t)32 << 20)
 
 #define TRY_RET(expr)                 \
   do {                                \
@@ -362,6 +366,14 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
     s->row_work = lf->row_work;
     s->inline_run = (double)s->rows * (double)s->row_work < EXEC_PAR_MIN;
     snprintf(s->name, sizeof s->name, "%s", lf->name);
+    size_t written = 0;
+    uint64_t mask = 0;
+    for (uint32_t i = lf->n_reads; i < lf->n_bufs && i < 64; i++) {
+      written += bytes_of(B->f, lf->buf_refs[i]);
+      mask |= (uint64_t)1 << i;
+    }
+    if (!s->inline_run && lf->n_bufs <= 64 && written >= EXEC_STREAM_MIN)
+      lf->stream_mask = s->stream_mask = mask;
   }
   TRY(add_scans_before(B, B->f->n_ins, &next_scan));
   return JIT_OK;
@@ -525,6 +537,18 @@ static bool has_native(const exec *e) {
   return false;
 }
 
+/* Makes the stores of each streaming kernel's twin streaming, in the optimized module. */
+static jit_status mark_streams(const exec *e, LLVMModuleRef m) {
+  for (uint32_t i = 0; i < e->n_steps; i++) {
+    const estep *s = &e->steps[i];
+    if (!s->stream_mask) continue;
+    char nt[40];
+    snprintf(nt, sizeof nt, "%s_nt", s->name);
+    TRY_RET(cg_stream_stores(m, nt, s->stream_mask, NULL));
+  }
+  return JIT_OK;
+}
+
 /* Builds the module, takes the object from the disk cache or compiles (and stores) it, loads it
    and binds the entry and every kernel step to its function. */
 static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, exec_stats *stats) {
@@ -552,6 +576,7 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
     stats->disk_cache_hits++;
   } else {
     TRY(cg_optimize(jit, m));
+    TRY(mark_streams(e, m));
     TRY(cg_emit_object(jit, m, &obj, &len));
     if (key) cg_disk_cache_put(e->ctx->disk, key, key_len, obj, len);
   }
@@ -563,6 +588,12 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
     TRY(cg_lookup(e->lib, s->name, &fn));
     if (s->kind == ES_SCAN) memcpy(&s->loop, &fn, sizeof fn);
     else s->fn = (kernel_fn)fn;
+    if (s->stream_mask) {
+      char nt[40];
+      snprintf(nt, sizeof nt, "%s_nt", s->name);
+      TRY(cg_lookup(e->lib, nt, &fn));
+      s->fn_nt = (kernel_fn)fn;
+    }
   }
   if (e->n_params + e->n_results + 1 <= FFI_ENTRY_MAX_ARGS) {
     void *fn = NULL;
@@ -662,12 +693,22 @@ typedef struct rows_job {
   size_t mm_bytes;
 } rows_job;
 
+/* Whether s's streaming twin may run on these buffers: its streamed stores are aligned to their
+   size only when the buffers they write start EXEC_ALIGN-aligned (a scan body's slice may not). */
+static bool streams_aligned(const estep *s, void *const *bufs) {
+  if (!s->fn_nt) return false;
+  uintptr_t low = 0;
+  for (uint32_t k = 0; k < s->n_bufs && k < 64; k++)
+    if (s->stream_mask >> k & 1) low |= (uintptr_t)bufs[k];
+  return (low & (EXEC_ALIGN - 1)) == 0;
+}
+
 static void run_rows(void *arg, int ith, int nth) {
   const rows_job *j = arg;
   const estep *s = j->s;
   if (s->kind == ES_KERNEL) {
     int64_t lo = s->rows * ith / nth, hi = s->rows * (ith + 1) / nth;
-    if (lo < hi) s->fn(j->bufs, lo, hi);
+    if (lo < hi) (streams_aligned(s, j->bufs) ? s->fn_nt : s->fn)(j->bufs, lo, hi);
     return;
   }
   /* a dot: one contiguous range per thread, in whole grains */
@@ -948,7 +989,10 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
   }
   c = LLVMContextCreate();
   TRY(build_module(e, f, lfs, p->n_kernels, c, &m));
-  if (ctx && ctx->jit) TRY(cg_optimize(ctx->jit, m));
+  if (ctx && ctx->jit) {
+    TRY(cg_optimize(ctx->jit, m));
+    TRY(mark_streams(e, m));
+  }
   char *text = cg_module_text(m);
   if (!text) TRY(oom());
   fputs(text, out);
