@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ir/ir.h"
+#include "support/optest.h"
 #include "tjit.h"
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -482,12 +483,7 @@ static void test_dump(void **state) {
   assert_int_equal(jit_call(f, args, res), JIT_OK);
   jit_array_free(res[0]);
   jit_array_free(res[1]);
-  char *text = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&text, &len);
-  assert_non_null(m);
-  assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_C | JIT_DUMP_LLVM, m), JIT_OK);
-  fclose(m);
+  char *text = ot_fn_dump(f, args, JIT_DUMP_C | JIT_DUMP_LLVM);
   assert_non_null(strstr(text, "is the matmul kernel tjit_dot"));
   assert_non_null(strstr(text, "define void @tjit_entry("));
   assert_non_null(strstr(text, "define void @tjit_dot"));
@@ -498,11 +494,7 @@ static void test_dump(void **state) {
   for (const char *q = text; (q = strstr(q, "define void @tjit_k")) != NULL; q++) loops++;
   assert_int_equal(loops, 1);
   free(text);
-  text = NULL;
-  m = open_memstream(&text, &len);
-  assert_non_null(m);
-  assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_FUSED, m), JIT_OK);
-  fclose(m);
+  text = ot_fn_dump(f, args, JIT_DUMP_FUSED);
   int dots = 0, kernels = 0;
   for (const char *q = text; (q = strstr(q, " = dot ")) != NULL; q++) dots++;
   for (const char *q = text; (q = strstr(q, "kernel k")) != NULL; q++) kernels++;

@@ -72,12 +72,7 @@ static void test_native_loop(void **state) {
   jit_fn_opts fo = {.name = "cumsum", .n_args = 2, .n_results = 2};
   OT_ASSERT_OK(jit_compile(ot_ctx(), cumsum_fn, &o, &fo, &f));
   OT_ASSERT_OK(jit_call(f, a, r));
-  char *text = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&text, &len);
-  assert_non_null(m);
-  OT_ASSERT_OK(jit_fn_dump(f, NULL, JIT_DUMP_LLVM, m));
-  fclose(m);
+  char *text = ot_fn_dump(f, NULL, JIT_DUMP_LLVM);
   assert_non_null(strstr(text, "define void @tjit_scan"));
   free(text);
   for (int i = 0; i < 2; i++) {

@@ -1,5 +1,6 @@
 /* optest.c: the end-to-end op test harness (see optest.h). Everything here is written without
  * the library's helpers (its own f16/bf16 rounding included) so that references stay independent. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include "support/optest.h"
 
 #include <math.h>
@@ -318,6 +319,18 @@ void ot_assert_ok(jit_status st, const char *what, const char *file, int line) {
   print_error("%s:%d: %s returned %s: %s\n", file, line, what, jit_status_str(st),
               jit_last_error());
   fail();
+}
+
+char *ot_fn_dump(jit_fn *f, jit_array *const *args, unsigned what) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  assert_non_null(out);
+  jit_status st = jit_fn_dump(f, args, what, out);
+  fclose(out);
+  if (st != JIT_OK) free(text);
+  OT_ASSERT_OK(st);
+  return text;
 }
 
 /* ---- running ------------------------------------------------------------------------------------- */

@@ -76,6 +76,8 @@ jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, con
 /* Fails the test with jit_last_error() when st is not JIT_OK. */
 #define OT_ASSERT_OK(st) ot_assert_ok((st), #st, __FILE__, __LINE__)
 void ot_assert_ok(jit_status st, const char *what, const char *file, int line);
+/* jit_fn_dump(f, args, what) as a malloc'd string (free() it); fails the test on an error. */
+char *ot_fn_dump(jit_fn *f, jit_array *const *args, unsigned what);
 
 /* ---- comparing ----------------------------------------------------------------------------------- */
 typedef struct ot_tol {
