@@ -10,8 +10,8 @@
  * is below the vector's), and an under-aligned one is lowered to four movntsd. So the kernel's
  * streaming twin NAME_nt is marked here, store by store: a vector store of 16, 32 or 64 bytes is
  * marked when its address is base + offset with base = bufs[k] for a buffer k of the mask that
- * the kernel does not also read, and offset a proven multiple of the store's size (from the index expression: constants, add, sub,
- * or, mul, shl, extensions, selects, and induction phis). The caller runs NAME_nt only when those
+ * the kernel does not also read, and offset a proven multiple of the store's size (from the
+ * index expression: constants, add, sub, or, mul, shl, extensions, selects, and induction phis). The caller runs NAME_nt only when those
  * bases are 64-byte aligned. Anything not proven stays a plain store, so a pattern this file does
  * not know costs speed, never correctness. Streaming stores are weakly ordered: NAME_nt ends
  * with an sfence, before the runtime's join publishes the output to other threads. */
@@ -115,9 +115,9 @@ static int buffer_index(LLVMValueRef p, LLVMValueRef bufs) {
   return byte % 8 == 0 && byte / 8 < 64 ? (int)(byte / 8) : -1;
 }
 
-/* For a store address: its buffer index k (or -1) and the power of two its offset from bufs[k] is
-   a multiple of. */
-static int store_base(LLVMValueRef ptr, LLVMValueRef bufs, uint64_t *align) {
+/* For an address the kernel loads or stores through: its buffer index k (or -1) and the power of
+   two (bytes) its offset from bufs[k] is a multiple of. */
+static int address_base(LLVMValueRef ptr, LLVMValueRef bufs, uint64_t *align) {
   uint64_t m = 64;
   for (int depth = 0; depth < MAX_DEPTH; depth++) {
     int k = buffer_index(ptr, bufs);
@@ -155,7 +155,7 @@ jit_status cg_stream_stores(LLVMModuleRef m, const char *fn_name, uint64_t buf_m
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
     for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
       uint64_t align = 0;
-      int k = LLVMIsALoadInst(in) ? store_base(LLVMGetOperand(in, 0), bufs, &align) : -1;
+      int k = LLVMIsALoadInst(in) ? address_base(LLVMGetOperand(in, 0), bufs, &align) : -1;
       if (k >= 0) buf_mask &= ~((uint64_t)1 << k);
     }
   int n = 0;
@@ -167,7 +167,7 @@ jit_status cg_stream_stores(LLVMModuleRef m, const char *fn_name, uint64_t buf_m
       unsigned long long size = LLVMStoreSizeOfType(td, vt);
       if (size != 16 && size != 32 && size != 64) continue;
       uint64_t align = 0;
-      int k = store_base(LLVMGetOperand(in, 1), bufs, &align);
+      int k = address_base(LLVMGetOperand(in, 1), bufs, &align);
       if (k < 0 || !(buf_mask >> k & 1) || align < size) continue;
       LLVMSetAlignment(in, (unsigned)size);
       LLVMSetMetadata(in, nt_kind, nt_md);

@@ -561,14 +561,19 @@ static bool has_native(const exec *e) {
   return false;
 }
 
+/* The symbol of s's streaming twin (see emit_llvm.c). */
+static const char *twin_name(const estep *s, char *buf, size_t n) {
+  snprintf(buf, n, "%s_nt", s->name);
+  return buf;
+}
+
 /* Makes the stores of each streaming kernel's twin streaming, in the optimized module. */
 static jit_status mark_streams(const exec *e, LLVMModuleRef m) {
+  char nt[40];
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
-    if (!s->stream_mask) continue;
-    char nt[40];
-    snprintf(nt, sizeof nt, "%s_nt", s->name);
-    TRY_RET(cg_stream_stores(m, nt, s->stream_mask, NULL));
+    if (s->stream_mask)
+      TRY_RET(cg_stream_stores(m, twin_name(s, nt, sizeof nt), s->stream_mask, NULL));
   }
   return JIT_OK;
 }
@@ -614,8 +619,7 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
     else s->fn = (kernel_fn)fn;
     if (s->stream_mask) {
       char nt[40];
-      snprintf(nt, sizeof nt, "%s_nt", s->name);
-      TRY(cg_lookup(e->lib, nt, &fn));
+      TRY(cg_lookup(e->lib, twin_name(s, nt, sizeof nt), &fn));
       s->fn_nt = (kernel_fn)fn;
     }
   }
