@@ -99,6 +99,12 @@ jit_ctx_opts jit_ctx_opts_default(void);
 jit_status   jit_ctx_create(const jit_ctx_opts *opts /* NULL: defaults */, jit_ctx **out);
 void         jit_ctx_destroy(jit_ctx *ctx);
 int          jit_device_count(const jit_ctx *ctx);        /* all devices, all processes */
+/* What the context's code is generated for, e.g. "znver3, 256-bit vectors (host)": the host's
+   CPU unless $TJIT_CPU names another x86-64 CPU or level (x86-64-v2, x86-64-v3, x86-64-v4,
+   skylake-avx512, sapphirerapids, znver4, ...; one this host cannot execute makes
+   jit_ctx_create fail), and its widest vectors unless $TJIT_VECTOR_WIDTH (128, 256, 512) asks
+   for narrower ones. Both are part of every compiled signature's disk-cache key. */
+const char  *jit_ctx_target(const jit_ctx *ctx);
 const char  *jit_status_str(jit_status s);
 const char  *jit_last_error(void);                        /* this thread's last failure */
 size_t       jit_dtype_size(jit_dtype d);                 /* 0 for an unknown dtype */

@@ -24,13 +24,15 @@
 typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end);
 
 static cg_jit *g_jit;
-static int g_vec_bytes; /* the register tile's vector size under test; 0: the host's */
+static int g_vec_bytes; /* the register tile's vector size under test; 0: the target's */
+
+/* The vector size of the target the JIT generates for ($TJIT_CPU, $TJIT_VECTOR_WIDTH). */
+static int target_vec_bytes(void) { return cg_jit_target(g_jit)->vector_bytes; }
 
 /* cg_matmul_desc_init for the width under test: every width's kernel runs on any x86-64 host. */
 static void desc_init(cg_matmul_desc *d, const ir_type *lt, const ir_type *rt,
                       const ir_dot_dims *dd, uint32_t n_epi) {
-  cg_matmul_desc_init(d, lt, rt, dd, n_epi);
-  if (g_vec_bytes) d->vec_bytes = g_vec_bytes;
+  cg_matmul_desc_init(d, lt, rt, dd, n_epi, g_vec_bytes ? g_vec_bytes : target_vec_bytes());
 }
 
 static int setup(void **state) {
@@ -536,28 +538,28 @@ static void test_errors(void **state) {
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("bad", ctx);
   /* contracting dims of different sizes */
   c.rt.dims[0] = 4;
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   assert_int_equal(cg_matmul_emit(m, "a", &d), JIT_EINVAL);
   assert_int_equal(cg_matmul_scratch_bytes(&d), 0);
   assert_int_equal(cg_matmul_rows(&d), 0);
   /* dtypes differ; a bool dot; out dtype without an epilogue; clashing buffers */
   c = mat(JIT_F32, 4, 5, 6);
   c.rt.dtype = JIT_F64;
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   assert_int_equal(cg_matmul_emit(m, "b", &d), JIT_EINVAL);
   c = mat(JIT_BOOL, 4, 5, 6);
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   assert_int_equal(cg_matmul_emit(m, "c", &d), JIT_EINVAL);
   c = mat(JIT_F32, 4, 5, 6);
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   d.out_dtype = JIT_F64;
   assert_int_equal(cg_matmul_emit(m, "d", &d), JIT_EINVAL);
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   d.out_buf = d.lhs_buf;
   assert_int_equal(cg_matmul_emit(m, "e", &d), JIT_EINVAL);
   /* an epilogue that gives up, and one of the wrong type */
   epi_ctx ec = {2, JIT_F32, 0, true};
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 1);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 1, target_vec_bytes());
   d.epilogue = bias_relu;
   d.epilogue_ctx = &ec;
   assert_int_equal(cg_matmul_emit(m, "f", &d), JIT_EUNSUPPORTED);
@@ -566,7 +568,7 @@ static void test_errors(void **state) {
   d.out_dtype = JIT_F64;
   assert_int_equal(cg_matmul_emit(m, "g", &d), JIT_EUNSUPPORTED);
   /* a vector size the tile has no plan for */
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   d.vec_bytes = 24;
   assert_int_equal(cg_matmul_emit(m, "h", &d), JIT_EINVAL);
   assert_non_null(strstr(jit_last_error(), "vector size 24"));
@@ -581,7 +583,7 @@ static void test_errors(void **state) {
 /* GFLOP/s of a register-only loop of independent FMAs on the host's vectors (the FMA peak of
    one thread): 24 accumulators of 32 zmm registers, 12 of 16 ymm (more would spill). */
 static double fma_peak(void) {
-  const unsigned lanes = (unsigned)cg_host_vector_bytes() / 4;
+  const unsigned lanes = (unsigned)target_vec_bytes() / 4;
   const int nacc = lanes == 16 ? 24 : 12;
   LLVMContextRef c = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("peak", c);
@@ -660,7 +662,7 @@ static void test_speed(void **state) {
   int64_t M = 512, K = 1024, N = 4096;
   mcase c = mat(JIT_F32, M, K, N);
   cg_matmul_desc d;
-  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0);
+  cg_matmul_desc_init(&d, &c.lt, &c.rt, &c.dd, 0, target_vec_bytes());
   cg_dylib *lib = NULL;
   kernel_fn fn = NULL;
   double t0 = now_ms();
@@ -710,7 +712,7 @@ int main(void) {
     failed += cmocka_run_group_tests_name(widths[w].name, tiles, setup, teardown);
   }
   g_vec_bytes = 0;
-  const struct CMUnitTest host[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};
-  failed += cmocka_run_group_tests_name("host tile", host, setup, teardown);
+  const struct CMUnitTest target[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};
+  failed += cmocka_run_group_tests_name("target's tile", target, setup, teardown);
   return failed;
 }

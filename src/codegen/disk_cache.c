@@ -23,7 +23,7 @@
 #define TMP_PREFIX ".tmp-"
 #define TMP_STALE_SEC 3600       /* a temp file this old belongs to a process that died */
 /* The key text's prefix: every field that changes the machine code besides the module. */
-#define KEY_FMT "tjit-objcache %d\ncpu %s\nfeatures %s\nllvm %s\nopt %d\n\n"
+#define KEY_FMT "tjit-objcache %d\ncpu %s\nfeatures %s\nvector-bits %d\nllvm %s\nopt %d\n\n"
 #define EVICT_TARGET(limit) ((limit) / 10 * 9)
 
 struct cg_disk_cache {
@@ -290,12 +290,13 @@ jit_status cg_disk_cache_key(const cg_jit *jit, const char *module_text, char **
   const char *cpu = jit ? cg_jit_cpu(jit) : "-", *feat = jit ? cg_jit_features(jit) : "-";
   const char *ver = jit ? cg_llvm_version() : "-";
   int opt = jit ? cg_jit_opt_level(jit) : -1;
-  int n = snprintf(NULL, 0, KEY_FMT, CG_DISK_CACHE_FORMAT, cpu, feat, ver, opt);
+  int vbits = jit ? cg_jit_target(jit)->vector_bytes * 8 : 0;
+  int n = snprintf(NULL, 0, KEY_FMT, CG_DISK_CACHE_FORMAT, cpu, feat, vbits, ver, opt);
   size_t mlen = strlen(module_text);
   if (n < 0 || mlen > SIZE_MAX - (size_t)n - 1) return jit_error(JIT_ENOMEM, "disk cache: key too large");
   char *k = malloc((size_t)n + mlen + 1);
   if (!k) return jit_error(JIT_ENOMEM, "disk cache: out of memory");
-  snprintf(k, (size_t)n + 1, KEY_FMT, CG_DISK_CACHE_FORMAT, cpu, feat, ver, opt);
+  snprintf(k, (size_t)n + 1, KEY_FMT, CG_DISK_CACHE_FORMAT, cpu, feat, vbits, ver, opt);
   memcpy(k + n, module_text, mlen + 1);
   *key = k;
   *key_len = (size_t)n + mlen;

@@ -282,8 +282,8 @@ static LLVMValueRef epilogue(void *ctx, const cg_mm_epi *e) {
   return r->uniform ? splat(b, r->v, e->width) : r->v;
 }
 
-void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d) {
-  cg_matmul_desc_from_ir(d, pl->f, pl->dot, pl->n_reads);
+void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d, int vec_bytes) {
+  cg_matmul_desc_from_ir(d, pl->f, pl->dot, pl->n_reads, vec_bytes);
   pl->m = m;
   d->out_dtype = ir_type_of(pl->f, pl->root)->dtype;
   d->epilogue = epilogue;

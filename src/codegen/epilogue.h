@@ -31,7 +31,7 @@ typedef struct cg_epi_plan {
 /* True when kernel ki (an FZ_DOT one) can run its epilogue in the matmul's store. */
 bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out);
 /* d for the plan's dot with the epilogue (bufs lhs, rhs, reads..., out, scratch), emitted in m. */
-void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d);
+void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d, int vec_bytes);
 
 /* emit_llvm.c: one elementwise op on scalars (see there). */
 LLVMValueRef lp_emit_ew(LLVMBuilderRef b, LLVMModuleRef m, const lp_ins *in, LLVMValueRef x,

@@ -17,6 +17,8 @@
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include "codegen/fma_expand.h"
+#include "codegen/target.h"
 #include "runtime/error.h"
 
 /* Target machines are not safe to use from two threads at once (ORC's own concurrent compiler
@@ -34,8 +36,9 @@ struct cg_jit {
   LLVMOrcLLJITRef lljit;
   LLVMTargetRef target;
   char *triple;      /* LLVMDisposeMessage'd */
-  char *cpu;         /* LLVMDisposeMessage'd */
-  char *features;    /* LLVMDisposeMessage'd */
+  cg_target tgt;     /* what code is generated for */
+  char *features;    /* malloc'd copy of cg_target_features */
+  char vector_attr[8]; /* prefer-vector-width and min-legal-vector-width: the target's bits */
   char *data_layout; /* LLVMDisposeMessage'd */
   int opt_level;
   LLVMCodeGenOptLevel cg_level;
@@ -70,7 +73,7 @@ static void drop_error(void *ctx, LLVMErrorRef e) {
 }
 
 static LLVMTargetMachineRef tm_create(cg_jit *jit) {
-  return LLVMCreateTargetMachine(jit->target, jit->triple, jit->cpu, jit->features, jit->cg_level,
+  return LLVMCreateTargetMachine(jit->target, jit->triple, jit->tgt.cpu, jit->features, jit->cg_level,
                                  LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
@@ -79,7 +82,7 @@ static jit_status tm_get(cg_jit *jit, LLVMTargetMachineRef *tm) {
   *tm = jit->n_tm > 0 ? jit->tm_pool[--jit->n_tm] : NULL;
   pthread_mutex_unlock(&jit->mu);
   if (!*tm) *tm = tm_create(jit);
-  if (!*tm) return jit_error(JIT_ECOMPILE, "llvm: cannot create a target machine for %s", jit->cpu);
+  if (!*tm) return jit_error(JIT_ECOMPILE, "llvm: cannot create a target machine for %s", jit->tgt.cpu);
   return JIT_OK;
 }
 
@@ -94,6 +97,14 @@ static void tm_put(cg_jit *jit, LLVMTargetMachineRef tm) {
 }
 
 jit_status cg_jit_create(int opt_level, cg_jit **out) {
+  cg_target t;
+  if (!out) return jit_error(JIT_EINVAL, "cg_jit_create: out is NULL");
+  *out = NULL;
+  jit_status st = cg_target_from_env(&t);
+  return st != JIT_OK ? st : cg_jit_create_for(opt_level, &t, out);
+}
+
+jit_status cg_jit_create_for(int opt_level, const cg_target *t, cg_jit **out) {
   jit_status st = JIT_OK;
   cg_jit *jit = NULL;
   char *err = NULL;
@@ -102,7 +113,7 @@ jit_status cg_jit_create(int opt_level, cg_jit **out) {
   LLVMOrcJITTargetMachineBuilderRef jtmb = NULL;
   LLVMOrcLLJITBuilderRef builder = NULL;
   LLVMErrorRef e;
-  if (!out) return jit_error(JIT_EINVAL, "cg_jit_create: out is NULL");
+  if (!out || !t) return jit_error(JIT_EINVAL, "cg_jit_create: NULL argument");
   *out = NULL;
   if (opt_level < 0 || opt_level > 3)
     return jit_error(JIT_EINVAL, "cg_jit_create: opt_level %d is not in 0..3", opt_level);
@@ -118,9 +129,10 @@ jit_status cg_jit_create(int opt_level, cg_jit **out) {
                                                 LLVMCodeGenLevelAggressive};
   jit->cg_level = levels[opt_level];
   jit->triple = LLVMGetDefaultTargetTriple();
-  jit->cpu = LLVMGetHostCPUName();
-  jit->features = LLVMGetHostCPUFeatures();
-  if (!jit->triple || !jit->cpu || !jit->features) {
+  jit->tgt = *t;
+  jit->features = strdup(cg_target_features(t));
+  snprintf(jit->vector_attr, sizeof jit->vector_attr, "%d", t->vector_bytes * 8);
+  if (!jit->triple || !jit->features) {
     st = jit_error(JIT_ENOMEM, "cg_jit_create: out of memory");
     goto fail;
   }
@@ -174,15 +186,15 @@ void cg_jit_destroy(cg_jit *jit) {
   for (int i = 0; i < jit->n_tm; i++)
     LLVMDisposeTargetMachine(jit->tm_pool[i]);
   LLVMDisposeMessage(jit->triple);
-  LLVMDisposeMessage(jit->cpu);
-  LLVMDisposeMessage(jit->features);
+  free(jit->features);
   LLVMDisposeMessage(jit->data_layout);
   pthread_mutex_destroy(&jit->mu);
   free(jit);
 }
 
 int cg_jit_opt_level(const cg_jit *jit) { return jit->opt_level; }
-const char *cg_jit_cpu(const cg_jit *jit) { return jit->cpu; }
+const char *cg_jit_cpu(const cg_jit *jit) { return jit->tgt.cpu; }
+const cg_target *cg_jit_target(const cg_jit *jit) { return &jit->tgt; }
 const char *cg_jit_features(const cg_jit *jit) { return jit->features; }
 
 static char llvm_version[32];
@@ -199,41 +211,31 @@ const char *cg_llvm_version(void) {
   return llvm_version;
 }
 
-static int host_vector_bytes = 16;
-static pthread_once_t vector_once = PTHREAD_ONCE_INIT;
-
-/* A feature is on when its name appears with a '+' as a whole item of the list. */
-static int has_feature(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; p && *p;) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == n + 1 && p[0] == '+' && memcmp(p + 1, name, n) == 0) return 1;
-    p = end ? end + 1 : NULL;
+/* Every defined function vectorizes for, and may use registers of, the target's vector width:
+   LLVM's own choice follows the CPU's tuning (256 bits on Intel's AVX-512 cores, 512 on AMD's),
+   which would make one host's kernels differ from another's with the same registers. */
+static void set_vector_width(cg_jit *jit, LLVMModuleRef m) {
+  LLVMContextRef c = LLVMGetModuleContext(m);
+  unsigned n = (unsigned)strlen(jit->vector_attr);
+  static const char *const keys[2] = {"prefer-vector-width", "min-legal-vector-width"};
+  for (LLVMValueRef fn = LLVMGetFirstFunction(m); fn; fn = LLVMGetNextFunction(fn)) {
+    if (LLVMIsDeclaration(fn)) continue;
+    for (int i = 0; i < 2; i++) {
+      unsigned klen = (unsigned)strlen(keys[i]);
+      LLVMAttributeRef a = LLVMCreateStringAttribute(c, keys[i], klen, jit->vector_attr, n);
+      LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, a); /* replaces an earlier value */
+    }
   }
-  return 0;
 }
 
-static void set_vector_bytes(void) {
-  char *f = LLVMGetHostCPUFeatures();
-  if (!f) return; /* out of memory: the narrowest choice is correct everywhere */
-  /* AVX10/256 parts have avx512f without 512-bit registers (LLVM's -evex512) */
-  if (has_feature(f, "avx512f") && !strstr(f, "-evex512")) host_vector_bytes = 64;
-  else if (has_feature(f, "avx")) host_vector_bytes = 32;
-  LLVMDisposeMessage(f);
-}
-
-int cg_host_vector_bytes(void) {
-  pthread_once(&vector_once, set_vector_bytes);
-  return host_vector_bytes;
-}
-
-/* Host triple and layout, then the verifier: LLVM aborts on some broken modules in its
-   passes and code generator, so nothing unverified reaches them. */
+/* Target triple, layout and vector width, then the verifier: LLVM aborts on some broken modules
+   in its passes and code generator, so nothing unverified reaches them. */
 static jit_status prepare(cg_jit *jit, LLVMModuleRef m, const char *what) {
   char *msg = NULL;
   LLVMSetTarget(m, jit->triple);
   LLVMSetDataLayout(m, jit->data_layout);
+  set_vector_width(jit, m);
+  if (!jit->tgt.fma) cg_expand_fma(m);
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
     jit_status st = jit_error(JIT_ECOMPILE, "%s: invalid LLVM module: %s", what,
                               msg && msg[0] ? msg : "(no message)");

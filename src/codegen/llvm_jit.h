@@ -8,6 +8,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/target.h"
 #include "tjit.h"
 
 /* One LLJIT plus host target machines; one per jit_ctx. All functions taking a cg_jit may be
@@ -20,15 +21,18 @@ typedef struct cg_jit cg_jit;
 typedef struct cg_dylib cg_dylib;
 
 /* opt_level 0..3: the pass pipeline default<ON> and the code generator's level (0 None,
-   1 Less, 2 Default, 3 Aggressive). Values outside 0..3 are JIT_EINVAL. */
+   1 Less, 2 Default, 3 Aggressive). Values outside 0..3 are JIT_EINVAL. Code is generated for
+   target T (cg_jit_create: the one $TJIT_CPU and $TJIT_VECTOR_WIDTH choose, see target.h). */
 jit_status cg_jit_create(int opt_level, cg_jit **out);
+jit_status cg_jit_create_for(int opt_level, const cg_target *t, cg_jit **out);
 /* Frees the LLJIT and every cg_dylib still alive (their handles become invalid). NULL is a no-op.
  */
 void cg_jit_destroy(cg_jit *jit);
 int cg_jit_opt_level(const cg_jit *jit);
 
-/* Sets M's target triple and data layout to the host's, verifies M (a broken module is
-   JIT_ECOMPILE with the verifier's message) and runs default<ON> for the host CPU. */
+/* Sets M's target triple and data layout, gives its functions the target's vector width
+   (prefer-vector-width, min-legal-vector-width), verifies M (a broken module is JIT_ECOMPILE
+   with the verifier's message) and runs default<ON> for the target CPU. */
 jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m);
 
 /* Emits M as a relocatable host object into malloc'd memory (*obj, *len; free() it). Code
@@ -49,14 +53,15 @@ void cg_dylib_free(cg_dylib *lib);
 /* The module's textual IR, malloc'd (free() it), or NULL when out of memory. */
 char *cg_module_text(LLVMModuleRef m);
 
-/* Strings for cache keys, valid until cg_jit_destroy / forever: the host CPU name
-   ("znver5"), its feature string ("+avx512f,..."), and "19.1.7" for the linked LLVM. */
+/* Strings for cache keys, valid until cg_jit_destroy / forever: the target CPU name
+   ("znver5"), its feature string ("+avx512f,..." for the host, "" for a named CPU), and
+   "19.1.7" for the linked LLVM. */
 const char *cg_jit_cpu(const cg_jit *jit);
 const char *cg_jit_features(const cg_jit *jit);
 const char *cg_llvm_version(void);
 
-/* Bytes of the host's widest vector registers: 64 (AVX-512), 32 (AVX, AVX2) or 16. Generated
-   code that blocks for registers (the matmul tile) sizes itself by it. */
-int cg_host_vector_bytes(void);
+/* The target code is generated for: its vector_bytes is what generated code that blocks for
+   registers (the matmul tile) sizes itself by. Valid until cg_jit_destroy. */
+const cg_target *cg_jit_target(const cg_jit *jit);
 
 #endif /* TJIT_CODEGEN_LLVM_JIT_H */

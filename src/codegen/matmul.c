@@ -201,7 +201,7 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
  */
 
 void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *rhs,
-                         const ir_dot_dims *dims, uint32_t n_epi) {
+                         const ir_dot_dims *dims, uint32_t n_epi, int vec_bytes) {
   memset(d, 0, sizeof *d);
   d->lhs = *lhs;
   d->rhs = *rhs;
@@ -211,13 +211,14 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
   d->rhs_buf = 1;
   d->out_buf = 2 + (int)n_epi;
   d->scratch_buf = 3 + (int)n_epi;
-  d->vec_bytes = cg_host_vector_bytes();
+  d->vec_bytes = vec_bytes;
 }
 
-void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi) {
+void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
+                            int vec_bytes) {
   const ir_ins *in = &f->ins[dot];
   cg_matmul_desc_init(d, ir_type_of(f, in->args[0]), ir_type_of(f, in->args[1]), &in->attr.dot,
-                      n_epi);
+                      n_epi, vec_bytes);
 }
 
 jit_status cg_matmul_shape(const cg_matmul_desc *d, int64_t *batch, int64_t *m, int64_t *n,
@@ -678,12 +679,13 @@ static void emit_pack(mm *e, LLVMValueRef dst, LLVMValueRef src, const grp *gw, 
   loop_close(e, &ls, step(e, ws, W));
 }
 
-/* acc += a * b on vectors of the accumulator type. */
+/* acc += a * b on vectors of the accumulator type: one vfmadd where the target has FMA, a
+   multiply and an add where it has not (llvm.fma would become a libm call per lane there). */
 static LLVMValueRef madd(mm *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
   if (e->T == e->f32 || e->T == e->f64) {
     LLVMValueRef args[3] = {a, b, acc};
     LLVMTypeRef t = e->VT;
-    return call_intrinsic(e, "llvm.fma", &t, 1, args, 3);
+    return call_intrinsic(e, "llvm.fmuladd", &t, 1, args, 3);
   }
   return LLVMBuildAdd(e->b, acc, LLVMBuildMul(e->b, a, b, ""), "");
 }
@@ -888,12 +890,6 @@ static LLVMValueRef buf_ptr(mm *e, LLVMValueRef bufs, int i) {
   return load(e, e->ptr, gep(e, e->ptr, bufs, ci(e, i)), 8);
 }
 
-static void add_attr(mm *e, LLVMValueRef fn, const char *k, const char *v) {
-  LLVMAddAttributeAtIndex(
-      fn, LLVMAttributeFunctionIndex,
-      LLVMCreateStringAttribute(e->c, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
-}
-
 static void emit_body(mm *e) {
   LLVMBuilderRef b = e->b;
   const plan *p = &e->p;
@@ -1020,8 +1016,6 @@ jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_des
   e.fn = LLVMAddFunction(m, name, LLVMFunctionType(LLVMVoidTypeInContext(e.c), params, 3, 0));
   if (!e.fn)
     return jit_error(JIT_ENOMEM, "matmul: out of memory");
-  add_attr(&e, e.fn, "min-legal-vector-width", "512");
-  add_attr(&e, e.fn, "prefer-vector-width", "512");
   e.b = LLVMCreateBuilderInContext(e.c);
   if (!e.b)
     return jit_error(JIT_ENOMEM, "matmul: out of memory");

@@ -71,18 +71,20 @@ typedef struct cg_matmul_desc {
   int lhs_buf, rhs_buf; /* indices into bufs of the operands, */
   int out_buf;          /* of the output ([batch * M, N] dense, row-major), */
   int scratch_buf;      /* and of this thread's scratch (see cg_matmul_scratch_bytes) */
-  int vec_bytes;        /* vector registers to block for: 64, 32 or 16 (init: the host's) */
+  int vec_bytes;        /* vector registers to block for: 64, 32 or 16 (the target's) */
 } cg_matmul_desc;
 
 /* Fills d for a dot of lhs x rhs with the default buffer layout
      bufs = lhs, rhs, [n_epi epilogue buffers], out, scratch
    (lhs_buf 0, rhs_buf 1, out_buf 2 + n_epi, scratch_buf 3 + n_epi), no epilogue, out_dtype =
-   the operands' dtype, vec_bytes = cg_host_vector_bytes(). Any vec_bytes runs correctly on any
-   x86-64 host (LLVM splits wider vectors); the host's is the fast one. */
+   the operands' dtype, and the given vec_bytes (cg_jit_target(jit)->vector_bytes: the tile's
+   size must be the same where the runtime plans a dot and where codegen emits it). Any vec_bytes
+   runs correctly on any x86-64 host (LLVM splits wider vectors); the target's is the fast one. */
 void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *rhs,
-                         const ir_dot_dims *dims, uint32_t n_epi);
+                         const ir_dot_dims *dims, uint32_t n_epi, int vec_bytes);
 /* The same for instruction `dot` (an IR_DOT) of f. */
-void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi);
+void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
+                            int vec_bytes);
 
 /* The problem's sizes: batch, M, N, K. JIT_EINVAL (with a message) for an invalid desc. */
 jit_status cg_matmul_shape(const cg_matmul_desc *d, int64_t *batch, int64_t *m, int64_t *n,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,7 +73,12 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
   if (ctx->n_threads > POOL_MAX_THREADS) ctx->n_threads = POOL_MAX_THREADS;
   TRY(pool_create(ctx->n_threads, &ctx->pool));
   TRY(buf_pool_create(&ctx->buffers));
-  if (ctx->opt_level > 0) TRY(cg_jit_create(ctx->opt_level, &ctx->jit));
+  if (ctx->opt_level > 0) {
+    TRY(cg_jit_create(ctx->opt_level, &ctx->jit));
+    cg_target_describe(cg_jit_target(ctx->jit), ctx->target, sizeof ctx->target);
+  } else {
+    snprintf(ctx->target, sizeof ctx->target, "none: opt_level 0 runs the interpreter");
+  }
   if (ctx->jit && ctx->cache_dir) TRY(cg_disk_cache_open(ctx->cache_dir, &ctx->disk));
   *out = ctx;
   return JIT_OK;
@@ -94,6 +100,8 @@ void jit_ctx_destroy(jit_ctx *ctx) {
 }
 
 int jit_device_count(const jit_ctx *ctx) { return ctx ? ctx->n_devices : 0; }
+
+const char *jit_ctx_target(const jit_ctx *ctx) { return ctx ? ctx->target : ""; }
 
 jit_status ctx_device_threads(jit_ctx *ctx, struct pool **out) {
   jit_status st = JIT_OK;

@@ -197,6 +197,12 @@ static jit_status add_interp(builder *B, const ir_ref *ops, uint32_t n_ops, cons
   return sub_function(B->f, ops, n_ops, reads, n_reads, writes, n_writes, &s->sub);
 }
 
+/* The vector size the matmul tile blocks for: the target's (planning and emission must agree,
+   since the tile decides the scratch a dot needs). Without a JIT no dot runs natively. */
+static int tile_vec_bytes(const exec *e) {
+  return e->ctx->jit ? cg_jit_target(e->ctx->jit)->vector_bytes : 16;
+}
+
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
    interpreter when the emitter has no form for it (bool operands; no contracted elements, where
    the result is all zeros and the packed loops never run). */
@@ -205,7 +211,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   jit_dtype dt = ir_type_of(B->f, d->args[0])->dtype;
   if (!bytes_of(B->f, dot)) return JIT_OK; /* nothing to write */
   cg_matmul_desc desc;
-  cg_matmul_desc_from_ir(&desc, B->f, dot, 0);
+  cg_matmul_desc_from_ir(&desc, B->f, dot, 0, tile_vec_bytes(B->e));
   int64_t nb = 0, m = 0, n = 0, k = 0;
   if (!(ir_dtype_is_int(dt) || ir_dtype_is_float(dt)) ||
       cg_matmul_shape(&desc, &nb, &m, &n, &k) != JIT_OK || k == 0) {
@@ -218,7 +224,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   if (epi) {
     if (!(s->epi = malloc(sizeof *s->epi))) return oom();
     *s->epi = *epi;
-    cg_epi_desc(s->epi, NULL, &desc);
+    cg_epi_desc(s->epi, NULL, &desc, tile_vec_bytes(B->e));
   }
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
@@ -539,8 +545,8 @@ static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, u
     const estep *s = &e->steps[i];
     if (s->kind != ES_DOT) continue;
     cg_matmul_desc d;
-    if (s->epi) cg_epi_desc(s->epi, m, &d);
-    else cg_matmul_desc_from_ir(&d, f, s->dot, 0);
+    if (s->epi) cg_epi_desc(s->epi, m, &d, tile_vec_bytes(e));
+    else cg_matmul_desc_from_ir(&d, f, s->dot, 0, tile_vec_bytes(e));
     TRY(cg_matmul_emit(m, s->name, &d));
   }
   for (uint32_t i = 0; i < e->n_steps; i++)

@@ -32,6 +32,7 @@ struct jit_ctx {
   struct buf_pool *buffers;   /* freed array buffers kept for reuse (runtime/buffers.h) */
   struct pool *devices;       /* one thread per device, started by the first partitioned call */
   pthread_mutex_t devices_mu; /* guards starting them */
+  char target[96];            /* what jit_ctx_target says: the CPU and vector width codegen uses */
 };
 /* The device threads (ctx->n_devices of them, the caller being device 0's), started on first
    use: a partitioned program runs device d on thread d, each device needing its own thread since
