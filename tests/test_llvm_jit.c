@@ -24,6 +24,7 @@
 #ifdef HAVE_LLVM_HEADERS
 #include "codegen/llvm_jit.h"
 #include "runtime/error.h"
+#include "support/target_gate.h"
 
 static double now_ms(void) {
   struct timespec ts;
@@ -374,6 +375,7 @@ static void test_threads(void **state) {
 }
 
 int main(void) {
+  tt_skip_unrunnable_target();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vector_loop),      cmocka_unit_test(test_same_symbol_two_dylibs),
       cmocka_unit_test(test_object_roundtrip), cmocka_unit_test(test_malformed_module),

@@ -20,6 +20,7 @@
 #include "codegen/matmul.h"
 #include "ir/ir.h"
 #include "runtime/error.h"
+#include "support/target_gate.h"
 
 typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end);
 
@@ -695,6 +696,7 @@ static void test_speed(void **state) {
 }
 
 int main(void) {
+  tt_skip_unrunnable_target();
   /* every shape with each register tile: AVX-512's 8 x 2 zmm, AVX2's 6 x 2 ymm, SSE's 6 x 2 xmm */
   const struct CMUnitTest tiles[] = {
       cmocka_unit_test(test_small_shapes), cmocka_unit_test(test_primes_and_blocks),

@@ -19,6 +19,7 @@
 #include "runtime/error.h"
 #include "support/optest.h"
 #include "tjit.h"
+#include "support/target_gate.h"
 
 /* ---- the marker on hand-written IR ---------------------------------------------------------- */
 
@@ -323,6 +324,7 @@ static void test_misaligned_slices_stay_plain(void **state) {
 }
 
 int main(void) {
+  tt_skip_unrunnable_target();
   const struct CMUnitTest marker[] = {
       cmocka_unit_test(test_marks_proven_stores),
       cmocka_unit_test(test_marks_nothing_elsewhere),

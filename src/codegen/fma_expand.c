@@ -3,9 +3,8 @@
  * fma(a, b, c) = (s, t) = two_sum(a*b, c); s + (t + e), e the exact error of a*b (Veltkamp's
  * split of a and b into halves whose products are exact). The result is within an ulp of the
  * correctly rounded fma and exact where the math library needs it to be (x - n*ln2_hi with the
- * product exact). Where a*b or its error is not finite (overflow, huge operands whose split
- * overflows, NaN), the result is a*b + c, as fma's would be up to the rounding of a finite
- * result. About 20 multiplies and adds per lane: only targets without FMA pay it. */
+ * product exact). Where the correction is not finite (a*b or the split overflowed, NaN), the
+ * result is a*b + c, as fma's would be up to the rounding of a finite result. About 20 multiplies and adds per lane: only targets without FMA pay it. */
 #include "codegen/fma_expand.h"
 
 #include <stdbool.h>
@@ -60,8 +59,12 @@ static LLVMValueRef expand(ex *x, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c
                        mul(x, al, bl));
   LLVMValueRef s = add(x, p, c), bb = sub(x, s, p);
   LLVMValueRef t = add(x, sub(x, p, sub(x, s, bb)), sub(x, c, bb));
-  LLVMValueRef ok = LLVMBuildAnd(x->b, finite(x, p, inf), finite(x, e, inf), "");
-  return LLVMBuildSelect(x->b, ok, add(x, s, add(x, t, e)), s, "fma");
+  /* the correction, unless it is zero (s keeps the sign of a zero result, as fma's) or not
+     finite (a*b or the split overflowed, or NaN: fma's result is then a*b + c's) */
+  LLVMValueRef corr = add(x, t, e);
+  LLVMValueRef ok = LLVMBuildAnd(x->b, LLVMBuildFCmp(x->b, LLVMRealONE, corr, splat(x, 0.0), ""),
+                                 finite(x, corr, inf), "");
+  return LLVMBuildSelect(x->b, ok, add(x, s, corr), s, "fma");
 }
 
 static bool is_fma_call(LLVMValueRef in) {
