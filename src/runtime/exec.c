@@ -335,7 +335,8 @@ static jit_status add_scans_before(builder *B, ir_ref before, ir_ref *next) {
 static bool is_transcendental(uint8_t op) {
   switch (op) {
   case IR_EXP: case IR_LOG: case IR_TANH: case IR_LOGISTIC: case IR_SIN: case IR_COS:
-  case IR_ERF: case IR_POW: return true;
+  case IR_ERF: case IR_POW: case IR_LOG1P: case IR_EXPM1: case IR_ERF_INV: case IR_ATAN2:
+  case IR_REM: return true;
   default: return false;
   }
 }
