@@ -95,6 +95,15 @@ static const char prelude[] =
     "  if (b == -1) return 0;\n"
     "  return a % b;\n"
     "}\n"
+    "/* lax.clamp on integers, in the signed or unsigned 64-bit type that holds the dtype */\n"
+    "static inline int64_t tjit_sclamp(int64_t lo, int64_t x, int64_t hi) {\n"
+    "  x = x < lo ? lo : x;\n"
+    "  return x > hi ? hi : x;\n"
+    "}\n"
+    "static inline uint64_t tjit_uclamp(uint64_t lo, uint64_t x, uint64_t hi) {\n"
+    "  x = x < lo ? lo : x;\n"
+    "  return x > hi ? hi : x;\n"
+    "}\n"
     "/* erf^-1: Giles' single-precision approximation, then one Newton step on erf (erfc near 1) */\n"
     "static inline double tjit_erfinv(double y) {\n"
     "  double a = fabs(y), w = -log((1 - a) * (1 + a)), p;\n"
@@ -359,8 +368,8 @@ static void put_ew(cw *w, const lp_ins *in) {
     if (is_f(in->dt))
       fprintf(o, "(%s)tjit_min(tjit_max(v%d, v%d), v%d)", ctype(in->dt), in->b, in->a, in->c);
     else
-      fprintf(o, "(v%d < v%d ? v%d : v%d) > v%d ? v%d : (v%d < v%d ? v%d : v%d)", in->b, in->a,
-              in->a, in->b, in->c, in->c, in->b, in->a, in->a, in->b);
+      fprintf(o, "(%s)tjit_%cclamp(v%d, v%d, v%d)", ctype(in->dt),
+              ir_dtype_is_unsigned(in->dt) ? 'u' : 's', in->a, in->b, in->c);
     return;
   default: break;
   }

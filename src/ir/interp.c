@@ -494,6 +494,9 @@ static jit_status eval_elementwise(const ir_func *f, ir_ref r, const opnd *a, un
   case IR_CMP:
     if (t->dtype != JIT_BOOL || a[1].t->dtype != in_dt) return bad(f, r, "dtypes do not match");
     break;
+  case IR_IS_FINITE:
+    if (t->dtype != JIT_BOOL) return bad(f, r, "dtypes do not match");
+    break;
   case IR_SELECT:
     if (in_dt != JIT_BOOL || a[1].t->dtype != t->dtype || a[2].t->dtype != t->dtype)
       return bad(f, r, "dtypes do not match");
