@@ -365,7 +365,7 @@ double ir_eval_elementwise(ir_op op, const ir_attr *attr, jit_dtype in_dt, jit_d
     x[k] = load_scalar(d, tmp, 0);
   }
   scalar r = ew_eval(op, attr ? attr->cmp : JIT_EQ, in_dt, out_dt, x);
-  if (!ir_dtype_is_float(out_dt)) return (double)r.i;
+  if (!ir_dtype_is_float(out_dt)) return out_dt == JIT_U64 ? (double)(uint64_t)r.i : (double)r.i;
   ir_store_f64(out_dt, tmp, 0, r.f);
   return ir_load_f64(out_dt, tmp, 0);
 }
