@@ -231,6 +231,39 @@ static void test_u64_high_bit(void **state) {
   jit_fn_free(f);
 }
 
+/* A u32 matmul (hashing-style products that wrap) and a u32 reduce_sum, compiled. */
+static void u32_dot_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_matmul(t, a[0], a[1]);
+  r[1] = jit_reduce_sum(t, a[0], 1, (int[]){1});
+}
+
+static void test_u32_dot(void **state) {
+  (void)state;
+  enum { M = 5, K = 7, N = 6 };
+  ot_array in[2] = {ot_random(JIT_U32, 2, (int64_t[]){M, K}, 7, 0, 4294967295.0),
+                    ot_random(JIT_U32, 2, (int64_t[]){K, N}, 8, 0, 4294967295.0)};
+  ot_array out[2];
+  OT_ASSERT_OK(ot_run("u32dot", u32_dot_fn, NULL, 2, in, 2, out));
+  double want[M * N], sums[M];
+  for (int i = 0; i < M; i++) {
+    uint32_t s = 0;
+    for (int k = 0; k < K; k++) s += (uint32_t)in[0].v[i * K + k];
+    sums[i] = s;
+    for (int j = 0; j < N; j++) {
+      uint32_t acc = 0;
+      for (int k = 0; k < K; k++) acc += (uint32_t)in[0].v[i * K + k] * (uint32_t)in[1].v[k * N + j];
+      want[i * N + j] = acc;
+    }
+  }
+  ot_array w0 = ot_values(JIT_U32, 2, (int64_t[]){M, N}, want);
+  ot_array w1 = ot_values(JIT_U32, 1, (int64_t[]){M}, sums);
+  bool ok = ot_expect("matmul", &out[0], &w0);
+  ok &= ot_expect("reduce_sum", &out[1], &w1);
+  for (int i = 0; i < 2; i++) ot_free(&in[i]);
+  assert_true(ok);
+}
+
 /* ---- tracing: weak scalars, broadcasting, dtype errors with the user's line ------------------ */
 
 static int err_line;
@@ -349,6 +382,7 @@ static void test_ir_text(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scalar_semantics), cmocka_unit_test(test_u64_high_bit),
+      cmocka_unit_test(test_u32_dot),
       cmocka_unit_test(test_weak_and_broadcast), cmocka_unit_test(test_dtype_errors),
       cmocka_unit_test(test_ir_text),
   };
