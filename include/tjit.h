@@ -211,7 +211,7 @@ jit_val jit_div(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_max(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_min(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_pow(jit_trace *t, jit_val a, jit_val b);
-jit_val jit_rem(jit_trace *t, jit_val a, jit_val b);   /* C's fmod / truncated remainder (lax.rem) */
+jit_val jit_rem(jit_trace *t, jit_val a, jit_val b);   /* fmod / truncated remainder (lax.rem) */
 jit_val jit_atan2(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_and(jit_trace *t, jit_val a, jit_val b);   /* bool and integers */
 jit_val jit_or(jit_trace *t, jit_val a, jit_val b);

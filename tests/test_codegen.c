@@ -338,7 +338,8 @@ static void test_const_iota(void **state) {
                "func @iota_%s(%%0: %s[3,300]) -> (%s[3,300], %s[300], %s[]) {\n"
                "  %%1 = iota dim=1 : %s[3,300]\n  %%2 = add %%0, %%1 : %s[3,300]\n"
                "  %%3 = iota dim=0 : %s[300]\n  %%4 = const %s : %s[]\n  return %%2, %%3, %%4\n}\n",
-               dt, dt, dt, dt, dt, dt, dt, dt, ir_dtype_is_float(dtv) ? "0.1" : ir_dtype_is_unsigned(dtv) ? "7" : "-7", dt);
+               dt, dt, dt, dt, dt, dt, dt, dt,
+               ir_dtype_is_float(dtv) ? "0.1" : ir_dtype_is_unsigned(dtv) ? "7" : "-7", dt);
     }
     check_text(text, true, false, false, 41 + d);
   }

@@ -252,7 +252,8 @@ static void test_u32_dot(void **state) {
     sums[i] = s;
     for (int j = 0; j < N; j++) {
       uint32_t acc = 0;
-      for (int k = 0; k < K; k++) acc += (uint32_t)in[0].v[i * K + k] * (uint32_t)in[1].v[k * N + j];
+      for (int k = 0; k < K; k++)
+        acc += (uint32_t)in[0].v[i * K + k] * (uint32_t)in[1].v[k * N + j];
       want[i * N + j] = acc;
     }
   }
@@ -262,6 +263,71 @@ static void test_u32_dot(void **state) {
   ok &= ot_expect("reduce_sum", &out[1], &w1);
   for (int i = 0; i < 2; i++) ot_free(&in[i]);
   assert_true(ok);
+}
+
+/* Sharded: the new ops run per shard on a 2-device mesh (elementwise propagation, a reduce_max of
+   u32 across the shards) and give the unsharded results bit for bit. */
+static void sharded_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val h = jit_xor(t, jit_shift_left(t, a[0], jit_scalar(t, 13)),
+                      jit_shift_right_logical(t, a[0], jit_scalar(t, 19)));
+  r[0] = jit_reduce_max(t, h, 1, (int[]){1});
+  jit_val f = jit_mul(t, jit_convert(t, h, JIT_F32), jit_scalar(t, 0x1p-32));
+  jit_val centred = jit_sub(t, jit_mul(t, f, jit_scalar(t, 1.8)), jit_scalar(t, 0.9));
+  r[1] = jit_atan2(t, jit_erf_inv(t, centred),
+                   jit_clamp(t, jit_scalar(t, 0.1), jit_log1p(t, f), jit_scalar(t, 0.6)));
+}
+
+static void test_sharded(void **state) {
+  (void)state;
+  jit_ctx_opts o = jit_ctx_opts_default();
+  o.n_devices = 2;
+  o.n_threads = 2;
+  jit_ctx *c = NULL;
+  OT_ASSERT_OK(jit_ctx_create(&o, &c));
+  enum { R = 8, C = 40 };
+  uint32_t x[R * C];
+  uint64_t s = 99;
+  for (int i = 0; i < R * C; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (uint32_t)(s >> 32);
+  }
+  jit_array *a = NULL, *b = NULL;
+  OT_ASSERT_OK(jit_array_from_host(c, JIT_U32, 2, (int64_t[]){R, C}, x, &a));
+  jit_mesh *m = NULL;
+  OT_ASSERT_OK(jit_mesh_create(c, 1, (int64_t[]){2}, (const char *const[]){"x"}, NULL, &m));
+  jit_sharding *sh = NULL;
+  OT_ASSERT_OK(jit_sharding_create(m, "x,_", &sh));
+  OT_ASSERT_OK(jit_device_put(a, sh, &b));
+  const jit_fn_opts fo = {.name = "sharded", .n_args = 1, .n_results = 2};
+  jit_fn *f = NULL;
+  OT_ASSERT_OK(jit_compile(c, sharded_fn, NULL, &fo, &f));
+  jit_array *plain[2] = {NULL, NULL}, *split[2] = {NULL, NULL};
+  OT_ASSERT_OK(jit_call(f, &a, plain));
+  OT_ASSERT_OK(jit_call(f, &b, split));
+  uint32_t m0[R], m1[R];
+  float f0[R * C], f1[R * C];
+  OT_ASSERT_OK(jit_array_to_host(plain[0], m0, sizeof m0));
+  OT_ASSERT_OK(jit_array_to_host(split[0], m1, sizeof m1));
+  OT_ASSERT_OK(jit_array_to_host(plain[1], f0, sizeof f0));
+  OT_ASSERT_OK(jit_array_to_host(split[1], f1, sizeof f1));
+  assert_memory_equal(m0, m1, sizeof m0);
+  assert_memory_equal(f0, f1, sizeof f0);
+  for (int i = 0; i < R; i++) { /* and the max is the host's */
+    uint32_t want = 0;
+    for (int j = 0; j < C; j++) {
+      uint32_t v = x[i * C + j], h = (v << 13) ^ (v >> 19);
+      if (h > want) want = h;
+    }
+    assert_true(m0[i] == want);
+  }
+  for (int i = 0; i < 2; i++) jit_array_free(plain[i]), jit_array_free(split[i]);
+  jit_array_free(a);
+  jit_array_free(b);
+  jit_fn_free(f);
+  jit_sharding_free(sh);
+  jit_mesh_free(m);
+  jit_ctx_destroy(c);
 }
 
 /* ---- tracing: weak scalars, broadcasting, dtype errors with the user's line ------------------ */
@@ -349,7 +415,7 @@ static void test_dtype_errors(void **state) {
   assert_true(ok);
 }
 
-/* ---- the IR text names the dtypes and ops; parse errors for a misuse -------------------------- */
+/* ---- the IR text names the dtypes and ops; parse errors for a misuse ------------------------ */
 
 static void test_ir_text(void **state) {
   (void)state;
@@ -382,7 +448,7 @@ static void test_ir_text(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scalar_semantics), cmocka_unit_test(test_u64_high_bit),
-      cmocka_unit_test(test_u32_dot),
+      cmocka_unit_test(test_u32_dot),          cmocka_unit_test(test_sharded),
       cmocka_unit_test(test_weak_and_broadcast), cmocka_unit_test(test_dtype_errors),
       cmocka_unit_test(test_ir_text),
   };

@@ -104,7 +104,7 @@ static const char prelude[] =
     "  x = x < lo ? lo : x;\n"
     "  return x > hi ? hi : x;\n"
     "}\n"
-    "/* erf^-1: Giles' single-precision approximation, then one Newton step on erf (erfc near 1) */\n"
+    "/* erf^-1: Giles' single-precision approximation, one Newton step on erf (erfc near 1) */\n"
     "static inline double tjit_erfinv(double y) {\n"
     "  double a = fabs(y), w = -log((1 - a) * (1 + a)), p;\n"
     "  if (a >= 1 || y == 0 || y != y) return a == 1 ? copysign(INFINITY, y) : a > 1 ? NAN : y;\n"
@@ -271,7 +271,9 @@ static void put_ew_float(cw *w, const lp_ins *in) {
   case IR_FLOOR:
   case IR_CEIL:
   case IR_ROUND: fprintf(o, "%s%s(v%d)", libm_name(op), s, a); return;
-  case IR_SIGN: fprintf(o, "v%d != v%d || v%d == 0 ? v%d : copysign%s(1, v%d)", a, a, a, a, s, a); return;
+  case IR_SIGN:
+    fprintf(o, "v%d != v%d || v%d == 0 ? v%d : copysign%s(1, v%d)", a, a, a, a, s, a);
+    return;
   default: break;
   }
   open_round(w, d);
@@ -325,7 +327,9 @@ static void put_ew_int(cw *w, const lp_ins *in) {
   case IR_OR: fprintf(o, "(%s)(v%d | v%d)", t, a, b); return;
   case IR_XOR: fprintf(o, "(%s)(v%d ^ v%d)", t, a, b); return;
   /* amounts outside [0, bits) as XLA, never C's undefined shifts */
-  case IR_SHL: fprintf(o, "(uint64_t)v%d < %u ? (%s)((uint64_t)v%d << v%d) : 0", b, bits, t, a, b); return;
+  case IR_SHL:
+    fprintf(o, "(uint64_t)v%d < %u ? (%s)((uint64_t)v%d << v%d) : 0", b, bits, t, a, b);
+    return;
   case IR_SHR_LOGICAL:
     fprintf(o, "(uint64_t)v%d < %u ? (%s)((uint%u_t)v%d >> v%d) : 0", b, bits, t, bits, a, b);
     return;

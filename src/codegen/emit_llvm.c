@@ -307,9 +307,11 @@ static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef
   case IR_MIN: return intr2(e, s ? "llvm.smin" : "llvm.umin", x, y);
   case IR_POW: return ipow(e, d, x, y);
   case IR_SIGN: {
-    LLVMValueRef pos = LLVMBuildZExt(b, LLVMBuildICmp(b, s ? LLVMIntSGT : LLVMIntNE, x, zero, ""), t, "");
+    LLVMValueRef gt = LLVMBuildICmp(b, s ? LLVMIntSGT : LLVMIntNE, x, zero, "");
+    LLVMValueRef pos = LLVMBuildZExt(b, gt, t, "");
     if (!s) return pos;
-    return LLVMBuildSub(b, pos, LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), t, ""), "");
+    LLVMValueRef neg = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), t, "");
+    return LLVMBuildSub(b, pos, neg, "");
   }
   case IR_NOT: return LLVMBuildNot(b, x, "");
   case IR_AND: return LLVMBuildAnd(b, x, y, "");
@@ -325,7 +327,8 @@ static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef
   }
   case IR_SHR_ARITH: {
     LLVMValueRef in_range = LLVMBuildICmp(b, LLVMIntULT, y, width, "");
-    LLVMValueRef n = LLVMBuildSelect(b, in_range, y, LLVMConstInt(t, LLVMGetIntTypeWidth(t) - 1, 0), "");
+    LLVMValueRef top = LLVMConstInt(t, LLVMGetIntTypeWidth(t) - 1, 0);
+    LLVMValueRef n = LLVMBuildSelect(b, in_range, y, top, "");
     return LLVMBuildAShr(b, x, n, "");
   }
   case IR_REM: {

@@ -529,7 +529,8 @@ static LLVMValueRef emit_atan2(em *e, LLVMValueRef y, LLVMValueRef x) {
   ub = sel(e, fcmp(e, LLVMRealOEQ, mn, kf(e, inf)), kf(e, 0.0), ub); /* inf/inf: u = 0 */
   LLVMValueRef u = sel(e, big, ub, t);
   LLVMValueRef z = mul(e, u, u);
-  LLVMValueRef at = fma3(e, mul(e, u, z), e->f64 ? poly(e, z, ATAN64_P, 11) : poly(e, z, ATAN32_P, 5), u);
+  LLVMValueRef P = e->f64 ? poly(e, z, ATAN64_P, 11) : poly(e, z, ATAN32_P, 5);
+  LLVMValueRef at = fma3(e, mul(e, u, z), P, u);
   /* the octant: k and s */
   LLVMValueRef k = sel(e, big, kf(e, 1.0), kf(e, 0.0)), s = kf(e, 1.0);
   k = sel(e, swap, sub(e, kf(e, 2.0), k), k);
