@@ -331,30 +331,18 @@ static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef
     LLVMValueRef n = LLVMBuildSelect(b, in_range, y, top, "");
     return LLVMBuildAShr(b, x, n, "");
   }
-  case IR_REM: {
-    /* x % 0 = x, INT_MIN % -1 = 0: no remainder ever traps */
-    LLVMValueRef is0 = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
-    if (!s) {
-      LLVMValueRef safe = LLVMBuildSelect(b, is0, LLVMConstInt(t, 1, 0), y, "");
-      return LLVMBuildSelect(b, is0, x, LLVMBuildURem(b, x, safe, ""), "");
-    }
-    LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, y, ones, "");
-    LLVMValueRef safe = LLVMBuildSelect(b, LLVMBuildOr(b, is0, ism1, ""), LLVMConstInt(t, 1, 0), y, "");
-    LLVMValueRef r = LLVMBuildSelect(b, ism1, zero, LLVMBuildSRem(b, x, safe, ""), "");
-    return LLVMBuildSelect(b, is0, x, r, "");
-  }
+  case IR_REM:
   case IR_DIV: {
-    /* x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN: no division ever traps */
+    /* No division ever traps: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN (= -x);
+       x % 0 = x, INT_MIN % -1 = 0. The divisor is 1 where the answer is chosen instead. */
+    bool rem = in->ew == IR_REM;
     LLVMValueRef is0 = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
-    if (!s) {
-      LLVMValueRef safe = LLVMBuildSelect(b, is0, LLVMConstInt(t, 1, 0), y, "");
-      return LLVMBuildSelect(b, is0, ones, LLVMBuildUDiv(b, x, safe, ""), "");
-    }
-    LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, y, ones, "");
+    LLVMValueRef ism1 = s ? LLVMBuildICmp(b, LLVMIntEQ, y, ones, "") : LLVMConstInt(e->i1, 0, 0);
     LLVMValueRef safe = LLVMBuildSelect(b, LLVMBuildOr(b, is0, ism1, ""), LLVMConstInt(t, 1, 0), y, "");
-    LLVMValueRef q = LLVMBuildSDiv(b, x, safe, "");
-    q = LLVMBuildSelect(b, ism1, LLVMBuildSub(b, zero, x, ""), q, "");
-    return LLVMBuildSelect(b, is0, ones, q, "");
+    LLVMValueRef q = rem ? (s ? LLVMBuildSRem(b, x, safe, "") : LLVMBuildURem(b, x, safe, ""))
+                         : (s ? LLVMBuildSDiv(b, x, safe, "") : LLVMBuildUDiv(b, x, safe, ""));
+    if (s) q = LLVMBuildSelect(b, ism1, rem ? zero : LLVMBuildSub(b, zero, x, ""), q, "");
+    return LLVMBuildSelect(b, is0, rem ? x : ones, q, "");
   }
   default: e->bad = true; return LLVMGetUndef(t);
   }

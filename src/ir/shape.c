@@ -107,6 +107,7 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
   case IR_CONVERT: return JIT_OK;
   case IR_NEG:
   case IR_ABS:
+  case IR_SIGN:
     if (!is_num(a->dtype))
       return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
     return JIT_OK;
@@ -120,11 +121,6 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
   if ((ir_op_flags[op] & IR_UNARY_F) || op == IR_IS_FINITE) {
     if (!ir_dtype_is_float(a->dtype))
       return FAIL(JIT_EDTYPE, "needs a float operand, got %s", ty(a).s);
-    return JIT_OK;
-  }
-  if (op == IR_SIGN) {
-    if (!is_num(a->dtype))
-      return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
     return JIT_OK;
   }
   if (op == IR_NOT) {
