@@ -66,7 +66,10 @@ typedef enum jit_status {
   _(JIT_F16, "f16", 2)   \
   _(JIT_BF16, "bf16", 2) \
   _(JIT_F32, "f32", 4)   \
-  _(JIT_F64, "f64", 8)
+  _(JIT_F64, "f64", 8)   \
+  _(JIT_U32, "u32", 4)   \
+  _(JIT_U64, "u64", 8)
+/* (JIT_C64, JIT_C128 come next when complex numbers arrive: values never renumber.) */
 
 typedef enum jit_dtype {
 #define JIT_DTYPE_ENUM(name, text, bytes) name,
@@ -198,6 +201,14 @@ jit_val jit_cos(jit_trace *t, jit_val x);
 jit_val jit_erf(jit_trace *t, jit_val x);
 jit_val jit_floor(jit_trace *t, jit_val x);
 jit_val jit_relu(jit_trace *t, jit_val x);
+jit_val jit_log1p(jit_trace *t, jit_val x);
+jit_val jit_expm1(jit_trace *t, jit_val x);
+jit_val jit_ceil(jit_trace *t, jit_val x);
+jit_val jit_round(jit_trace *t, jit_val x);        /* to nearest, ties to even (jnp.round) */
+jit_val jit_sign(jit_trace *t, jit_val x);         /* lax.sign: NaN -> NaN, -0 -> -0 */
+jit_val jit_erf_inv(jit_trace *t, jit_val x);
+jit_val jit_is_finite(jit_trace *t, jit_val x);    /* -> bool */
+jit_val jit_not(jit_trace *t, jit_val x);          /* bool: logical; integers: bitwise */
 
 jit_val jit_add(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_sub(jit_trace *t, jit_val a, jit_val b);
@@ -206,6 +217,16 @@ jit_val jit_div(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_max(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_min(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_pow(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_rem(jit_trace *t, jit_val a, jit_val b);   /* fmod / truncated remainder (lax.rem) */
+jit_val jit_atan2(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_and(jit_trace *t, jit_val a, jit_val b);   /* bool and integers */
+jit_val jit_or(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_xor(jit_trace *t, jit_val a, jit_val b);
+/* integers; an amount outside [0, bits) gives 0 (left, logical) or the sign fill (arithmetic) */
+jit_val jit_shift_left(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_shift_right_logical(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_shift_right_arithmetic(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_clamp(jit_trace *t, jit_val lo, jit_val x, jit_val hi);   /* lax.clamp */
 
 jit_val jit_cmp(jit_trace *t, jit_cmp_op op, jit_val a, jit_val b);   /* -> bool */
 jit_val jit_select(jit_trace *t, jit_val pred, jit_val a, jit_val b);
@@ -278,6 +299,14 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_erf(t, ...) jit_erf(JIT__AT(t), __VA_ARGS__)
 #define jit_floor(t, ...) jit_floor(JIT__AT(t), __VA_ARGS__)
 #define jit_relu(t, ...) jit_relu(JIT__AT(t), __VA_ARGS__)
+#define jit_log1p(t, ...) jit_log1p(JIT__AT(t), __VA_ARGS__)
+#define jit_expm1(t, ...) jit_expm1(JIT__AT(t), __VA_ARGS__)
+#define jit_ceil(t, ...) jit_ceil(JIT__AT(t), __VA_ARGS__)
+#define jit_round(t, ...) jit_round(JIT__AT(t), __VA_ARGS__)
+#define jit_sign(t, ...) jit_sign(JIT__AT(t), __VA_ARGS__)
+#define jit_erf_inv(t, ...) jit_erf_inv(JIT__AT(t), __VA_ARGS__)
+#define jit_is_finite(t, ...) jit_is_finite(JIT__AT(t), __VA_ARGS__)
+#define jit_not(t, ...) jit_not(JIT__AT(t), __VA_ARGS__)
 #define jit_add(t, ...) jit_add(JIT__AT(t), __VA_ARGS__)
 #define jit_sub(t, ...) jit_sub(JIT__AT(t), __VA_ARGS__)
 #define jit_mul(t, ...) jit_mul(JIT__AT(t), __VA_ARGS__)
@@ -285,6 +314,15 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_max(t, ...) jit_max(JIT__AT(t), __VA_ARGS__)
 #define jit_min(t, ...) jit_min(JIT__AT(t), __VA_ARGS__)
 #define jit_pow(t, ...) jit_pow(JIT__AT(t), __VA_ARGS__)
+#define jit_rem(t, ...) jit_rem(JIT__AT(t), __VA_ARGS__)
+#define jit_atan2(t, ...) jit_atan2(JIT__AT(t), __VA_ARGS__)
+#define jit_and(t, ...) jit_and(JIT__AT(t), __VA_ARGS__)
+#define jit_or(t, ...) jit_or(JIT__AT(t), __VA_ARGS__)
+#define jit_xor(t, ...) jit_xor(JIT__AT(t), __VA_ARGS__)
+#define jit_shift_left(t, ...) jit_shift_left(JIT__AT(t), __VA_ARGS__)
+#define jit_shift_right_logical(t, ...) jit_shift_right_logical(JIT__AT(t), __VA_ARGS__)
+#define jit_shift_right_arithmetic(t, ...) jit_shift_right_arithmetic(JIT__AT(t), __VA_ARGS__)
+#define jit_clamp(t, ...) jit_clamp(JIT__AT(t), __VA_ARGS__)
 #define jit_cmp(t, ...) jit_cmp(JIT__AT(t), __VA_ARGS__)
 #define jit_select(t, ...) jit_select(JIT__AT(t), __VA_ARGS__)
 #define jit_convert(t, ...) jit_convert(JIT__AT(t), __VA_ARGS__)

@@ -232,14 +232,15 @@ static void check_text(const char *text, bool exact, bool optimize, bool special
 
 /* ---- every op on every dtype --------------------------------------------------------------------- */
 static const jit_dtype floats[] = {JIT_F32, JIT_F64, JIT_F16, JIT_BF16};
-static const jit_dtype ints[] = {JIT_I8, JIT_U8, JIT_I32, JIT_I64};
-static const jit_dtype all_dt[] = {JIT_BOOL, JIT_I8, JIT_U8, JIT_I32, JIT_I64,
+static const jit_dtype ints[] = {JIT_I8, JIT_U8, JIT_I32, JIT_I64, JIT_U32, JIT_U64};
+static const jit_dtype all_dt[] = {JIT_BOOL, JIT_I8, JIT_U8, JIT_I32, JIT_I64, JIT_U32, JIT_U64,
                                    JIT_F16, JIT_BF16, JIT_F32, JIT_F64};
 
 static void test_unary_float(void **state) {
   (void)state;
-  static const char *const ops[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh",
-                                    "logistic", "sin", "cos", "erf", "floor"};
+  static const char *const ops[] = {"neg",   "abs",   "exp",   "log",  "sqrt", "rsqrt",
+                                    "tanh",  "logistic", "sin", "cos", "erf", "floor",
+                                    "log1p", "expm1", "ceil", "round", "sign", "erf_inv"};
   for (size_t d = 0; d < 4; d++)
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
       const char *dt = jit_dtype_name(floats[d]);
@@ -249,7 +250,8 @@ static void test_unary_float(void **state) {
                ops[o], dt, dt, dt, ops[o], dt);
       bool exact = strcmp(ops[o], "neg") == 0 || strcmp(ops[o], "abs") == 0 ||
                    strcmp(ops[o], "sqrt") == 0 || strcmp(ops[o], "rsqrt") == 0 ||
-                   strcmp(ops[o], "floor") == 0;
+                   strcmp(ops[o], "floor") == 0 || strcmp(ops[o], "ceil") == 0 ||
+                   strcmp(ops[o], "round") == 0 || strcmp(ops[o], "sign") == 0;
       /* sin/cos are accurate for |x| < 2^24 only (docs/MATH.md): no huge special values */
       bool trig = strcmp(ops[o], "sin") == 0 || strcmp(ops[o], "cos") == 0;
       check_text(text, exact, false, !trig, 1 + o);
@@ -258,9 +260,9 @@ static void test_unary_float(void **state) {
 
 static void test_unary_int(void **state) {
   (void)state;
-  static const char *const ops[] = {"neg", "abs"};
-  for (size_t d = 0; d < 4; d++)
-    for (size_t o = 0; o < 2; o++) {
+  static const char *const ops[] = {"neg", "abs", "sign", "not"};
+  for (size_t d = 0; d < sizeof ints / sizeof ints[0]; d++)
+    for (size_t o = 0; o < 4; o++) {
       const char *dt = jit_dtype_name(ints[d]);
       char text[512];
       snprintf(text, sizeof text,
@@ -272,17 +274,22 @@ static void test_unary_int(void **state) {
 
 static void test_binary(void **state) {
   (void)state;
-  static const char *const ops[] = {"add", "sub", "mul", "div", "max", "min", "pow"};
+  static const char *const ops[] = {"add", "sub", "mul", "div", "max", "min", "pow", "rem",
+                                    "atan2", "and", "or", "xor", "shift_left",
+                                    "shift_right_logical", "shift_right_arithmetic"};
   for (size_t d = 0; d < sizeof all_dt / sizeof all_dt[0]; d++)
-    for (size_t o = 0; o < 7; o++) {
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
       jit_dtype dtv = all_dt[d];
-      if (dtv == JIT_BOOL && o != 4 && o != 5) continue; /* bool: max, min only */
+      bool bitwise = o >= 9 && o <= 11, shift = o >= 12;
+      if (dtv == JIT_BOOL && o != 4 && o != 5 && !bitwise) continue; /* bool: max, min, and.. */
+      if (ir_dtype_is_float(dtv) && (bitwise || shift)) continue;
+      if (o == 8 && !ir_dtype_is_float(dtv)) continue; /* atan2: floats */
       const char *dt = jit_dtype_name(dtv);
       char text[512];
       snprintf(text, sizeof text,
                "func @%s_%s(%%0: %s[6,40], %%1: %s[6,40]) -> %s[6,40] {\n  %%2 = %s %%0, %%1 : %s[6,40]\n  return %%2\n}\n",
                ops[o], dt, dt, dt, dt, ops[o], dt);
-      check_text(text, true, false, true, 11 + o);
+      check_text(text, o != 8, false, true, 11 + o);
     }
 }
 
@@ -312,7 +319,7 @@ static void test_convert_all_pairs(void **state) {
       snprintf(text, sizeof text,
                "func @cvt_%s_%s(%%0: %s[4,33]) -> %s[4,33] {\n  %%1 = convert %%0 : %s[4,33]\n  return %%1\n}\n",
                x, y, x, y, y);
-      check_text(text, true, false, true, 31 + a * 9 + b);
+      check_text(text, true, false, true, 31 + a * 11 + b);
     }
 }
 
@@ -332,9 +339,30 @@ static void test_const_iota(void **state) {
                "func @iota_%s(%%0: %s[3,300]) -> (%s[3,300], %s[300], %s[]) {\n"
                "  %%1 = iota dim=1 : %s[3,300]\n  %%2 = add %%0, %%1 : %s[3,300]\n"
                "  %%3 = iota dim=0 : %s[300]\n  %%4 = const %s : %s[]\n  return %%2, %%3, %%4\n}\n",
-               dt, dt, dt, dt, dt, dt, dt, dt, ir_dtype_is_float(dtv) ? "0.1" : dtv == JIT_U8 ? "7" : "-7", dt);
+               dt, dt, dt, dt, dt, dt, dt, dt,
+               ir_dtype_is_float(dtv) ? "0.1" : ir_dtype_is_unsigned(dtv) ? "7" : "-7", dt);
     }
     check_text(text, true, false, false, 41 + d);
+  }
+}
+
+/* clamp on every numeric dtype (bounds broadcast from scalars, NaN in any operand), is_finite */
+static void test_clamp_is_finite(void **state) {
+  (void)state;
+  for (size_t d = 1; d < sizeof all_dt / sizeof all_dt[0]; d++) {
+    const char *dt = jit_dtype_name(all_dt[d]);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "func @clamp_%s(%%0: %s[5,37], %%1: %s[5,37], %%2: %s[]) -> %s[5,37] {\n"
+             "  %%3 = broadcast %%2 dims=[] : %s[5,37]\n"
+             "  %%4 = clamp %%1, %%0, %%3 : %s[5,37]\n  return %%4\n}\n",
+             dt, dt, dt, dt, dt, dt, dt);
+    check_text(text, true, false, true, 61 + d);
+    if (!ir_dtype_is_float(all_dt[d])) continue;
+    snprintf(text, sizeof text,
+             "func @fin_%s(%%0: %s[5,37]) -> bool[5,37] {\n"
+             "  %%1 = is_finite %%0 : bool[5,37]\n  return %%1\n}\n", dt, dt);
+    check_text(text, true, false, true, 71 + d);
   }
 }
 
@@ -786,6 +814,7 @@ int main(void) {
       cmocka_unit_test(test_unary_float),       cmocka_unit_test(test_unary_int),
       cmocka_unit_test(test_binary),            cmocka_unit_test(test_cmp_select),
       cmocka_unit_test(test_convert_all_pairs), cmocka_unit_test(test_const_iota),
+      cmocka_unit_test(test_clamp_is_finite),
       cmocka_unit_test(test_movement),          cmocka_unit_test(test_softmax_layernorm),
       cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),

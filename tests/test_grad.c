@@ -42,11 +42,18 @@ struct vcase {
 
 static jit_val (*const unary[])(jit_trace *, jit_val) = {
     (jit_neg),  (jit_abs), (jit_exp), (jit_log), (jit_sqrt),  (jit_rsqrt), (jit_tanh),
-    (jit_logistic), (jit_sin), (jit_cos), (jit_erf), (jit_floor), (jit_relu)};
+    (jit_logistic), (jit_sin), (jit_cos), (jit_erf), (jit_floor), (jit_relu),
+    (jit_log1p), (jit_expm1), (jit_erf_inv), (jit_ceil), (jit_round), (jit_sign)};
 enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_LOGISTIC, U_SIN, U_COS, U_ERF,
-       U_FLOOR, U_RELU };
+       U_FLOOR, U_RELU, U_LOG1P, U_EXPM1, U_ERF_INV, U_CEIL, U_ROUND, U_SIGN };
 static jit_val (*const binary[])(jit_trace *, jit_val, jit_val) = {
-    (jit_add), (jit_sub), (jit_mul), (jit_div), (jit_max), (jit_min), (jit_pow)};
+    (jit_add), (jit_sub), (jit_mul), (jit_div), (jit_max), (jit_min), (jit_pow), (jit_rem),
+    (jit_atan2)};
+/* lax.clamp with x[1] as the operand, lo = x[0] and hi = x[0] + 1.5 */
+static jit_val op_clamp(jit_trace *t, const jit_val *x, const vcase *c) {
+  (void)c;
+  return jit_clamp(t, x[0], x[1], jit_add(t, x[0], jit_scalar(t, 1.5)));
+}
 
 static jit_val op_unary(jit_trace *t, const jit_val *x, const vcase *c) { return unary[c->k](t, x[0]); }
 static jit_val op_binary(jit_trace *t, const jit_val *x, const vcase *c) {
@@ -140,6 +147,15 @@ static const vcase cases[] = {
     {"erf", op_unary, 1, {S2(3, 4)}, -2, 2, 0, 0, U_ERF},
     {"floor", op_unary, 1, {S2(3, 4)}, -3, 3, 0, 0, U_FLOOR},
     {"relu", op_unary, 1, {S2(3, 4)}, -2, 2, 0, 0, U_RELU},
+    {"log1p", op_unary, 1, {S2(3, 4)}, -0.5, 3, 0, 0, U_LOG1P},
+    {"expm1", op_unary, 1, {S2(3, 4)}, -2, 2, 0, 0, U_EXPM1},
+    {"erf_inv", op_unary, 1, {S2(3, 4)}, -0.9, 0.9, 0, 0, U_ERF_INV},
+    {"ceil", op_unary, 1, {S2(3, 4)}, -3, 3, 0, 0, U_CEIL},
+    {"round", op_unary, 1, {S2(3, 4)}, -3, 3, 0, 0, U_ROUND},
+    {"sign", op_unary, 1, {S2(3, 4)}, -3, 3, 0, 0, U_SIGN},
+    {"rem", op_binary, 2, {S2(3, 4), S2(3, 4)}, 0.7, 3, 0, 0, 7},
+    {"atan2", op_binary, 2, {S2(3, 4), S2(3, 4)}, -2, 2, 0, 0, 8},
+    {"clamp", op_clamp, 2, {S2(3, 4), S2(3, 4)}, -2, 2, 0, 0, 0},
     {"scalar_exp", op_unary, 1, {{0, {0}}}, -1, 1, 0, 0, U_EXP},
     {"convert_f32", op_convert, 1, {S2(3, 4)}, -2, 2, 1e-2, 1e-4, 0},
     {"convert_i32", op_convert, 1, {S2(3, 4)}, -3, 3, 0, 0, 1},

@@ -1,5 +1,6 @@
-/* test_llvm_math.c: the inline exp/log/tanh/logistic/erf/sin/cos, JITed as vectorized loops and
- * compared with libm over a dense sweep of f32 bit patterns (and f64 samples) plus edge values. */
+/* test_llvm_math.c: the inline exp/log/tanh/logistic/erf/sin/cos/log1p/expm1/erf_inv/atan2,
+ * JITed as vectorized loops and compared with libm over a dense sweep of f32 bit patterns (and
+ * f64 samples; pairs for atan2) plus edge values. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <cmocka.h>
 
 #include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +31,12 @@
 /* The bounds documented in docs/MATH.md, in ulp, on each function's documented range. */
 static const double BOUND32[CG_MATH_COUNT] = {
     [CG_MATH_EXP] = 1,   [CG_MATH_LOG] = 1, [CG_MATH_TANH] = 1.5, [CG_MATH_LOGISTIC] = 2.5,
-    [CG_MATH_ERF] = 1.5, [CG_MATH_SIN] = 2, [CG_MATH_COS] = 2};
+    [CG_MATH_ERF] = 1.5, [CG_MATH_SIN] = 2, [CG_MATH_COS] = 2,    [CG_MATH_LOG1P] = 2,
+    [CG_MATH_EXPM1] = 2, [CG_MATH_ERF_INV] = 4, [CG_MATH_ATAN2] = 2.5};
 static const double BOUND64[CG_MATH_COUNT] = {
     [CG_MATH_EXP] = 1.5, [CG_MATH_LOG] = 1.5, [CG_MATH_TANH] = 3, [CG_MATH_LOGISTIC] = 3,
-    [CG_MATH_ERF] = 1,   [CG_MATH_SIN] = 2,   [CG_MATH_COS] = 2};
+    [CG_MATH_ERF] = 1,   [CG_MATH_SIN] = 2,   [CG_MATH_COS] = 2,  [CG_MATH_LOG1P] = 2,
+    [CG_MATH_EXPM1] = 2, [CG_MATH_ERF_INV] = 4.5, [CG_MATH_ATAN2] = 2.5};
 /* sin/cos keep their bound for |x| below this; beyond, results are only finite and in [-1,1]
    (f32: <= 2.5 ulp up to 2^24, measured, not asserted). */
 #define TRIG32_RANGE 1048576.0 /* 2^20 */
@@ -48,6 +52,9 @@ static double now_ms(void) {
 
 typedef void (*map32_fn)(float *, const float *, int64_t);
 typedef void (*map64_fn)(double *, const double *, int64_t);
+/* the binary function (atan2): y[i] = op(a[i], b[i]) */
+typedef void (*zip32_fn)(float *, const float *, const float *, int64_t);
+typedef void (*zip64_fn)(double *, const double *, const double *, int64_t);
 
 typedef struct {
   cg_jit *jit;
@@ -65,26 +72,34 @@ static void add_noalias(LLVMContextRef c, LLVMValueRef fn, unsigned param) {
   LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(c, kind, 0));
 }
 
-/* void NAME(T *restrict y, const T *restrict x, int64_t n): y[i] = op(x[i]) */
+/* void NAME(T *restrict y, const T *restrict x, int64_t n): y[i] = op(x[i]); for the binary
+   atan2, void NAME(T *restrict y, const T *restrict a, const T *restrict b, int64_t n). */
 static void build_map(LLVMModuleRef m, LLVMContextRef c, const char *name, cg_math_fn op,
                       LLVMTypeRef t) {
   LLVMTypeRef i64 = LLVMInt64TypeInContext(c), ptr = LLVMPointerTypeInContext(c, 0);
-  LLVMTypeRef params[3] = {ptr, ptr, i64};
+  unsigned nin = op == CG_MATH_ATAN2 ? 2 : 1;
+  LLVMTypeRef params[4] = {ptr, ptr, ptr, i64};
+  params[nin + 1] = i64;
   LLVMValueRef fn =
-      LLVMAddFunction(m, name, LLVMFunctionType(LLVMVoidTypeInContext(c), params, 3, 0));
-  add_noalias(c, fn, 0);
-  add_noalias(c, fn, 1);
+      LLVMAddFunction(m, name, LLVMFunctionType(LLVMVoidTypeInContext(c), params, nin + 2, 0));
+  for (unsigned k = 0; k <= nin; k++) add_noalias(c, fn, k);
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c, fn, "entry");
   LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(c, fn, "loop");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c, fn, "done");
   LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
   LLVMPositionBuilderAtEnd(b, entry);
-  LLVMValueRef zero = LLVMConstInt(i64, 0, 0), n = LLVMGetParam(fn, 2);
+  LLVMValueRef zero = LLVMConstInt(i64, 0, 0), n = LLVMGetParam(fn, nin + 1);
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, done);
   LLVMPositionBuilderAtEnd(b, loop);
   LLVMValueRef i = LLVMBuildPhi(b, i64, "i");
   LLVMValueRef xi = LLVMBuildLoad2(b, t, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 1), &i, 1, ""), "");
-  LLVMValueRef yi = cg_math_emit(b, op, xi);
+  LLVMValueRef yi;
+  if (nin == 2) {
+    LLVMValueRef xb = LLVMBuildLoad2(b, t, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 2), &i, 1, ""), "");
+    yi = cg_math_emit2(b, op, xi, xb);
+  } else {
+    yi = cg_math_emit(b, op, xi);
+  }
   assert_non_null(yi);
   LLVMBuildStore(b, yi, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 0), &i, 1, ""));
   LLVMValueRef inext = LLVMBuildAdd(b, i, LLVMConstInt(i64, 1, 0), "");
@@ -191,6 +206,34 @@ static int teardown(void **state) {
 
 /* ---- references and ulp ------------------------------------------------------------------ */
 
+/* erf^-1 as a reference, in T: 28 bisection steps on [0, 6] (erf_inv(1 - 2^-53) = 5.86) to
+   about 2e-8, then Newton on erf (on erfc = 1 - abs(y) from 1/2 on, where that difference is
+   exact and erf is flat), which converges quadratically from there (six steps: for tiny y the
+   bisection's x is far larger than the answer, and each step only cubes the excess). */
+#define ERF_INV_REF(NAME, T, ERF, ERFC, EXP, FABS, COPYSIGN)                                      \
+  static T NAME(T y) {                                                                           \
+    if (isnan(y) || y == 0) return y;                                                            \
+    T a = FABS(y);                                                                               \
+    if (a > 1) return NAN;                                                                       \
+    if (a == 1) return COPYSIGN((T)INFINITY, y);                                                 \
+    if (a < 1e-30) return y * (T)0.88622692545275801365L; /* sqrt(pi)/2 y (1 + O(y^2)) */     \
+    T lo = 0, hi = 6, x = 3;                                                                     \
+    for (int i = 0; i < 28; i++) {                                                               \
+      x = (lo + hi) / 2;                                                                         \
+      if ((a < 0.5 ? ERF(x) - a : (1 - a) - ERFC(x)) > 0) hi = x;                                \
+      else lo = x;                                                                               \
+    }                                                                                            \
+    for (int i = 0; i < 6; i++) {                                                                \
+      T slope = (T)1.1283791670955125739L * EXP(-x * x);                                         \
+      T step = (a < 0.5 ? ERF(x) - a : (1 - a) - ERFC(x)) / slope;                               \
+      if (!(slope > 0) || !isfinite(step)) break;                                                \
+      x -= step;                                                                                 \
+    }                                                                                            \
+    return COPYSIGN(x, y);                                                                       \
+  }
+ERF_INV_REF(erf_inv_ref64, double, erf, erfc, exp, fabs, copysign)
+ERF_INV_REF(erf_inv_ref80, long double, erfl, erfcl, expl, fabsl, copysignl)
+
 static double ref64(cg_math_fn op, double x) {
   switch (op) {
   case CG_MATH_EXP: return exp(x);
@@ -200,6 +243,9 @@ static double ref64(cg_math_fn op, double x) {
   case CG_MATH_ERF: return erf(x);
   case CG_MATH_SIN: return sin(x);
   case CG_MATH_COS: return cos(x);
+  case CG_MATH_LOG1P: return log1p(x);
+  case CG_MATH_EXPM1: return expm1(x);
+  case CG_MATH_ERF_INV: return erf_inv_ref64(x);
   default: return NAN;
   }
 }
@@ -213,6 +259,9 @@ static long double ref80(cg_math_fn op, long double x) {
   case CG_MATH_ERF: return erfl(x);
   case CG_MATH_SIN: return sinl(x);
   case CG_MATH_COS: return cosl(x);
+  case CG_MATH_LOG1P: return log1pl(x);
+  case CG_MATH_EXPM1: return expm1l(x);
+  case CG_MATH_ERF_INV: return erf_inv_ref80(x);
   default: return NAN;
   }
 }
@@ -255,11 +304,11 @@ static void test_sweep_f32(void **state) {
   assert_non_null(x);
   assert_non_null(y);
   print_message("[ info ] llvm: build %.1f ms, O3 %.1f ms, emit %.1f ms (%zu bytes), load %.1f ms "
-                "for 15 functions\n",
-                J.ms_build, J.ms_opt, J.ms_emit, J.obj_len, J.ms_load);
+                "for %d functions\n",
+                J.ms_build, J.ms_opt, J.ms_emit, J.obj_len, J.ms_load, 2 * CG_MATH_COUNT + 1);
   int failed = 0;
   for (int op = 0; op < CG_MATH_COUNT; op++) {
-    if (only && strcmp(only, cg_math_name(op)) != 0) continue;
+    if (op == CG_MATH_ATAN2 || (only && strcmp(only, cg_math_name(op)) != 0)) continue;
     double worst = 0, jit_ms = 0, t_start = now_ms();
     float worst_x = 0;
     size_t bad_beyond = 0, total = 0;
@@ -309,11 +358,13 @@ static void test_sweep_f32(void **state) {
 
 /* ---- f64: random bit patterns plus dense ranges where the functions bend ------------------ */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next_u64(void) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return rng;
+/* xorshift64; the f64 sweep and test_atan2 each draw from their own state */
+static uint64_t xorshift(uint64_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
 }
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_u64(void) { return xorshift(&rng); }
 
 static void test_sweep_f64(void **state) {
   (void)state;
@@ -324,6 +375,7 @@ static void test_sweep_f64(void **state) {
   assert_non_null(y);
   int failed = 0;
   for (int op = 0; op < CG_MATH_COUNT; op++) {
+    if (op == CG_MATH_ATAN2) continue; /* test_atan2 */
     for (size_t i = 0; i < NR; i++) {
       uint64_t b = next_u64();
       memcpy(&x[i], &b, 8);
@@ -332,6 +384,9 @@ static void test_sweep_f64(void **state) {
     if (op == CG_MATH_EXP) lo = -746, hi = 710;
     if (op == CG_MATH_LOG) lo = 0, hi = 10;
     if (op == CG_MATH_SIN || op == CG_MATH_COS) lo = -2000, hi = 2000;
+    if (op == CG_MATH_LOG1P) lo = -1, hi = 10;
+    if (op == CG_MATH_EXPM1) lo = -40, hi = 710;
+    if (op == CG_MATH_ERF_INV) lo = -1, hi = 1;
     for (size_t i = 0; i < ND; i++)
       x[NR + i] = lo + (hi - lo) * ((double)i + 0.5) / ND;
     if (op == CG_MATH_SIN || op == CG_MATH_COS) /* half of them log-uniform up to the range */
@@ -339,8 +394,7 @@ static void test_sweep_f64(void **state) {
         x[NR + i] =
             (i & 1 ? -1 : 1) * exp(log(TRIG64_RANGE) * (double)(next_u64() >> 11) * 0x1p-53);
     ((map64_fn)(uintptr_t)J.fn[1][op])(y, x, (int64_t)n);
-    double worst = 0;
-    double worst_x = 0;
+    double worst = 0, worst_x = 0, worst_y = 0;
     size_t bad_beyond = 0;
     for (size_t i = 0; i < n; i++) {
       if ((op == CG_MATH_SIN || op == CG_MATH_COS) && !(fabs(x[i]) < TRIG64_RANGE)) {
@@ -348,9 +402,10 @@ static void test_sweep_f64(void **state) {
         continue;
       }
       double u = ulp64(y[i], ref80(op, x[i]));
-      if (u > worst) worst = u, worst_x = x[i];
+      if (u > worst) worst = u, worst_x = x[i], worst_y = y[i];
     }
-    print_message("[ info ] f64 %-8s max %.3f ulp (at %.17g)\n", cg_math_name(op), worst, worst_x);
+    print_message("[ info ] f64 %-8s max %.3f ulp (at %.17g: %.17g, want %.17Lg)\n",
+                  cg_math_name(op), worst, worst_x, worst_y, ref80(op, worst_x));
     if (worst > BOUND64[op] || bad_beyond) failed++;
   }
   free(x);
@@ -395,6 +450,19 @@ static const edge EDGES[] = {
     {CG_MATH_SIN, NAN, NAN, 0},           {CG_MATH_COS, 0.0, 1.0, 0},
     {CG_MATH_COS, -0.0, 1.0, 0},          {CG_MATH_COS, INFINITY, NAN, 0},
     {CG_MATH_COS, -INFINITY, NAN, 0},     {CG_MATH_COS, NAN, NAN, 0},
+    {CG_MATH_LOG1P, 0.0, 0.0, 0},         {CG_MATH_LOG1P, -0.0, -0.0, 0},
+    {CG_MATH_LOG1P, -1.0, -INFINITY, 0},  {CG_MATH_LOG1P, -2.0, NAN, 0},
+    {CG_MATH_LOG1P, INFINITY, INFINITY, 0}, {CG_MATH_LOG1P, -INFINITY, NAN, 0},
+    {CG_MATH_LOG1P, NAN, NAN, 0},         {CG_MATH_LOG1P, 0x1p-140, 0x1p-140, 0},
+    {CG_MATH_EXPM1, 0.0, 0.0, 0},         {CG_MATH_EXPM1, -0.0, -0.0, 0},
+    {CG_MATH_EXPM1, INFINITY, INFINITY, 0}, {CG_MATH_EXPM1, -INFINITY, -1.0, 0},
+    {CG_MATH_EXPM1, NAN, NAN, 0},         {CG_MATH_EXPM1, 100.0, INFINITY, 32},
+    {CG_MATH_EXPM1, 1000.0, INFINITY, 0}, {CG_MATH_EXPM1, -50.0, -1.0, 0},
+    {CG_MATH_EXPM1, 0x1p-140, 0x1p-140, 0}, {CG_MATH_EXPM1, -0x1p-149, -0x1p-149, 0},
+    {CG_MATH_ERF_INV, 0.0, 0.0, 0},       {CG_MATH_ERF_INV, -0.0, -0.0, 0},
+    {CG_MATH_ERF_INV, 1.0, INFINITY, 0},  {CG_MATH_ERF_INV, -1.0, -INFINITY, 0},
+    {CG_MATH_ERF_INV, 1.5, NAN, 0},       {CG_MATH_ERF_INV, -INFINITY, NAN, 0},
+    {CG_MATH_ERF_INV, NAN, NAN, 0},
 };
 
 static int same(double got, double want) {
@@ -446,6 +514,71 @@ static void test_edges(void **state) {
   assert_int_equal(failed, 0);
 }
 
+/* ---- atan2: pairs ------------------------------------------------------------------------
+   Random bit-pattern pairs (every exponent, zeros, infinities, NaN), pairs of one exponent range
+   (where the octant reduction works hardest), and the edge pairs of C99 Annex F. */
+
+static void test_atan2(void **state) {
+  (void)state;
+  enum { N = 1 << 22 };
+  float *a32 = malloc(N * sizeof *a32), *b32 = malloc(N * sizeof *b32), *y32 = malloc(N * 4);
+  double *a64 = malloc(N * sizeof *a64), *b64 = malloc(N * sizeof *b64), *y64 = malloc(N * 8);
+  assert_true(a32 && b32 && y32 && a64 && b64 && y64);
+  uint64_t pairs = 0x2545f4914f6cdd1dull;
+  for (size_t i = 0; i < N; i++) {
+    uint64_t r = xorshift(&pairs);
+    uint32_t ra = (uint32_t)r, rb = (uint32_t)(r >> 32);
+    if (i % 2) { /* same binade range: ratios near 1 and all octants */
+      ra = (ra & 0x807fffffu) | 0x3f000000u;
+      rb = (rb & 0x807fffffu) | ((0x3e800000u + (rb & 0x01000000u)) & 0x7f800000u);
+    }
+    memcpy(&a32[i], &ra, 4);
+    memcpy(&b32[i], &rb, 4);
+    uint64_t qa = xorshift(&pairs), qb = xorshift(&pairs);
+    if (i % 2) {
+      qa = (qa & 0x800fffffffffffffull) | 0x3fe0000000000000ull;
+      qb = (qb & 0x800fffffffffffffull) | (0x3fd0000000000000ull + (qb & 0x0010000000000000ull));
+    }
+    memcpy(&a64[i], &qa, 8);
+    memcpy(&b64[i], &qb, 8);
+  }
+  ((zip32_fn)(uintptr_t)J.fn[0][CG_MATH_ATAN2])(y32, a32, b32, N);
+  ((zip64_fn)(uintptr_t)J.fn[1][CG_MATH_ATAN2])(y64, a64, b64, N);
+  double w32 = 0, w64 = 0;
+  size_t at32 = 0, at64 = 0;
+  for (size_t i = 0; i < N; i++) {
+    double u = ulp32(y32[i], atan2((double)a32[i], (double)b32[i]));
+    if (u > w32) w32 = u, at32 = i;
+    u = ulp64(y64[i], atan2l(a64[i], b64[i]));
+    if (u > w64) w64 = u, at64 = i;
+  }
+  print_message("[ info ] f32 atan2 max %.3f ulp (at %.9g, %.9g); f64 max %.3f ulp (at %.17g, "
+                "%.17g), %d pairs each\n",
+                w32, (double)a32[at32], (double)b32[at32], w64, a64[at64], b64[at64], N);
+  assert_true(w32 <= BOUND32[CG_MATH_ATAN2]);
+  assert_true(w64 <= BOUND64[CG_MATH_ATAN2]);
+  /* Annex F: signed zeros, infinities, NaN */
+  const double v[] = {0.0, -0.0, 1.0, -1.0, 3e-39, INFINITY, -INFINITY, NAN, 1e300};
+  int nv = sizeof v / sizeof *v, failed = 0;
+  for (int i = 0; i < nv; i++)
+    for (int j = 0; j < nv; j++) {
+      float fa = (float)v[i], fb = (float)v[j], fy;
+      double dy;
+      ((zip32_fn)(uintptr_t)J.fn[0][CG_MATH_ATAN2])(&fy, &fa, &fb, 1);
+      ((zip64_fn)(uintptr_t)J.fn[1][CG_MATH_ATAN2])(&dy, &v[i], &v[j], 1);
+      double want32 = atan2((double)fa, (double)fb), want64 = atan2(v[i], v[j]);
+      bool sign_ok = isnan(want64) || (!signbit(fy) == !signbit(want32) &&
+                                       !signbit(dy) == !signbit(want64));
+      if (ulp32(fy, want32) > BOUND32[CG_MATH_ATAN2] ||
+          ulp64(dy, want64) > BOUND64[CG_MATH_ATAN2] || !sign_ok) {
+        print_error("atan2(%g, %g): f32 %g, f64 %g, want %g\n", v[i], v[j], (double)fy, dy, want64);
+        failed++;
+      }
+    }
+  free(a32), free(b32), free(y32), free(a64), free(b64), free(y64);
+  assert_int_equal(failed, 0);
+}
+
 /* cg_math_emit on a <5 x float> operand gives the loop's scalar results lane for lane. */
 static void test_vector_operand(void **state) {
   (void)state;
@@ -474,6 +607,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_vector_operand),
+      cmocka_unit_test(test_atan2),
       cmocka_unit_test(test_sweep_f32),
       cmocka_unit_test(test_sweep_f64),
   };

@@ -24,13 +24,15 @@ typedef jit_val (*binary_fn)(jit_trace *, jit_val, jit_val);
 /* the functions themselves (not the location macros): a table of pointers */
 static const unary_fn unaries[] = {jit_neg,  jit_abs,      jit_exp, jit_log, jit_sqrt,
                                    jit_rsqrt, jit_tanh,    jit_logistic, jit_sin, jit_cos,
-                                   jit_erf,  jit_floor,    jit_relu};
-static const binary_fn binaries[] = {jit_add, jit_sub, jit_mul, jit_div, jit_max, jit_min, jit_pow};
+                                   jit_erf,  jit_floor,    jit_relu, jit_log1p, jit_expm1,
+                                   jit_ceil, jit_round,    jit_sign, jit_erf_inv};
+static const binary_fn binaries[] = {jit_add, jit_sub, jit_mul,  jit_div, jit_max,
+                                     jit_min, jit_pow, jit_rem, jit_atan2};
 
 typedef enum {
   F_UNARY, F_BINARY, F_BCAST_ADD, F_WEAK, F_CMP_SELECT, F_CONVERT, F_CONSTS, F_RESHAPE,
   F_TRANSPOSE, F_BROADCAST, F_SLICE, F_CONCAT, F_REDUCE, F_MATMUL, F_DOT_GENERAL, F_MLP,
-  F_PASS, F_CHAIN
+  F_PASS, F_CHAIN, F_BITS
 } fkind;
 
 typedef struct arg_spec {
@@ -112,6 +114,12 @@ static void example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   }
   case F_PASS: r[0] = a[0]; r[1] = a[1]; break;
   case F_CHAIN: chain_inner(t, a, r, NULL); break;
+  case F_BITS: /* the bitwise ops, shifts and clamp on u32 */
+    r[0] = jit_xor(t, jit_shift_left(t, a[0], jit_scalar(t, 3)),
+                   jit_shift_right_logical(t, a[1], jit_scalar(t, 2)));
+    r[1] = jit_clamp(t, jit_scalar(t, 100), jit_or(t, a[0], jit_not(t, jit_and(t, a[1], a[0]))),
+                     jit_shift_right_arithmetic(t, a[1], jit_scalar(t, 1)));
+    break;
   }
 }
 
@@ -222,7 +230,10 @@ static void test_elementwise(void **state) {
   bool ok = true;
   for (int k = 0; k < N_OF(unaries); k++) {
     vcase c = {"unary", F_UNARY, k, 1, 1, {F32(3, 4)}, {1}, {0}, 3, 0.25, 2};
-    if (unaries[k] == jit_floor || unaries[k] == jit_neg || unaries[k] == jit_relu) c.lo = -2;
+    if (unaries[k] == jit_floor || unaries[k] == jit_neg || unaries[k] == jit_relu ||
+        unaries[k] == jit_ceil || unaries[k] == jit_round || unaries[k] == jit_sign)
+      c.lo = -2;
+    if (unaries[k] == jit_erf_inv) c.lo = -0.9, c.hi = 0.9;
     ok &= check_case(&c, (uint64_t)k);
   }
   for (int k = 0; k < N_OF(binaries); k++) {
@@ -242,6 +253,8 @@ static void test_elementwise(void **state) {
       {"broadcasting, scalar batched", F_BCAST_ADD, 0, 2, 1, {F32(3, 4), S(JIT_F32)}, {-1, 0},
        {2}, 3, -1, 1},
       {"weak scalars, i32", F_WEAK, 0, 1, 1, {A(JIT_I32, 2, 3)}, {-2}, {0}, 4, -9, 9},
+      {"bitwise, shifts, clamp, u32", F_BITS, 0, 2, 2, {A(JIT_U32, 5), A(JIT_U32, 5)}, {0, -1},
+       {0, 1}, 3, 0, 4000000000.0},
       {"cmp and select, i32", F_CMP_SELECT, 0, 2, 2, {A(JIT_I32, 5), A(JIT_I32, 5)}, {0, 1},
        {1, 0}, 3, -5, 5},
       {"select, one side unbatched", F_CMP_SELECT, 0, 2, 2, {F32(2, 2), F32(2, 2)}, {-1, 2},

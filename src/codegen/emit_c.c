@@ -83,6 +83,46 @@ static const char prelude[] =
     "  }\n"
     "  return r;\n"
     "}\n"
+    "/* float -> u64 truncates toward zero and saturates; NaN and negatives -> 0 */\n"
+    "static inline uint64_t tjit_f2u(double v) {\n"
+    "  if (!(v > 0)) return 0;\n"
+    "  if (v >= 18446744073709551616.0) return UINT64_MAX;\n"
+    "  return (uint64_t)v;\n"
+    "}\n"
+    "/* integer remainder: x % 0 = x, INT_MIN % -1 = 0 */\n"
+    "static inline int64_t tjit_srem(int64_t a, int64_t b) {\n"
+    "  if (b == 0) return a;\n"
+    "  if (b == -1) return 0;\n"
+    "  return a % b;\n"
+    "}\n"
+    "/* lax.clamp on integers, in the signed or unsigned 64-bit type that holds the dtype */\n"
+    "static inline int64_t tjit_sclamp(int64_t lo, int64_t x, int64_t hi) {\n"
+    "  x = x < lo ? lo : x;\n"
+    "  return x > hi ? hi : x;\n"
+    "}\n"
+    "static inline uint64_t tjit_uclamp(uint64_t lo, uint64_t x, uint64_t hi) {\n"
+    "  x = x < lo ? lo : x;\n"
+    "  return x > hi ? hi : x;\n"
+    "}\n"
+    "/* erf^-1: Giles' single-precision approximation, one Newton step on erf (erfc near 1) */\n"
+    "static inline double tjit_erfinv(double y) {\n"
+    "  double a = fabs(y), w = -log((1 - a) * (1 + a)), p;\n"
+    "  if (a >= 1 || y == 0 || y != y) return a == 1 ? copysign(INFINITY, y) : a > 1 ? NAN : y;\n"
+    "  if (w < 5) {\n"
+    "    w -= 2.5;\n"
+    "    p = ((((((((2.81022636e-08 * w + 3.43273939e-07) * w - 3.5233877e-06) * w\n"
+    "      - 4.39150654e-06) * w + 0.00021858087) * w - 0.00125372503) * w - 0.00417768164) * w\n"
+    "      + 0.246640727) * w + 1.50140941);\n"
+    "  } else {\n"
+    "    w = sqrt(w) - 3;\n"
+    "    p = ((((((((-0.000200214257 * w + 0.000100950558) * w + 0.00134934322) * w\n"
+    "      - 0.00367342844) * w + 0.00573950773) * w - 0.0076224613) * w + 0.00943887047) * w\n"
+    "      + 1.00167406) * w + 2.83297682);\n"
+    "  }\n"
+    "  double x = p * a, slope = 1.1283791670955126 * exp(-x * x);\n"
+    "  if (slope > 0) x -= (a < 0.5 ? erf(x) - a : (1 - a) - erfc(x)) / slope;\n"
+    "  return copysign(x, y);\n"
+    "}\n"
     "\n";
 
 jit_status lp_emit_c_prelude(FILE *out) {
@@ -97,6 +137,8 @@ static const char *ctype(jit_dtype d) {
   case JIT_U8: return "uint8_t";
   case JIT_I32: return "int32_t";
   case JIT_I64: return "int64_t";
+  case JIT_U32: return "uint32_t";
+  case JIT_U64: return "uint64_t";
   case JIT_F16:
   case JIT_BF16:
   case JIT_F32: return "float";
@@ -147,6 +189,7 @@ static void put_const(cw *w, const lp_ins *in) {
   int64_t v = in->imm.i;
   if (v == INT64_MIN) fprintf(o, "(%s)(-9223372036854775807 - 1)", ctype(d));
   else if (d == JIT_I64) fprintf(o, "INT64_C(%" PRId64 ")", v);
+  else if (d == JIT_U64) fprintf(o, "UINT64_C(%" PRIu64 ")", (uint64_t)v);
   else fprintf(o, "(%s)%" PRId64, ctype(d), v);
 }
 
@@ -169,6 +212,10 @@ static const char *libm_name(ir_op op) {
   case IR_COS: return "cos";
   case IR_ERF: return "erf";
   case IR_FLOOR: return "floor";
+  case IR_CEIL: return "ceil";
+  case IR_ROUND: return "nearbyint"; /* ties to even in the default rounding mode */
+  case IR_LOG1P: return "log1p";
+  case IR_EXPM1: return "expm1";
   default: return NULL;
   }
 }
@@ -179,6 +226,7 @@ static void int_limits(jit_dtype d, const char **lo, const char **hi, const char
   case JIT_I8: *lo = "-128.0"; *hi = "127.0"; *ilo = "INT8_MIN"; *ihi = "INT8_MAX"; break;
   case JIT_U8: *lo = "0.0"; *hi = "255.0"; *ilo = "0"; *ihi = "UINT8_MAX"; break;
   case JIT_I32: *lo = "-2147483648.0"; *hi = "2147483647.0"; *ilo = "INT32_MIN"; *ihi = "INT32_MAX"; break;
+  case JIT_U32: *lo = "0.0"; *hi = "4294967295.0"; *ilo = "0"; *ihi = "UINT32_MAX"; break;
   default: *lo = "-9223372036854775808.0"; *hi = "9223372036854775808.0"; *ilo = "INT64_MIN"; *ihi = "INT64_MAX"; break;
   }
 }
@@ -191,6 +239,8 @@ static void put_convert(cw *w, jit_dtype from, jit_dtype to, int32_t a) {
     open_round(w, to);
     fprintf(o, "(%s)v%d", ctype(to), a);
     close_round(w, to);
+  } else if (is_f(from) && to == JIT_U64) {
+    fprintf(o, "tjit_f2u((double)v%d)", a);
   } else if (is_f(from)) {
     const char *lo, *hi, *ilo, *ihi;
     int_limits(to, &lo, &hi, &ilo, &ihi);
@@ -218,7 +268,12 @@ static void put_ew_float(cw *w, const lp_ins *in) {
   case IR_MIN:
     fprintf(o, "(%s)tjit_%s(v%d, v%d)", ctype(d), op == IR_MAX ? "max" : "min", a, b);
     return;
-  case IR_FLOOR: fprintf(o, "floor%s(v%d)", s, a); return;
+  case IR_FLOOR:
+  case IR_CEIL:
+  case IR_ROUND: fprintf(o, "%s%s(v%d)", libm_name(op), s, a); return;
+  case IR_SIGN:
+    fprintf(o, "v%d != v%d || v%d == 0 ? v%d : copysign%s(1, v%d)", a, a, a, a, s, a);
+    return;
   default: break;
   }
   open_round(w, d);
@@ -230,6 +285,9 @@ static void put_ew_float(cw *w, const lp_ins *in) {
   case IR_POW: fprintf(o, "(%s)pow((double)v%d, (double)v%d)", ctype(d), a, b); break;
   case IR_RSQRT: fprintf(o, "(%s)(1.0 / sqrt((double)v%d))", ctype(d), a); break;
   case IR_LOGISTIC: fprintf(o, "1.0%s / (1.0%s + exp%s(-v%d))", s, s, s, a); break;
+  case IR_REM: fprintf(o, "fmod%s(v%d, v%d)", s, a, b); break;
+  case IR_ATAN2: fprintf(o, "atan2%s(v%d, v%d)", s, a, b); break;
+  case IR_ERF_INV: fprintf(o, "(%s)tjit_erfinv((double)v%d)", ctype(d), a); break;
   default: fprintf(o, "%s%s(v%d)", libm_name(op) ? libm_name(op) : "?", s, a); break;
   }
   close_round(w, d);
@@ -249,13 +307,42 @@ static void put_ew_int(cw *w, const lp_ins *in) {
     case IR_MIN: fprintf(o, "v%d & v%d", a, b); return;
     case IR_DIV: fprintf(o, "v%d ? v%d : 1", b, a); return;
     case IR_POW: fprintf(o, "v%d | !v%d", a, b); return;
+    case IR_NOT: fprintf(o, "!v%d", a); return;
+    case IR_AND: fprintf(o, "v%d & v%d", a, b); return;
+    case IR_OR: fprintf(o, "v%d | v%d", a, b); return;
+    case IR_XOR: fprintf(o, "v%d ^ v%d", a, b); return;
     default: fprintf(o, "v%d", a); return; /* neg, abs, floor */
     }
   }
+  bool u = ir_dtype_is_unsigned(d);
+  unsigned bits = (unsigned)jit_dtype_size(d) * 8;
   switch (in->ew) {
   case IR_NEG: fprintf(o, "(%s)(0u - (uint64_t)v%d)", t, a); return;
+  case IR_SIGN:
+    if (u) fprintf(o, "(%s)(v%d != 0)", t, a);
+    else fprintf(o, "(%s)((v%d > 0) - (v%d < 0))", t, a, a);
+    return;
+  case IR_NOT: fprintf(o, "(%s)~(uint64_t)v%d", t, a); return;
+  case IR_AND: fprintf(o, "(%s)(v%d & v%d)", t, a, b); return;
+  case IR_OR: fprintf(o, "(%s)(v%d | v%d)", t, a, b); return;
+  case IR_XOR: fprintf(o, "(%s)(v%d ^ v%d)", t, a, b); return;
+  /* amounts outside [0, bits) as XLA, never C's undefined shifts */
+  case IR_SHL:
+    fprintf(o, "(uint64_t)v%d < %u ? (%s)((uint64_t)v%d << v%d) : 0", b, bits, t, a, b);
+    return;
+  case IR_SHR_LOGICAL:
+    fprintf(o, "(uint64_t)v%d < %u ? (%s)((uint%u_t)v%d >> v%d) : 0", b, bits, t, bits, a, b);
+    return;
+  case IR_SHR_ARITH:
+    fprintf(o, "(%s)((int%u_t)v%d >> ((uint64_t)v%d < %u ? v%d : %u))", t, bits, a, b, bits, b,
+            bits - 1);
+    return;
+  case IR_REM:
+    if (u) fprintf(o, "v%d ? (%s)(v%d %% v%d) : v%d", b, t, a, b, a);
+    else fprintf(o, "(%s)tjit_srem(v%d, v%d)", t, a, b);
+    return;
   case IR_ABS:
-    if (d == JIT_U8) fprintf(o, "v%d", a);
+    if (u) fprintf(o, "v%d", a);
     else fprintf(o, "v%d < 0 ? (%s)(0u - (uint64_t)v%d) : v%d", a, t, a, a);
     return;
   case IR_FLOOR: fprintf(o, "v%d", a); return;
@@ -263,7 +350,7 @@ static void put_ew_int(cw *w, const lp_ins *in) {
   case IR_SUB: fprintf(o, "(%s)((uint64_t)v%d - (uint64_t)v%d)", t, a, b); return;
   case IR_MUL: fprintf(o, "(%s)((uint64_t)v%d * (uint64_t)v%d)", t, a, b); return;
   case IR_DIV:
-    if (d == JIT_U8) fprintf(o, "(uint8_t)(v%d ? v%d / v%d : 255)", b, a, b);
+    if (u) fprintf(o, "(%s)(v%d ? v%d / v%d : (%s)~(%s)0)", t, b, a, b, t, t);
     else fprintf(o, "(%s)tjit_sdiv(v%d, v%d)", t, a, b);
     return;
   case IR_POW: fprintf(o, "(%s)tjit_ipow(v%d, v%d)", t, a, b); return;
@@ -280,6 +367,14 @@ static void put_ew(cw *w, const lp_ins *in) {
   case IR_SELECT: fprintf(o, "v%d ? v%d : v%d", in->a, in->b, in->c); return;
   case IR_CMP: fprintf(o, "v%d %s v%d", in->a, cmp_ops[in->cmp % 6], in->b); return;
   case IR_CONVERT: put_convert(w, in->in_dt, in->dt, in->a); return;
+  case IR_IS_FINITE: fprintf(o, "isfinite(v%d)", in->a); return;
+  case IR_CLAMP:
+    if (is_f(in->dt))
+      fprintf(o, "(%s)tjit_min(tjit_max(v%d, v%d), v%d)", ctype(in->dt), in->b, in->a, in->c);
+    else
+      fprintf(o, "(%s)tjit_%cclamp(v%d, v%d, v%d)", ctype(in->dt),
+              ir_dtype_is_unsigned(in->dt) ? 'u' : 's', in->a, in->b, in->c);
+    return;
   default: break;
   }
   if (is_f(in->dt)) put_ew_float(w, in);

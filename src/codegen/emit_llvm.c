@@ -33,8 +33,10 @@ static LLVMTypeRef ctype(const le *e, jit_dtype d) {
   case JIT_BOOL: return e->i1;
   case JIT_I8:
   case JIT_U8: return e->i8;
-  case JIT_I32: return e->i32;
-  case JIT_I64: return e->i64;
+  case JIT_I32:
+  case JIT_U32: return e->i32;
+  case JIT_I64:
+  case JIT_U64: return e->i64;
   case JIT_F64: return e->f64;
   default: return e->f32;
   }
@@ -128,13 +130,14 @@ static LLVMValueRef convert(le *e, jit_dtype from, jit_dtype to, LLVMValueRef x)
   }
   if (is_f(from)) {
     LLVMTypeRef tys[2] = {tt, LLVMTypeOf(x)};
-    return intrinsic(e, to == JIT_U8 ? "llvm.fptoui.sat" : "llvm.fptosi.sat", tys, 2, &x, 1);
+    return intrinsic(e, ir_dtype_is_unsigned(to) ? "llvm.fptoui.sat" : "llvm.fptosi.sat", tys, 2,
+                     &x, 1);
   }
   if (is_f(to)) {
     LLVMValueRef r;
-    if (from == JIT_I64) {
+    if (from == JIT_I64 || from == JIT_U64) {
       /* through double, as the interpreter rounds it */
-      r = LLVMBuildSIToFP(b, x, e->f64, "");
+      r = from == JIT_I64 ? LLVMBuildSIToFP(b, x, e->f64, "") : LLVMBuildUIToFP(b, x, e->f64, "");
       if (tt != e->f64) r = LLVMBuildFPTrunc(b, r, tt, "");
     } else if (is_signed(from)) {
       r = LLVMBuildSIToFP(b, x, tt, "");
@@ -152,7 +155,8 @@ static LLVMValueRef convert(le *e, jit_dtype from, jit_dtype to, LLVMValueRef x)
 static const cg_math_fn math_of[IR_N_OPS] = {
     [IR_EXP] = CG_MATH_EXP, [IR_LOG] = CG_MATH_LOG,   [IR_TANH] = CG_MATH_TANH,
     [IR_LOGISTIC] = CG_MATH_LOGISTIC, [IR_ERF] = CG_MATH_ERF, [IR_SIN] = CG_MATH_SIN,
-    [IR_COS] = CG_MATH_COS,
+    [IR_COS] = CG_MATH_COS, [IR_LOG1P] = CG_MATH_LOG1P, [IR_EXPM1] = CG_MATH_EXPM1,
+    [IR_ERF_INV] = CG_MATH_ERF_INV,
 };
 
 static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef y) {
@@ -164,6 +168,13 @@ static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueR
   case IR_NEG: return LLVMBuildFNeg(b, x, "");
   case IR_ABS: return intr1(e, "llvm.fabs", x);
   case IR_FLOOR: return intr1(e, "llvm.floor", x);
+  case IR_CEIL: return intr1(e, "llvm.ceil", x);
+  case IR_ROUND: return intr1(e, "llvm.roundeven", x);
+  case IR_SIGN: {
+    /* +-1 with x's sign; 0, -0 and NaN are their own sign */
+    LLVMValueRef keep = LLVMBuildFCmp(b, LLVMRealUEQ, x, LLVMConstReal(t, 0), "");
+    return LLVMBuildSelect(b, keep, x, intr2(e, "llvm.copysign", LLVMConstReal(t, 1), x), "");
+  }
   case IR_MAX: return intr2(e, "llvm.maximum", x, y);
   case IR_MIN: return intr2(e, "llvm.minimum", x, y);
   case IR_SQRT: r = intr1(e, "llvm.sqrt", x); break;
@@ -178,6 +189,8 @@ static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueR
   case IR_SUB: r = LLVMBuildFSub(b, x, y, ""); break;
   case IR_MUL: r = LLVMBuildFMul(b, x, y, ""); break;
   case IR_DIV: r = LLVMBuildFDiv(b, x, y, ""); break;
+  case IR_REM: r = LLVMBuildFRem(b, x, y, ""); break; /* exact (fmod): no rounding */
+  case IR_ATAN2: r = cg_math_emit2(b, CG_MATH_ATAN2, x, y); break;
   case IR_POW: {
     LLVMValueRef xd = t == e->f64 ? x : LLVMBuildFPExt(b, x, e->f64, "");
     LLVMValueRef yd = t == e->f64 ? y : LLVMBuildFPExt(b, y, e->f64, "");
@@ -192,13 +205,14 @@ static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueR
   case IR_ERF:
   case IR_SIN:
   case IR_COS:
-    r = cg_math_emit(b, math_of[in->ew], x);
-    if (!r) {
-      e->bad = true;
-      return LLVMGetUndef(t);
-    }
-    break;
+  case IR_LOG1P:
+  case IR_EXPM1:
+  case IR_ERF_INV: r = cg_math_emit(b, math_of[in->ew], x); break;
   default: e->bad = true; return LLVMGetUndef(t);
+  }
+  if (!r) {
+    e->bad = true;
+    return LLVMGetUndef(t);
   }
   return round_to(e, d, r);
 }
@@ -269,9 +283,15 @@ static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef
     case IR_MIN: return LLVMBuildAnd(b, x, y, "");
     case IR_DIV: return LLVMBuildSelect(b, y, x, LLVMConstInt(e->i1, 1, 0), "");
     case IR_POW: return LLVMBuildOr(b, x, LLVMBuildNot(b, y, ""), "");
+    case IR_NOT: return LLVMBuildNot(b, x, "");
+    case IR_AND: return LLVMBuildAnd(b, x, y, "");
+    case IR_OR: return LLVMBuildOr(b, x, y, "");
+    case IR_XOR: return LLVMBuildXor(b, x, y, "");
     default: return x;
     }
   }
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0), ones = LLVMConstAllOnes(t);
+  LLVMValueRef width = LLVMConstInt(t, LLVMGetIntTypeWidth(t), 0);
   switch ((ir_op)in->ew) {
   case IR_NEG: return LLVMBuildSub(b, LLVMConstInt(t, 0, 0), x, "");
   case IR_ABS: {
@@ -286,19 +306,43 @@ static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef
   case IR_MAX: return intr2(e, s ? "llvm.smax" : "llvm.umax", x, y);
   case IR_MIN: return intr2(e, s ? "llvm.smin" : "llvm.umin", x, y);
   case IR_POW: return ipow(e, d, x, y);
+  case IR_SIGN: {
+    LLVMValueRef gt = LLVMBuildICmp(b, s ? LLVMIntSGT : LLVMIntNE, x, zero, "");
+    LLVMValueRef pos = LLVMBuildZExt(b, gt, t, "");
+    if (!s) return pos;
+    LLVMValueRef neg = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), t, "");
+    return LLVMBuildSub(b, pos, neg, "");
+  }
+  case IR_NOT: return LLVMBuildNot(b, x, "");
+  case IR_AND: return LLVMBuildAnd(b, x, y, "");
+  case IR_OR: return LLVMBuildOr(b, x, y, "");
+  case IR_XOR: return LLVMBuildXor(b, x, y, "");
+  /* amounts outside [0, width) as XLA: no poison reaches the result (select ignores the arm it
+     does not pick) */
+  case IR_SHL:
+  case IR_SHR_LOGICAL: {
+    LLVMValueRef in_range = LLVMBuildICmp(b, LLVMIntULT, y, width, "");
+    LLVMValueRef r = in->ew == IR_SHL ? LLVMBuildShl(b, x, y, "") : LLVMBuildLShr(b, x, y, "");
+    return LLVMBuildSelect(b, in_range, r, zero, "");
+  }
+  case IR_SHR_ARITH: {
+    LLVMValueRef in_range = LLVMBuildICmp(b, LLVMIntULT, y, width, "");
+    LLVMValueRef top = LLVMConstInt(t, LLVMGetIntTypeWidth(t) - 1, 0);
+    LLVMValueRef n = LLVMBuildSelect(b, in_range, y, top, "");
+    return LLVMBuildAShr(b, x, n, "");
+  }
+  case IR_REM:
   case IR_DIV: {
-    /* x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN: no division ever traps */
-    LLVMValueRef zero = LLVMConstInt(t, 0, 0), ones = LLVMConstAllOnes(t);
+    /* No division ever traps: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN (= -x);
+       x % 0 = x, INT_MIN % -1 = 0. The divisor is 1 where the answer is chosen instead. */
+    bool rem = in->ew == IR_REM;
     LLVMValueRef is0 = LLVMBuildICmp(b, LLVMIntEQ, y, zero, "");
-    if (!s) {
-      LLVMValueRef safe = LLVMBuildSelect(b, is0, LLVMConstInt(t, 1, 0), y, "");
-      return LLVMBuildSelect(b, is0, ones, LLVMBuildUDiv(b, x, safe, ""), "");
-    }
-    LLVMValueRef ism1 = LLVMBuildICmp(b, LLVMIntEQ, y, ones, "");
+    LLVMValueRef ism1 = s ? LLVMBuildICmp(b, LLVMIntEQ, y, ones, "") : LLVMConstInt(e->i1, 0, 0);
     LLVMValueRef safe = LLVMBuildSelect(b, LLVMBuildOr(b, is0, ism1, ""), LLVMConstInt(t, 1, 0), y, "");
-    LLVMValueRef q = LLVMBuildSDiv(b, x, safe, "");
-    q = LLVMBuildSelect(b, ism1, LLVMBuildSub(b, zero, x, ""), q, "");
-    return LLVMBuildSelect(b, is0, ones, q, "");
+    LLVMValueRef q = rem ? (s ? LLVMBuildSRem(b, x, safe, "") : LLVMBuildURem(b, x, safe, ""))
+                         : (s ? LLVMBuildSDiv(b, x, safe, "") : LLVMBuildUDiv(b, x, safe, ""));
+    if (s) q = LLVMBuildSelect(b, ism1, rem ? zero : LLVMBuildSub(b, zero, x, ""), q, "");
+    return LLVMBuildSelect(b, is0, rem ? x : ones, q, "");
   }
   default: e->bad = true; return LLVMGetUndef(t);
   }
@@ -310,6 +354,16 @@ static LLVMValueRef ew(le *e, const lp_ins *in) {
   switch ((ir_op)in->ew) {
   case IR_SELECT: return LLVMBuildSelect(b, x, y, e->val[in->c], "");
   case IR_CONVERT: return convert(e, in->in_dt, in->dt, x);
+  case IR_IS_FINITE: /* |x| < inf is false for inf and NaN */
+    return LLVMBuildFCmp(b, LLVMRealOLT, intr1(e, "llvm.fabs", x),
+                         LLVMConstReal(LLVMTypeOf(x), __builtin_inf()), "");
+  case IR_CLAMP: { /* min(max(x, lo), hi) */
+    lp_ins op = *in;
+    op.ew = IR_MAX;
+    LLVMValueRef m = is_f(in->dt) ? ew_float(e, &op, y, x) : ew_int(e, &op, y, x);
+    op.ew = IR_MIN;
+    return is_f(in->dt) ? ew_float(e, &op, m, e->val[in->c]) : ew_int(e, &op, m, e->val[in->c]);
+  }
   case IR_CMP: {
     if (is_f(in->in_dt)) {
       static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,

@@ -1,7 +1,9 @@
-/* llvm_math.c: exp, log, tanh, logistic, erf, sin, cos as straight-line LLVM IR (Cody-Waite
+/* llvm_math.c: exp, log, tanh, logistic, erf, sin, cos, log1p, expm1, erf_inv, atan2 as
+ * straight-line LLVM IR (Cody-Waite
  * reduction, minimax polynomials fitted by Remez exchange, selects for edge values). */
 #include "codegen/llvm_math.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -374,25 +376,201 @@ static LLVMValueRef emit_sincos(em *e, LLVMValueRef x, int is_cos) {
              add(e, x, kf(e, __builtin_nan(""))), v);
 }
 
+
+/* ---- log1p -------------------------------------------------------------------------------
+   u = 1 + x rounded, then log1p(x) = log(u) + (x - (u - 1)) / u: the second term is the
+   rounding error of 1 + x (exact), divided by u, which is log's slope there (Goldberg's trick,
+   "What every computer scientist should know about floating-point", theorem 4 in spirit).
+   u == 1 gives x itself (tiny x, -0); u == 0 (x = -1) gives -inf; x = +inf gives inf. */
+
+static LLVMValueRef emit_log1p(em *e, LLVMValueRef x) {
+  double inf = __builtin_inf();
+  LLVMValueRef u = add(e, kf(e, 1.0), x);
+  LLVMValueRef c = fdiv(e, sub(e, x, sub(e, u, kf(e, 1.0))), u);
+  LLVMValueRef y = add(e, emit_log(e, u), c);
+  y = sel(e, fcmp(e, LLVMRealOEQ, u, kf(e, 1.0)), x, y);
+  y = sel(e, fcmp(e, LLVMRealOEQ, u, kf(e, 0.0)), kf(e, -inf), y);
+  return sel(e, fcmp(e, LLVMRealOEQ, x, kf(e, inf)), x, y);
+}
+
+/* ---- expm1 -------------------------------------------------------------------------------
+   x = n ln2 + r as in exp (|r| <= ln2/2), e = expm1(r) = r + r^2 P(r) with P the Taylor
+   coefficients 1/2! .. 1/7! (f64: .. 1/13!; the first omitted term is below 2^-26 (2^-56) of r
+   on this interval), then expm1(x) = 2^n (e + (1 - 2^-n)): 1 - 2^-n is exact for
+   abs(n) <= mantissa bits and rounds to 1 beyond (where the result is exp's), so the only
+   roundings are e's, the one addition and nothing for n = 0 (e itself). x is clamped to
+   [-18, 89] (f64 [-40, 710]): below, the result rounds to -1; above, the two-factor 2^n
+   overflows to inf as exp's does. Tiny x (0, -0, subnormals) is returned by a select. */
+
+static const double EXPM1_TAYLOR[] = {
+    0.5, 0.16666666666666666, 0.041666666666666664, 0.008333333333333333, 0.001388888888888889,
+    0.0001984126984126984, 2.48015873015873e-05, 2.7557319223985893e-06, 2.755731922398589e-07,
+    2.505210838544172e-08, 2.08767569878681e-09, 1.6059043836821613e-10};
+
+static LLVMValueRef emit_expm1(em *e, LLVMValueRef x) {
+  const fmt_info *f = e->f64 ? &FMT64 : &FMT32;
+  double log2e = e->f64 ? 1.4426950408889634 : 1.4426950216293335;
+  double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
+  double ln2_lo = e->f64 ? 2.3190468138462996e-17 : -1.9046542121259336e-09;
+  LLVMValueRef xc = clamp(e, x, e->f64 ? -40.0 : -18.0, e->f64 ? 710.0 : 89.0);
+  LLVMValueRef t = fma3(e, xc, kf(e, log2e), kf(e, f->round_m));
+  LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
+  LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
+  LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
+  r = fma3(e, nf, kf(e, -ln2_lo), r);
+  LLVMValueRef em1 = fma3(e, mul(e, r, r), poly(e, r, EXPM1_TAYLOR, e->f64 ? 12 : 6), r);
+  /* 2^-n with n capped at mantissa + 2, where 1 - 2^-n has rounded to 1 already */
+  LLVMValueRef cap = ki(e, f->mant + 2);
+  LLVMValueRef ncap = sel(e, LLVMBuildICmp(e->b, LLVMIntSGT, n, cap, ""), cap, n);
+  LLVMValueRef c = sub(e, kf(e, 1.0), pow2i(e, f, LLVMBuildNeg(e->b, ncap, "")));
+  LLVMValueRef s1 = pow2i(e, f, LLVMBuildSub(e->b, n, ki(e, 1), ""));
+  LLVMValueRef y = mul(e, mul(e, add(e, em1, c), s1), kf(e, 2.0));
+  /* expm1(x) rounds to x below 2^-25 (f64 2^-54), where halving first would lose subnormals */
+  return sel(e, fcmp(e, LLVMRealOLT, fabs1(e, x), kf(e, e->f64 ? 0x1p-54 : 0x1p-25)), x, y);
+}
+
+/* ---- erf_inv -----------------------------------------------------------------------------
+   Giles, "Approximating the erfinv function" (GPU Computing Gems Jade, 2011): with
+   w = -log((1 - x)(1 + x)), erfinv(x) = x P(w) with one polynomial per range of w: two in
+   f32 (w < 5: P(w - 2.5); else P(sqrt(w) - 3), as XLA computes jax.scipy.special.erfinv and
+   jax.random.normal), three in f64 (w < 6.25, < 16, beyond). abs(x) = 1 gives +-inf,
+   abs(x) > 1 NaN (log of a negative), 0 and -0 themselves. */
+
+static const double ERFINV32_A[] = {1.50140941,     0.246640727,   -0.00417768164,
+                                    -0.00125372503, 0.00021858087, -4.39150654e-06,
+                                    -3.5233877e-06, 3.43273939e-07, 2.81022636e-08};
+static const double ERFINV32_B[] = {2.83297682,    1.00167406,     0.00943887047,
+                                    -0.0076224613, 0.00573950773,  -0.00367342844,
+                                    0.00134934322, 0.000100950558, -0.000200214257};
+static const double ERFINV64_A[] = {
+    1.6536545626831027356,       0.24015818242558961693,      -0.0060336708714301490533,
+    -0.00074070253416626697512,  0.0001867342080340571352,    -1.3882523362786468719e-05,
+    -1.3654692000834678645e-06,  4.2347877827932403518e-07,   -2.9070369957882005086e-08,
+    -4.1126339803469836976e-09,  1.051212273321532285e-09,    -5.4154120542946279317e-11,
+    -1.2975133253453532498e-11,  2.6335093153082322977e-12,   -8.1519341976054721522e-14,
+    -4.0545662729752068639e-14,  6.6376381343583238325e-15,   2.0972767875968561637e-17,
+    -1.333171662854620906e-16,   1.115787767802518096e-17,    1.2858480715256400167e-18,
+    -1.685059138182016589e-19,   -3.6444120640178196996e-21};
+static const double ERFINV64_B[] = {
+    3.0838856104922207635,      1.0052589676941592334,      0.005370914553590063617,
+    -0.0037512085075692412107,  0.0024914420961078508066,   -0.0016882755560235047313,
+    0.00095328937973738049703,  -0.0003550375203628474796,  2.4031110387097893999e-05,
+    6.8284851459573175448e-05,  -4.7318229009055733981e-05, 1.2475304481671778723e-05,
+    2.9234449089955446044e-06,  -4.013867526981545969e-06,  1.5027403968909827627e-06,
+    1.8239629214389227755e-08,  -2.7517406297064545428e-07, 9.0756561938885390979e-08,
+    2.2137376921775787049e-09};
+static const double ERFINV64_C[] = {
+    4.8499064014085844221,      1.0103004648645343977,      -0.00013871931833623122026,
+    -0.00021503011930044477347, 7.5995277030017761139e-05,  -1.9681778105531670567e-05,
+    4.5260625972231537039e-06,  -9.9298272942317002539e-07, 2.2900482228026654717e-07,
+    -6.7711997758452339498e-08, 2.9147953450901080826e-08,  -1.4960026627149240478e-08,
+    7.6157012080783393804e-09,  -3.7894654401267369937e-09, 1.5076572693500548083e-09,
+    -2.5556418169965252055e-10, -2.7109920616438573243e-11};
+
+static LLVMValueRef sqrt1(em *e, LLVMValueRef a) { return intrinsic(e, "llvm.sqrt", &a, 1); }
+
+static LLVMValueRef emit_erf_inv(em *e, LLVMValueRef x) {
+  LLVMValueRef a = fabs1(e, x);
+  LLVMValueRef w =
+      LLVMBuildFNeg(e->b, emit_log(e, mul(e, sub(e, kf(e, 1.0), a), add(e, kf(e, 1.0), a))), "");
+  LLVMValueRef sw = sqrt1(e, w);
+  LLVMValueRef p;
+  if (!e->f64) {
+    LLVMValueRef pa = poly(e, sub(e, w, kf(e, 2.5)), ERFINV32_A, 9);
+    LLVMValueRef pb = poly(e, sub(e, sw, kf(e, 3.0)), ERFINV32_B, 9);
+    p = sel(e, fcmp(e, LLVMRealOLT, w, kf(e, 5.0)), pa, pb);
+  } else {
+    LLVMValueRef pa = poly(e, sub(e, w, kf(e, 3.125)), ERFINV64_A, 23);
+    LLVMValueRef pb = poly(e, sub(e, sw, kf(e, 3.25)), ERFINV64_B, 19);
+    LLVMValueRef pc = poly(e, sub(e, sw, kf(e, 5.0)), ERFINV64_C, 17);
+    p = sel(e, fcmp(e, LLVMRealOLT, w, kf(e, 6.25)), pa,
+            sel(e, fcmp(e, LLVMRealOLT, w, kf(e, 16.0)), pb, pc));
+  }
+  LLVMValueRef y = mul(e, p, x);
+  /* abs(x) = 1: w = inf makes p inf already; keep the exact answer explicit */
+  return sel(e, fcmp(e, LLVMRealOEQ, a, kf(e, 1.0)), mul(e, x, kf(e, __builtin_inf())), y);
+}
+
+/* ---- atan2 -------------------------------------------------------------------------------
+   t = min(abs(x), abs(y)) / max(...) in [0, 1]; t > tan(pi/8) is reduced to
+   u = (t - 1)/(t + 1) (atan t = pi/4 + atan u), so abs(u) <= tan(pi/8), computed from the
+   operands as (min - max)/(min + max); atan u = u + u z P(z),
+   z = u^2, P minimax from fdlibm (s_atanf.c / s_atan.c, valid to 7/16). The octant then gives
+   atan2 = k pi/4 + s atan(u) (k in 0..4, s = +-1; abs(y) > abs(x) reflects about pi/2, x < 0
+   or x = -0 about pi), with k pi/4 in two parts so that it adds one rounding; the sign of y is
+   put on last. 0/0 is read as t = 0 (atan2(+-0, +-0) = +-0 or +-pi) and inf/inf as t = 1
+   (+-pi/4, +-3pi/4); a NaN operand gives NaN. */
+
+static const double ATAN32_P[] = {-3.3333328366e-01, 1.9999158382e-01, -1.4253635705e-01,
+                                  1.0648017377e-01, -6.1687607318e-02};
+static const double ATAN64_P[] = {
+    -3.33333333333329318027e-01, 1.99999999998764832476e-01,  -1.42857142725034663711e-01,
+    1.11111104054623557880e-01,  -9.09088713343650656196e-02, 7.69187620504482999495e-02,
+    -6.66107313738753120669e-02, 5.83357013379057348645e-02,  -4.97687799461593236017e-02,
+    3.65315727442169155270e-02,  -1.62858201153657823623e-02};
+
+static LLVMValueRef emit_atan2(em *e, LLVMValueRef y, LLVMValueRef x) {
+  double inf = __builtin_inf();
+  double pi4_hi = e->f64 ? 0.7853981633974483 : 0.7853981852531433;
+  double pi4_lo = e->f64 ? 3.061616997868383e-17 : -2.1855695031547384e-08;
+  LLVMValueRef ax = fabs1(e, x), ay = fabs1(e, y);
+  LLVMValueRef swap = fcmp(e, LLVMRealOGT, ay, ax);
+  LLVMValueRef mn = sel(e, swap, ax, ay), mx = sel(e, swap, ay, ax);
+  LLVMValueRef t = fdiv(e, mn, mx);
+  t = sel(e, fcmp(e, LLVMRealOEQ, mx, kf(e, 0.0)), kf(e, 0.0), t);
+  t = sel(e, fcmp(e, LLVMRealOEQ, mn, kf(e, inf)), kf(e, 1.0), t);
+  LLVMValueRef big = fcmp(e, LLVMRealOGT, t, kf(e, 0.4375));
+  /* (mn - mx) / (mn + mx) = (t - 1)/(t + 1) without t's rounding (mn - mx is exact for
+     t >= 1/2); scaled by 1/4 where mn + mx could overflow (exact: both are huge then) */
+  LLVMValueRef sc = sel(e, fcmp(e, LLVMRealOGT, mx, kf(e, e->f64 ? 0x1p1000 : 0x1p120)),
+                        kf(e, 0.25), kf(e, 1.0));
+  LLVMValueRef mns = mul(e, mn, sc), mxs = mul(e, mx, sc);
+  LLVMValueRef ub = fdiv(e, sub(e, mns, mxs), add(e, mns, mxs));
+  ub = sel(e, fcmp(e, LLVMRealOEQ, mn, kf(e, inf)), kf(e, 0.0), ub); /* inf/inf: u = 0 */
+  LLVMValueRef u = sel(e, big, ub, t);
+  LLVMValueRef z = mul(e, u, u);
+  LLVMValueRef P = e->f64 ? poly(e, z, ATAN64_P, 11) : poly(e, z, ATAN32_P, 5);
+  LLVMValueRef at = fma3(e, mul(e, u, z), P, u);
+  /* the octant: k and s */
+  LLVMValueRef k = sel(e, big, kf(e, 1.0), kf(e, 0.0)), s = kf(e, 1.0);
+  k = sel(e, swap, sub(e, kf(e, 2.0), k), k);
+  s = sel(e, swap, kf(e, -1.0), s);
+  LLVMValueRef xneg = LLVMBuildICmp(e->b, LLVMIntSLT, as_int(e, x), ki(e, 0), "");
+  k = sel(e, xneg, sub(e, kf(e, 4.0), k), k);
+  s = sel(e, xneg, LLVMBuildFNeg(e->b, s, ""), s);
+  LLVMValueRef r = fma3(e, k, kf(e, pi4_hi), fma3(e, k, kf(e, pi4_lo), mul(e, s, at)));
+  r = copysign2(e, r, y);
+  return sel(e, fcmp(e, LLVMRealUNO, x, y), add(e, x, y), r);
+}
+
 /* ---- entry ------------------------------------------------------------------------------- */
 
-LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x) {
-  if (!b || !x) return NULL;
+/* An emitter for values of x's type at b's insertion point; false for a type it cannot do. */
+static bool em_init(em *e, LLVMBuilderRef b, LLVMValueRef x) {
+  if (!b || !x) return false;
   LLVMBasicBlockRef bb = LLVMGetInsertBlock(b);
-  if (!bb) return NULL;
-  em e = {.b = b, .ty = LLVMTypeOf(x)};
-  e.m = LLVMGetGlobalParent(LLVMGetBasicBlockParent(bb));
-  e.c = LLVMGetTypeContext(e.ty);
-  e.ety = e.ty;
-  if (LLVMGetTypeKind(e.ty) == LLVMVectorTypeKind) {
-    e.lanes = LLVMGetVectorSize(e.ty);
-    e.ety = LLVMGetElementType(e.ty);
+  if (!bb) return false;
+  memset(e, 0, sizeof *e);
+  e->b = b;
+  e->ty = LLVMTypeOf(x);
+  e->m = LLVMGetGlobalParent(LLVMGetBasicBlockParent(bb));
+  e->c = LLVMGetTypeContext(e->ty);
+  e->ety = e->ty;
+  if (LLVMGetTypeKind(e->ty) == LLVMVectorTypeKind) {
+    e->lanes = LLVMGetVectorSize(e->ty);
+    e->ety = LLVMGetElementType(e->ty);
   }
-  LLVMTypeKind k = LLVMGetTypeKind(e.ety);
-  if (k != LLVMFloatTypeKind && k != LLVMDoubleTypeKind) return NULL;
-  e.f64 = k == LLVMDoubleTypeKind;
-  e.iety = LLVMIntTypeInContext(e.c, e.f64 ? 64 : 32);
-  e.ity = e.lanes ? LLVMVectorType(e.iety, e.lanes) : e.iety;
+  LLVMTypeKind k = LLVMGetTypeKind(e->ety);
+  if (k != LLVMFloatTypeKind && k != LLVMDoubleTypeKind) return false;
+  e->f64 = k == LLVMDoubleTypeKind;
+  e->iety = LLVMIntTypeInContext(e->c, e->f64 ? 64 : 32);
+  e->ity = e->lanes ? LLVMVectorType(e->iety, e->lanes) : e->iety;
+  return true;
+}
+
+LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x) {
+  em e;
+  if (!em_init(&e, b, x)) return NULL;
   switch (fn) {
   case CG_MATH_EXP: return emit_exp(&e, x);
   case CG_MATH_LOG: return emit_log(&e, x);
@@ -401,9 +579,19 @@ LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x) {
   case CG_MATH_ERF: return emit_erf(&e, x);
   case CG_MATH_SIN: return emit_sincos(&e, x, 0);
   case CG_MATH_COS: return emit_sincos(&e, x, 1);
+  case CG_MATH_LOG1P: return emit_log1p(&e, x);
+  case CG_MATH_EXPM1: return emit_expm1(&e, x);
+  case CG_MATH_ERF_INV: return emit_erf_inv(&e, x);
+  case CG_MATH_ATAN2:
   case CG_MATH_COUNT: break;
   }
   return NULL;
+}
+
+LLVMValueRef cg_math_emit2(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef y, LLVMValueRef x) {
+  em e;
+  if (fn != CG_MATH_ATAN2 || !y || !em_init(&e, b, x) || LLVMTypeOf(y) != e.ty) return NULL;
+  return emit_atan2(&e, y, x);
 }
 
 const char *cg_math_name(cg_math_fn fn) {

@@ -13,7 +13,11 @@
   _(CG_MATH_LOGISTIC, "logistic") \
   _(CG_MATH_ERF, "erf")           \
   _(CG_MATH_SIN, "sin")           \
-  _(CG_MATH_COS, "cos")
+  _(CG_MATH_COS, "cos")           \
+  _(CG_MATH_LOG1P, "log1p")       \
+  _(CG_MATH_EXPM1, "expm1")       \
+  _(CG_MATH_ERF_INV, "erf_inv")   \
+  _(CG_MATH_ATAN2, "atan2")
 
 typedef enum {
 #define CG_MATH_ENUM(name, text) name,
@@ -25,10 +29,13 @@ typedef enum {
 /* Emits FN(x) at B's insertion point (which must be inside a function of a module) and returns
    the result, of x's type. x is float or double, scalar or a fixed vector of any width. Uses
    only arithmetic, compares, selects, bitcasts and the intrinsics fma, fabs, rint, floor,
-   copysign; the one exception is f64 erf, which calls libm's erf per element (documented in
+   copysign, sqrt; the one exception is f64 erf, which calls libm's erf per element (documented in
    docs/MATH.md). NaN inputs give NaN. Returns NULL (and emits nothing) for any other type or an
    unknown FN: a bug in the caller, not a user error. */
 LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x);
+/* The binary functions (CG_MATH_ATAN2: atan2(y, x), C's argument order) as cg_math_emit; y and
+   x have one type. NULL for a unary FN. */
+LLVMValueRef cg_math_emit2(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef y, LLVMValueRef x);
 
 /* "exp", "log", ...; NULL for an unknown FN. */
 const char *cg_math_name(cg_math_fn fn);

@@ -418,6 +418,19 @@ static int32_t value_const(lower *L, jit_dtype dt, double c) {
 
 static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 
+/* The identity of reduction comb (add, max, min) on dt, as a double that value_const stores
+   saturated: the dtype's lowest / highest value for ints (2^63 and 2^64 saturate to the i64 and
+   u64 limits). */
+static double reduce_init(ir_op comb, jit_dtype dt) {
+  if (comb == IR_ADD) return 0;
+  bool mx = comb == IR_MAX;
+  if (ir_dtype_is_float(dt)) return mx ? -INFINITY : INFINITY;
+  if (dt == JIT_BOOL || ir_dtype_is_unsigned(dt)) return mx ? 0 : 0x1p64;
+  if (dt == JIT_I8) return mx ? -128 : 127;
+  if (dt == JIT_I32) return mx ? -2147483648.0 : 2147483647.0;
+  return mx ? -0x1p63 : 0x1p63;
+}
+
 /* ---- caching a reduction loop's values in the output row --------------------------------------
    softmax's exp(x - max) is needed by the sum loop and again by the write loop. Rather than
    computing it twice, the sum loop also stores it into the output's row (in L1 by then), and
@@ -441,7 +454,11 @@ static bool expensive(ir_op op) {
   case IR_ERF:
   case IR_SIN:
   case IR_COS:
-  case IR_POW: return true;
+  case IR_POW:
+  case IR_LOG1P:
+  case IR_EXPM1:
+  case IR_ERF_INV:
+  case IR_ATAN2: return true;
   default: return false;
   }
 }
@@ -496,16 +513,7 @@ static jit_status gen_reduce(lower *L, ir_ref v, const fz_map *m, bool clamp, in
   if (!fz_map_row_level(m))
     return jit_error(JIT_EINTERNAL, "codegen: reduction %%%u read inside a loop", v);
   ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
-  double init = 0;
-  if (comb != IR_ADD) {
-    bool mx = comb == IR_MAX;
-    if (ir_dtype_is_float(dt)) init = mx ? -INFINITY : INFINITY;
-    else if (dt == JIT_BOOL) init = mx ? 0 : 1;
-    else if (dt == JIT_U8) init = mx ? 0 : 255;
-    else if (dt == JIT_I8) init = mx ? -128 : 127;
-    else if (dt == JIT_I32) init = mx ? -2147483648.0 : 2147483647.0;
-    else init = mx ? -0x1p63 : 0x1p63; /* stored saturated to the i64 limits */
-  }
+  double init = reduce_init(comb, dt);
   fz_map om;
   if (!fz_map_operand(L->f, v, 0, m, &om))
     return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", v);
@@ -845,16 +853,7 @@ static jit_status write_columns(lower *L) {
     return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", r);
   L->column = true;
   ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
-  double init = 0;
-  if (comb != IR_ADD) {
-    bool mx = comb == IR_MAX;
-    if (ir_dtype_is_float(dt)) init = mx ? -INFINITY : INFINITY;
-    else if (dt == JIT_BOOL) init = mx ? 0 : 1;
-    else if (dt == JIT_U8) init = mx ? 0 : 255;
-    else if (dt == JIT_I8) init = mx ? -128 : 127;
-    else if (dt == JIT_I32) init = mx ? -2147483648.0 : 2147483647.0;
-    else init = mx ? -0x1p63 : 0x1p63;
-  }
+  double init = reduce_init(comb, dt);
   int32_t start = iop(L, LP_IMUL, row_val(L, c), iconst(L, b));
   int32_t trip = iop(L, LP_IMIN, iop(L, LP_ISUB, iconst(L, n), start), iconst(L, b));
   saved_nest sv;

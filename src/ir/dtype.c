@@ -28,8 +28,11 @@ bool ir_dtype_is_float(jit_dtype d) {
 }
 
 bool ir_dtype_is_int(jit_dtype d) {
-  return d == JIT_I8 || d == JIT_U8 || d == JIT_I32 || d == JIT_I64;
+  return d == JIT_I8 || d == JIT_U8 || d == JIT_I32 || d == JIT_I64 || d == JIT_U32 ||
+         d == JIT_U64;
 }
+
+bool ir_dtype_is_unsigned(jit_dtype d) { return d == JIT_U8 || d == JIT_U32 || d == JIT_U64; }
 
 bool ir_dtype_parse(const char *s, size_t n, jit_dtype *out) {
   for (unsigned i = 0; i < N_DTYPES; i++) {
@@ -109,6 +112,8 @@ double ir_load_f64(jit_dtype d, const void *buf, int64_t i) {
   case JIT_U8: return ((const uint8_t *)buf)[i];
   case JIT_I32: return ((const int32_t *)buf)[i];
   case JIT_I64: return (double)((const int64_t *)buf)[i];
+  case JIT_U32: return ((const uint32_t *)buf)[i];
+  case JIT_U64: return (double)((const uint64_t *)buf)[i];
   case JIT_F16: return ir_f16_to_f32(((const uint16_t *)buf)[i]);
   case JIT_BF16: return ir_bf16_to_f32(((const uint16_t *)buf)[i]);
   case JIT_F32: return ((const float *)buf)[i];
@@ -126,6 +131,14 @@ static int64_t saturate(double v, int64_t lo, int64_t hi) {
   return (int64_t)v;
 }
 
+/* saturate's u64 twin (truncation toward zero, NaN -> 0), as the bits of an int64. */
+static int64_t saturate_u64(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 0x1p64) return -1;
+  uint64_t u = (uint64_t)v;
+  return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)~u - 1;
+}
+
 int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i) {
   switch (d) {
   case JIT_BOOL: return ((const uint8_t *)buf)[i] != 0;
@@ -133,6 +146,12 @@ int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i) {
   case JIT_U8: return ((const uint8_t *)buf)[i];
   case JIT_I32: return ((const int32_t *)buf)[i];
   case JIT_I64: return ((const int64_t *)buf)[i];
+  case JIT_U32: return ((const uint32_t *)buf)[i];
+  case JIT_U64: {
+    int64_t v;
+    memcpy(&v, (const uint64_t *)buf + i, sizeof v);
+    return v;
+  }
   case JIT_F16:
   case JIT_BF16:
   case JIT_F32:
@@ -148,6 +167,8 @@ void ir_store_f64(jit_dtype d, void *buf, int64_t i, double v) {
   case JIT_U8: ((uint8_t *)buf)[i] = (uint8_t)saturate(v, 0, UINT8_MAX); break;
   case JIT_I32: ((int32_t *)buf)[i] = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
   case JIT_I64: ((int64_t *)buf)[i] = saturate(v, INT64_MIN, INT64_MAX); break;
+  case JIT_U32: ((uint32_t *)buf)[i] = (uint32_t)saturate(v, 0, UINT32_MAX); break;
+  case JIT_U64: ((uint64_t *)buf)[i] = (uint64_t)saturate_u64(v); break;
   case JIT_F16: ((uint16_t *)buf)[i] = ir_f32_to_f16((float)v); break;
   case JIT_BF16: ((uint16_t *)buf)[i] = ir_f32_to_bf16((float)v); break;
   case JIT_F32: ((float *)buf)[i] = (float)v; break;
@@ -163,6 +184,8 @@ void ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v) {
   case JIT_U8: ((uint8_t *)buf)[i] = (uint8_t)(uint64_t)v; break;
   case JIT_I32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
   case JIT_I64: ((int64_t *)buf)[i] = v; break;
+  case JIT_U32: ((uint32_t *)buf)[i] = (uint32_t)(uint64_t)v; break;
+  case JIT_U64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
   /* int64 -> float directly: one rounding, not two through double */
   case JIT_F16: ((uint16_t *)buf)[i] = ir_f32_to_f16((float)v); break;
   case JIT_BF16: ((uint16_t *)buf)[i] = ir_f32_to_bf16((float)v); break;

@@ -7,11 +7,21 @@
  *   integer math is done in int64 and wrapped to the dtype's width (two's complement); bool is
  *   0/1, and bool arithmetic stores (v != 0) (so add/max = or, mul/min = and).
  * - max/min propagate NaN (either operand NaN -> NaN); max(-0, +0) = +0, min(-0, +0) = -0.
+ * - Unsigned dtypes (u8 u32 u64) compare, divide, min/max and convert as unsigned; a u64 is
+ *   held in the int64 as its bits.
  * - Integer div truncates toward zero; x / 0 = -1 (all ones: 255 for u8); INT_MIN / -1 = INT_MIN.
+ *   rem truncates (sign of the dividend, C's % and fmod); x % 0 = x; INT_MIN % -1 = 0.
  *   Integer pow: x^0 = 1; a negative exponent gives 0 unless the base is 1 (-> 1) or -1 (-> +-1).
- *   abs and neg of INT_MIN stay INT_MIN; floor of an integer is itself.
- * - convert: float -> int truncates toward zero and saturates, NaN -> 0; anything -> bool is
- *   (x != 0) (NaN -> true); int -> int wraps; int -> float goes through double.
+ *   abs and neg of INT_MIN stay INT_MIN; floor of an integer is itself; sign: -1, 0, 1.
+ * - Bitwise and/or/xor/not: logical on bool, on the bits otherwise. Shifts: an amount outside
+ *   [0, width) (read as unsigned) gives 0 (left, logical) or the sign fill (arithmetic);
+ *   arithmetic shifts read an unsigned value as signed of its width (as lax on uint32).
+ * - clamp(lo, x, hi) = min(max(x, lo), hi) (NaN anywhere -> NaN). round: half to even. sign:
+ *   NaN -> NaN, +-0 -> +-0, else +-1. is_finite: neither inf nor NaN. erf_inv: Newton-refined
+ *   to double (interp.c's erf_inv); log1p, expm1, ceil, fmod (rem), atan2 from libm.
+ * - convert: float -> int truncates toward zero and saturates (NaN -> 0; negatives -> 0 for
+ *   unsigned: LLVM's fptosi.sat / fptoui.sat, as XLA); anything -> bool is (x != 0) (NaN ->
+ *   true); int -> int wraps; int -> float goes through double.
  * - cmp on NaN: every direction is false except ne. select picks a where pred, else b.
  * - logistic(x) = 1 / (1 + exp(-x)); rsqrt(x) = 1 / sqrt(x); erf, exp, log, tanh, sin, cos,
  *   floor, pow from libm, in double.
@@ -60,8 +70,30 @@ static int64_t int_max(jit_dtype d) {
   case JIT_I8: return INT8_MAX;
   case JIT_U8: return UINT8_MAX;
   case JIT_I32: return INT32_MAX;
+  case JIT_U32: return UINT32_MAX;
+  case JIT_U64: return -1; /* all ones: u64 values are held as their bits */
   default: return INT64_MAX;
   }
+}
+
+static unsigned int_bits(jit_dtype d) { return (unsigned)jit_dtype_size(d) * 8; }
+
+/* The dtype's value as an unsigned number (signed ones as their two's complement bits). */
+static uint64_t int_bits_of(jit_dtype d, int64_t v) {
+  unsigned w = int_bits(d);
+  return w == 64 ? (uint64_t)v : (uint64_t)v & ((UINT64_C(1) << w) - 1);
+}
+
+/* The dtype's bits read as a signed number of its width (u32 0x80000000 -> -2^31). */
+static int64_t int_signed_of(jit_dtype d, int64_t v) {
+  unsigned w = int_bits(d);
+  uint64_t u = int_bits_of(d, v), sign = UINT64_C(1) << (w - 1);
+  return u & sign ? -(int64_t)(~u & (sign - 1)) - 1 : (int64_t)u;
+}
+
+/* a < b in the dtype's order (u64 compares its bits unsigned). */
+static bool int_less(jit_dtype d, int64_t a, int64_t b) {
+  return ir_dtype_is_unsigned(d) ? (uint64_t)a < (uint64_t)b : a < b;
 }
 
 /* v modulo 2^width, as the dtype's signed or unsigned value (no implementation-defined casts). */
@@ -71,6 +103,7 @@ static int64_t wrap_int(jit_dtype d, uint64_t v) {
   case JIT_U8: return (int64_t)(v & 0xffu);
   case JIT_I8: v &= 0xffu; return v >= 0x80u ? (int64_t)v - 0x100 : (int64_t)v;
   case JIT_I32: v &= 0xffffffffu; return v >= 0x80000000u ? (int64_t)v - 0x100000000 : (int64_t)v;
+  case JIT_U32: return (int64_t)(v & 0xffffffffu);
   default: return v <= (uint64_t)INT64_MAX ? (int64_t)v : -(int64_t)~v - 1;
   }
 }
@@ -78,6 +111,11 @@ static int64_t wrap_int(jit_dtype d, uint64_t v) {
 static int64_t f64_to_int(jit_dtype d, double v) {
   if (d == JIT_BOOL) return v != 0;
   if (isnan(v)) return 0;
+  if (d == JIT_U64) { /* saturating as LLVM's fptoui.sat, held as bits */
+    if (v <= 0) return 0;
+    if (v >= 0x1p64) return -1;
+    return wrap_int(d, (uint64_t)v);
+  }
   /* (double)int_max(I64) is 2^63, so >= catches everything that does not fit. */
   if (v <= (double)int_min(d)) return int_min(d);
   if (v >= (double)int_max(d)) return int_max(d);
@@ -89,9 +127,52 @@ static scalar convert(jit_dtype from, jit_dtype to, scalar x) {
   bool ff = ir_dtype_is_float(from), tf = ir_dtype_is_float(to);
   if (ff && tf) r.f = x.f;
   else if (ff) r.i = f64_to_int(to, x.f);
-  else if (tf) r.f = (double)x.i;
+  else if (tf) r.f = from == JIT_U64 ? (double)(uint64_t)x.i : (double)x.i;
   else r.i = wrap_int(to, (uint64_t)x.i);
   return r;
+}
+
+/* erf^-1(y) in double: Giles' single-precision approximation ("Approximating the erfinv
+   function", GPU Computing Gems, 2011) as the start, then Newton steps on erf (|y| < 1/2) or on
+   erfc(x) = 1 - |y| (|y| >= 1/2, where 1 - |y| is exact and erf's slope vanishes). */
+static double erf_inv(double y) {
+  if (isnan(y) || y == 0) return y;
+  double a = fabs(y);
+  if (a > 1) return NAN;
+  if (a == 1) return copysign(INFINITY, y);
+  double w = -log((1 - a) * (1 + a)), p;
+  if (w < 5) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double x = p * a, c = 1 - a;
+  for (int i = 0; i < 4; i++) {
+    double slope = 1.1283791670955126 * exp(-x * x); /* 2/sqrt(pi) e^(-x^2) */
+    if (slope == 0) break;
+    double step = a < 0.5 ? (erf(x) - a) / slope : (c - erfc(x)) / slope;
+    if (!isfinite(step)) break;
+    x -= step;
+  }
+  return copysign(x, y);
 }
 
 static double float_op(ir_op op, double a, double b) {
@@ -108,6 +189,14 @@ static double float_op(ir_op op, double a, double b) {
   case IR_COS: return cos(a);
   case IR_ERF: return erf(a);
   case IR_FLOOR: return floor(a);
+  case IR_CEIL: return ceil(a);
+  case IR_ROUND: return nearbyint(a); /* ties to even in the default rounding mode */
+  case IR_LOG1P: return log1p(a);
+  case IR_EXPM1: return expm1(a);
+  case IR_ERF_INV: return erf_inv(a);
+  case IR_SIGN: return isnan(a) || a == 0 ? a : copysign(1.0, a);
+  case IR_REM: return fmod(a, b);
+  case IR_ATAN2: return atan2(a, b);
   case IR_ADD: return a + b;
   case IR_SUB: return a - b;
   case IR_MUL: return a * b;
@@ -125,38 +214,71 @@ static double float_op(ir_op op, double a, double b) {
 }
 
 static int64_t int_pow(jit_dtype d, int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+  if (b < 0 && !ir_dtype_is_unsigned(d)) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
   uint64_t r = 1, base = (uint64_t)a;
-  for (; b; b >>= 1) {
-    if (b & 1) r *= base;
+  for (uint64_t e = (uint64_t)b; e; e >>= 1) {
+    if (e & 1) r *= base;
     base *= base;
   }
   return wrap_int(d, r);
 }
 
+/* XLA's shifts: an amount outside [0, width) (read unsigned) shifts every bit out: 0 for the
+   left and logical shifts, the sign for the arithmetic one. Never C's undefined shifts. */
+static int64_t int_shift(ir_op op, jit_dtype d, int64_t a, int64_t b) {
+  unsigned w = int_bits(d);
+  uint64_t n = int_bits_of(d, b);
+  bool out = n >= w;
+  switch (op) {
+  case IR_SHL: return out ? 0 : wrap_int(d, int_bits_of(d, a) << n);
+  case IR_SHR_LOGICAL: return out ? 0 : wrap_int(d, int_bits_of(d, a) >> n);
+  default: {
+    int64_t s = int_signed_of(d, a);
+    unsigned k = out ? w - 1 : (unsigned)n;
+    uint64_t r = s < 0 ? ~(~(uint64_t)s >> k) : (uint64_t)s >> k;
+    return wrap_int(d, r);
+  }
+  }
+}
+
 /* Unsigned arithmetic so that i64 overflow wraps instead of being undefined. */
 static int64_t int_op(ir_op op, jit_dtype d, int64_t a, int64_t b) {
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  bool u = ir_dtype_is_unsigned(d);
   switch (op) {
   case IR_NEG: return wrap_int(d, 0u - ua);
-  case IR_ABS: return a < 0 ? wrap_int(d, 0u - ua) : a;
+  case IR_ABS: return a < 0 && !u ? wrap_int(d, 0u - ua) : a;
+  case IR_SIGN: return u ? a != 0 : (a > 0) - (a < 0);
   case IR_FLOOR: return a;
   case IR_ADD: return wrap_int(d, ua + ub);
   case IR_SUB: return wrap_int(d, ua - ub);
   case IR_MUL: return wrap_int(d, ua * ub);
   case IR_DIV:
     if (b == 0) return wrap_int(d, UINT64_MAX);
+    if (u) return wrap_int(d, ua / ub);
     if (b == -1) return wrap_int(d, 0u - ua); /* INT_MIN / -1 = INT_MIN, without the trap */
     return wrap_int(d, (uint64_t)(a / b));
-  case IR_MAX: return a > b ? a : b;
-  case IR_MIN: return a < b ? a : b;
+  case IR_REM: /* truncated; x % 0 = x and INT_MIN % -1 = 0, as XLA */
+    if (b == 0) return a;
+    if (u) return wrap_int(d, ua % ub);
+    if (b == -1) return 0;
+    return a % b;
+  case IR_MAX: return int_less(d, a, b) ? b : a;
+  case IR_MIN: return int_less(d, b, a) ? b : a;
   case IR_POW: return int_pow(d, a, b);
+  case IR_NOT: return d == JIT_BOOL ? !a : wrap_int(d, ~ua);
+  case IR_AND: return wrap_int(d, ua & ub);
+  case IR_OR: return wrap_int(d, ua | ub);
+  case IR_XOR: return wrap_int(d, ua ^ ub);
+  case IR_SHL:
+  case IR_SHR_LOGICAL:
+  case IR_SHR_ARITH: return int_shift(op, d, a, b);
   default: return 0;
   }
 }
 
-static bool cmp_holds(jit_cmp_op c, bool is_float, scalar x, scalar y) {
-  if (is_float) {
+static bool cmp_holds(jit_cmp_op c, jit_dtype d, scalar x, scalar y) {
+  if (ir_dtype_is_float(d)) {
     double a = x.f, b = y.f;
     switch (c) {
     case JIT_EQ: return a == b;
@@ -172,10 +294,10 @@ static bool cmp_holds(jit_cmp_op c, bool is_float, scalar x, scalar y) {
   switch (c) {
   case JIT_EQ: return a == b;
   case JIT_NE: return a != b;
-  case JIT_LT: return a < b;
-  case JIT_LE: return a <= b;
-  case JIT_GT: return a > b;
-  case JIT_GE: return a >= b;
+  case JIT_LT: return int_less(d, a, b);
+  case JIT_LE: return !int_less(d, b, a);
+  case JIT_GT: return int_less(d, b, a);
+  case JIT_GE: return !int_less(d, a, b);
   }
   return false;
 }
@@ -190,7 +312,13 @@ static scalar ew_eval(ir_op op, jit_cmp_op cmp, jit_dtype in_dt, jit_dtype out_d
   switch (op) {
   case IR_SELECT: return x[0].i ? x[1] : x[2];
   case IR_CONVERT: return convert(in_dt, out_dt, x[0]);
-  case IR_CMP: r.i = cmp_holds(cmp, ir_dtype_is_float(in_dt), x[0], x[1]); return r;
+  case IR_CMP: r.i = cmp_holds(cmp, in_dt, x[0], x[1]); return r;
+  case IR_IS_FINITE: r.i = ir_dtype_is_float(in_dt) ? isfinite(x[0].f) : 1; return r;
+  case IR_CLAMP: { /* lax.clamp(lo, x, hi) = min(max(x, lo), hi) */
+    scalar lo_x[2] = {x[1], x[0]};
+    scalar m[2] = {ew_eval(IR_MAX, cmp, in_dt, in_dt, lo_x), x[2]};
+    return ew_eval(IR_MIN, cmp, in_dt, out_dt, m);
+  }
   default: break;
   }
   if (ir_dtype_is_float(in_dt)) {
@@ -237,7 +365,7 @@ double ir_eval_elementwise(ir_op op, const ir_attr *attr, jit_dtype in_dt, jit_d
     x[k] = load_scalar(d, tmp, 0);
   }
   scalar r = ew_eval(op, attr ? attr->cmp : JIT_EQ, in_dt, out_dt, x);
-  if (!ir_dtype_is_float(out_dt)) return (double)r.i;
+  if (!ir_dtype_is_float(out_dt)) return out_dt == JIT_U64 ? (double)(uint64_t)r.i : (double)r.i;
   ir_store_f64(out_dt, tmp, 0, r.f);
   return ir_load_f64(out_dt, tmp, 0);
 }
@@ -365,6 +493,9 @@ static jit_status eval_elementwise(const ir_func *f, ir_ref r, const opnd *a, un
   case IR_CONVERT: break;
   case IR_CMP:
     if (t->dtype != JIT_BOOL || a[1].t->dtype != in_dt) return bad(f, r, "dtypes do not match");
+    break;
+  case IR_IS_FINITE:
+    if (t->dtype != JIT_BOOL) return bad(f, r, "dtypes do not match");
     break;
   case IR_SELECT:
     if (in_dt != JIT_BOOL || a[1].t->dtype != t->dtype || a[2].t->dtype != t->dtype)

@@ -23,6 +23,8 @@
 /* ---- op table ----------------------------------------------------------------------------------
    _(NAME, n_operands (-1: variadic, >= 1), flags, "text name")
    Attributes each op uses (ir_attr member):
+     Elementwise ops (IR_EW) follow lax's semantics (see interp.c); CLAMP's operands are lo, x,
+     hi; ROUND rounds half to even; IS_FINITE gives bool.
      CONST value (a splat of any shape); IOTA axis (the counting dim); CMP cmp; TRANSPOSE dims
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
@@ -62,6 +64,23 @@
   _(POW, 2, IR_EW, "pow")                          \
   _(CMP, 2, IR_EW, "cmp")                          \
   _(SELECT, 3, IR_EW, "select")                    \
+  _(LOG1P, 1, IR_EW | IR_UNARY_F, "log1p")         \
+  _(EXPM1, 1, IR_EW | IR_UNARY_F, "expm1")         \
+  _(CEIL, 1, IR_EW | IR_UNARY_F, "ceil")           \
+  _(ROUND, 1, IR_EW | IR_UNARY_F, "round")         \
+  _(ERF_INV, 1, IR_EW | IR_UNARY_F, "erf_inv")     \
+  _(SIGN, 1, IR_EW, "sign")                        \
+  _(IS_FINITE, 1, IR_EW, "is_finite")              \
+  _(NOT, 1, IR_EW, "not")                          \
+  _(AND, 2, IR_EW | IR_COMM, "and")                \
+  _(OR, 2, IR_EW | IR_COMM, "or")                  \
+  _(XOR, 2, IR_EW | IR_COMM, "xor")                \
+  _(SHL, 2, IR_EW, "shift_left")                   \
+  _(SHR_LOGICAL, 2, IR_EW, "shift_right_logical")  \
+  _(SHR_ARITH, 2, IR_EW, "shift_right_arithmetic") \
+  _(REM, 2, IR_EW, "rem")                          \
+  _(ATAN2, 2, IR_EW, "atan2")                      \
+  _(CLAMP, 3, IR_EW, "clamp")                      \
   _(RESHAPE, 1, 0, "reshape")                      \
   _(TRANSPOSE, 1, 0, "transpose")                  \
   _(BROADCAST, 1, 0, "broadcast")                  \
@@ -302,7 +321,8 @@ bool ir_scan_result_type(const ir_func *f, const ir_ins *scan, uint32_t k, ir_ty
 
 /* ---- dtypes (dtype.c) ---------------------------------------------------------------------- */
 bool   ir_dtype_is_float(jit_dtype d);     /* f16 bf16 f32 f64 */
-bool   ir_dtype_is_int(jit_dtype d);       /* i8 u8 i32 i64 (not bool) */
+bool   ir_dtype_is_int(jit_dtype d);       /* i8 u8 i32 i64 u32 u64 (not bool) */
+bool   ir_dtype_is_unsigned(jit_dtype d);  /* u8 u32 u64 */
 bool   ir_dtype_valid(jit_dtype d);
 bool   ir_dtype_parse(const char *s, size_t n, jit_dtype *out); /* "f32" -> JIT_F32 */
 float    ir_f16_to_f32(uint16_t h);
@@ -311,7 +331,8 @@ float    ir_bf16_to_f32(uint16_t h);
 uint16_t ir_f32_to_bf16(float f);          /* round to nearest even; NaN stays NaN */
 /* Element i of a buffer of dtype d, as a double (ints exactly up to 2^53). */
 double ir_load_f64(jit_dtype d, const void *buf, int64_t i);
-int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i);  /* floats truncate toward 0 */
+/* floats truncate toward 0; a u64 comes as its bits (values past INT64_MAX read negative) */
+int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i);
 /* Stores v rounded to d: floats round (f16/bf16 through f32), ints truncate toward zero and
    saturate (NaN -> 0), bool = (v != 0). */
 void   ir_store_f64(jit_dtype d, void *buf, int64_t i, double v);

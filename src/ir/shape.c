@@ -1,9 +1,11 @@
 /* shape.c: every op's type rule: the result type from the operand types and attributes, with
  * every check; the tracer, the parser and the verifier all go through ir_infer_type.
  *
- * Dtype rules (bool; ints = i8 u8 i32 i64; floats = f16 bf16 f32 f64):
- *   float unary math (IR_UNARY_F: exp log sqrt rsqrt tanh logistic sin cos erf floor): floats
- *   neg, abs: ints and floats            add sub mul div pow: ints and floats, equal dtypes
+ * Dtype rules (bool; ints = i8 u8 i32 i64 u32 u64; floats = f16 bf16 f32 f64):
+ *   float unary math (IR_UNARY_F: exp log sqrt rsqrt tanh logistic sin cos erf floor log1p
+ *   expm1 ceil round erf_inv), is_finite (-> bool), atan2: floats
+ *   neg, abs, sign: ints and floats      add sub mul div pow rem clamp: ints and floats, equal
+ *   not and or xor: bool and ints        shifts: ints, equal dtypes           dtypes
  *   max, min: any dtype, equal dtypes    cmp: any dtype, equal dtypes -> bool
  *   select: bool predicate, branches of one dtype     convert: any -> any
  *   reduce_sum: ints and floats; reduce_max/min: any  dot: ints and floats, equal dtypes
@@ -60,6 +62,8 @@ bool ir_value_fits(jit_dtype d, double v) {
   case JIT_U8: return v == floor(v) && v >= 0 && v <= UINT8_MAX;
   case JIT_I32: return v == floor(v) && v >= INT32_MIN && v <= INT32_MAX;
   case JIT_I64: return v == floor(v) && v >= -0x1p63 && v < 0x1p63;
+  case JIT_U32: return v == floor(v) && v >= 0 && v <= UINT32_MAX;
+  case JIT_U64: return v == floor(v) && v >= 0 && v < 0x1p64;
   case JIT_F16:
   case JIT_BF16:
   case JIT_F32:
@@ -98,11 +102,12 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
     return FAIL(JIT_EINVAL, "not an elementwise op");
   if (ir_op_arity[op] != (int)n_args)
     return FAIL(JIT_EINVAL, "takes %d operands, got %u", ir_op_arity[op], n_args);
-  const ir_type *a = args[0], *b = n_args > 1 ? args[1] : NULL;
+  const ir_type *a = args[0];
   switch (op) {
   case IR_CONVERT: return JIT_OK;
   case IR_NEG:
   case IR_ABS:
+  case IR_SIGN:
     if (!is_num(a->dtype))
       return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
     return JIT_OK;
@@ -113,15 +118,43 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
     return JIT_OK;
   default: break;
   }
-  if (ir_op_flags[op] & IR_UNARY_F) {
+  if ((ir_op_flags[op] & IR_UNARY_F) || op == IR_IS_FINITE) {
     if (!ir_dtype_is_float(a->dtype))
       return FAIL(JIT_EDTYPE, "needs a float operand, got %s", ty(a).s);
     return JIT_OK;
   }
-  /* binary: add sub mul div pow max min cmp */
-  if (a->dtype != b->dtype) return FAIL(JIT_EDTYPE, "dtypes differ: %s vs %s", ty(a).s, ty(b).s);
-  if (op != IR_MAX && op != IR_MIN && op != IR_CMP && !is_num(a->dtype))
-    return FAIL(JIT_EDTYPE, "needs int or float operands, got %s", ty(a).s);
+  if (op == IR_NOT) {
+    if (a->dtype != JIT_BOOL && !ir_dtype_is_int(a->dtype))
+      return FAIL(JIT_EDTYPE, "needs a bool or int operand, got %s", ty(a).s);
+    return JIT_OK;
+  }
+  /* binary: add sub mul div pow max min cmp rem atan2, bitwise, shifts; clamp (lo, x, hi) */
+  for (uint32_t k = 1; k < n_args; k++)
+    if (args[k]->dtype != a->dtype)
+      return FAIL(JIT_EDTYPE, "dtypes differ: %s vs %s", ty(a).s, ty(args[k]).s);
+  switch (op) {
+  case IR_MAX:
+  case IR_MIN:
+  case IR_CMP: return JIT_OK;
+  case IR_AND:
+  case IR_OR:
+  case IR_XOR:
+    if (a->dtype != JIT_BOOL && !ir_dtype_is_int(a->dtype))
+      return FAIL(JIT_EDTYPE, "needs bool or int operands, got %s", ty(a).s);
+    return JIT_OK;
+  case IR_SHL:
+  case IR_SHR_LOGICAL:
+  case IR_SHR_ARITH:
+    if (!ir_dtype_is_int(a->dtype))
+      return FAIL(JIT_EDTYPE, "needs int operands, got %s", ty(a).s);
+    return JIT_OK;
+  case IR_ATAN2:
+    if (!ir_dtype_is_float(a->dtype))
+      return FAIL(JIT_EDTYPE, "needs float operands, got %s", ty(a).s);
+    return JIT_OK;
+  default: break;
+  }
+  if (!is_num(a->dtype)) return FAIL(JIT_EDTYPE, "needs int or float operands, got %s", ty(a).s);
   return JIT_OK;
 }
 
@@ -136,7 +169,7 @@ static jit_status infer_elementwise(ir_op op, uint32_t n_args, const ir_type *co
     if (!same_shape(args[0], args[i]))
       return FAIL(JIT_ESHAPE, "shapes differ: %s vs %s", ty(args[0]).s, ty(args[i]).s);
   *out = *args[op == IR_SELECT ? 1 : 0];
-  if (op == IR_CMP) out->dtype = JIT_BOOL;
+  if (op == IR_CMP || op == IR_IS_FINITE) out->dtype = JIT_BOOL;
   if (op == IR_CONVERT) {
     if (!declared) return FAIL(JIT_EINVAL, "needs a result type");
     if (!same_shape(args[0], declared))

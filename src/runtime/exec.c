@@ -204,7 +204,8 @@ static int tile_vec_bytes(const exec *e) {
 }
 
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
-   interpreter when the emitter has no form for it (bool operands; no contracted elements, where
+   interpreter when the emitter has no form for it (bool, u32 and u64 operands; no contracted
+   elements, where
    the result is all zeros and the packed loops never run). */
 static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan *epi) {
   const ir_ins *d = &B->f->ins[dot];
@@ -213,7 +214,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   cg_matmul_desc desc;
   cg_matmul_desc_from_ir(&desc, B->f, dot, 0, tile_vec_bytes(B->e));
   int64_t nb = 0, m = 0, n = 0, k = 0;
-  if (!(ir_dtype_is_int(dt) || ir_dtype_is_float(dt)) ||
+  if (!(ir_dtype_is_int(dt) || ir_dtype_is_float(dt)) || dt == JIT_U32 || dt == JIT_U64 ||
       cg_matmul_shape(&desc, &nb, &m, &n, &k) != JIT_OK || k == 0) {
     jit_error_clear();
     return add_interp(B, &dot, 1, d->args, d->n_args, &dot, 1);
@@ -341,7 +342,8 @@ static jit_status add_scans_before(builder *B, ir_ref before, ir_ref *next) {
 static bool is_transcendental(uint8_t op) {
   switch (op) {
   case IR_EXP: case IR_LOG: case IR_TANH: case IR_LOGISTIC: case IR_SIN: case IR_COS:
-  case IR_ERF: case IR_POW: return true;
+  case IR_ERF: case IR_POW: case IR_LOG1P: case IR_EXPM1: case IR_ERF_INV: case IR_ATAN2:
+  case IR_REM: return true;
   default: return false;
   }
 }

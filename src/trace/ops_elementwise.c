@@ -104,6 +104,14 @@ UNARY(sin, SIN)
 UNARY(cos, COS)
 UNARY(erf, ERF)
 UNARY(floor, FLOOR)
+UNARY(log1p, LOG1P)
+UNARY(expm1, EXPM1)
+UNARY(ceil, CEIL)
+UNARY(round, ROUND)
+UNARY(sign, SIGN)
+UNARY(erf_inv, ERF_INV)
+UNARY(is_finite, IS_FINITE)
+UNARY(not, NOT)
 #undef UNARY
 
 jit_val jit_relu(jit_trace *t, jit_val x) {
@@ -118,43 +126,64 @@ jit_val jit_relu(jit_trace *t, jit_val x) {
 
 /* ---- binary ops and weak scalars ------------------------------------------------------------ */
 
-/* Two weak operands stay weak: the op is evaluated now, in double, with the interpreter's own
-   scalar semantics (so folding here and running later can never disagree). */
-static double weak_fold(ir_op op, const ir_attr *attr, jit_dtype out, double a, double b) {
-  const double operands[2] = {a, b};
-  return ir_eval_elementwise(op, attr, JIT_F64, out, operands);
+/* Ops that only take integers (or bool): weak operands are folded as int64, not as doubles. */
+static bool int_only(ir_op op) {
+  return op == IR_AND || op == IR_OR || op == IR_XOR || op == IR_SHL || op == IR_SHR_LOGICAL ||
+         op == IR_SHR_ARITH;
 }
 
-static jit_val binary(jit_trace *t, const char *name, ir_op op, jit_cmp_op cmp, jit_val a,
-                      jit_val b) {
+/* Weak operands only: the op is evaluated now, in double (in int64 for int_only ops, whose
+   operands must then be integers), with the interpreter's own scalar semantics (so folding here
+   and running later can never disagree). The result stays weak, but a comparison's is bool. */
+static jit_val weak_fold(op_ctx *c, ir_op op, const ir_attr *attr, uint32_t n,
+                         trace_val *const *v) {
+  double operands[3];
+  for (uint32_t i = 0; i < n; i++) operands[i] = v[i]->value;
+  jit_dtype in = JIT_F64;
+  if (int_only(op)) {
+    in = JIT_I64;
+    for (uint32_t i = 0; i < n; i++)
+      if (!ir_value_fits(JIT_I64, operands[i])) {
+        op_fail(c, JIT_EDTYPE, "weak scalar %s is not an integer", trace_num(operands[i]).s);
+        return (jit_val){0};
+      }
+  }
+  if (op == IR_CMP)
+    return op_result(c, op_const(c, JIT_BOOL, 0, NULL,
+                                 ir_eval_elementwise(op, attr, in, JIT_BOOL, operands)));
+  return op_weak_result(c, ir_eval_elementwise(op, attr, in, in, operands));
+}
+
+/* An elementwise op of n operands (named by names) where weak scalars take the dtype of the
+   first typed operand. */
+static jit_val nary(jit_trace *t, const char *name, ir_op op, jit_cmp_op cmp, uint32_t n,
+                    const jit_val *xs, const char *const *names) {
   op_ctx c;
   if (!op_begin(t, name, &c)) return (jit_val){0};
   if (op == IR_CMP && (unsigned)cmp > JIT_GE) {
     op_fail(&c, JIT_EINVAL, "unknown comparison %d", (int)cmp);
     return (jit_val){0};
   }
-  trace_val *va = op_val(&c, a, "lhs"), *vb = va ? op_val(&c, b, "rhs") : NULL;
-  if (!va || !vb) return (jit_val){0};
+  trace_val *v[3];
+  int typed = -1;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!(v[i] = op_val(&c, xs[i], names[i]))) return (jit_val){0};
+    if (typed < 0 && !v[i]->weak) typed = (int)i;
+  }
   ir_attr attr = {0};
   attr.cmp = cmp;
-  if (va->weak && vb->weak) {
-    if (op == IR_CMP)
-      return op_result(&c, op_const(&c, JIT_BOOL, 0, NULL,
-                                    weak_fold(op, &attr, JIT_BOOL, va->value, vb->value)));
-    return op_weak_result(&c, weak_fold(op, &attr, JIT_F64, va->value, vb->value));
-  }
-  ir_ref r[2];
-  if (va->weak) {
-    r[1] = vb->ref;
-    r[0] = op_weak_as(&c, va, op_type(&c, r[1])->dtype);
-  } else if (vb->weak) {
-    r[0] = va->ref;
-    r[1] = op_weak_as(&c, vb, op_type(&c, r[0])->dtype);
-  } else {
-    r[0] = va->ref;
-    r[1] = vb->ref;
-  }
-  return op_result(&c, elementwise(&c, op, &attr, 2, r));
+  if (typed < 0) return weak_fold(&c, op, &attr, n, v);
+  ir_ref r[3];
+  for (uint32_t i = 0; i < n; i++)
+    r[i] = v[i]->weak ? op_weak_as(&c, v[i], op_type(&c, v[typed]->ref)->dtype) : v[i]->ref;
+  return op_result(&c, elementwise(&c, op, &attr, n, r));
+}
+
+static jit_val binary(jit_trace *t, const char *name, ir_op op, jit_cmp_op cmp, jit_val a,
+                      jit_val b) {
+  static const char *const names[2] = {"lhs", "rhs"};
+  const jit_val xs[2] = {a, b};
+  return nary(t, name, op, cmp, 2, xs, names);
 }
 
 #define BINARY(name, OP)                                   \
@@ -168,10 +197,24 @@ BINARY(div, DIV)
 BINARY(max, MAX)
 BINARY(min, MIN)
 BINARY(pow, POW)
+BINARY(rem, REM)
+BINARY(atan2, ATAN2)
+BINARY(and, AND)
+BINARY(or, OR)
+BINARY(xor, XOR)
+BINARY(shift_left, SHL)
+BINARY(shift_right_logical, SHR_LOGICAL)
+BINARY(shift_right_arithmetic, SHR_ARITH)
 #undef BINARY
 
 jit_val jit_cmp(jit_trace *t, jit_cmp_op op, jit_val a, jit_val b) {
   return binary(t, "cmp", IR_CMP, op, a, b);
+}
+
+jit_val jit_clamp(jit_trace *t, jit_val lo, jit_val x, jit_val hi) {
+  static const char *const names[3] = {"lo", "operand", "hi"};
+  const jit_val xs[3] = {lo, x, hi};
+  return nary(t, "clamp", IR_CLAMP, JIT_EQ, 3, xs, names);
 }
 
 jit_val jit_select(jit_trace *t, jit_val pred, jit_val a, jit_val b) {

@@ -108,7 +108,7 @@ static double round_format(double v, int p, int emin, double maxv) {
 static int dt_bits(jit_dtype dt) {
   switch (dt) {
   case JIT_I8: case JIT_U8: return 8;
-  case JIT_I32: return 32;
+  case JIT_I32: case JIT_U32: return 32;
   default: return 64;
   }
 }
@@ -119,6 +119,7 @@ double ot_int_min(jit_dtype dt) {
   case JIT_U8: return 0;
   case JIT_I32: return -2147483648.0;
   case JIT_I64: return -9223372036854775808.0;
+  case JIT_U32: case JIT_U64: return 0;
   case JIT_BOOL: return 0;
   default: return -INFINITY;
   }
@@ -130,6 +131,8 @@ double ot_int_max(jit_dtype dt) {
   case JIT_U8: return 255;
   case JIT_I32: return 2147483647.0;
   case JIT_I64: return 9223372036854775807.0;
+  case JIT_U32: return 4294967295.0;
+  case JIT_U64: return 18446744073709551615.0;
   case JIT_BOOL: return 1;
   default: return INFINITY;
   }
@@ -146,12 +149,12 @@ double ot_round(jit_dtype dt, double v) {
   }
   if (isnan(v)) return 0;
   double t = trunc(v);
-  if (dt == JIT_I64) return t; /* test values stay far inside i64 */
+  if (dt == JIT_I64 || (dt == JIT_U64 && t >= 0)) return t; /* test values stay far inside */
   int bits = dt_bits(dt);
   double m = ldexp(1.0, bits);
   double w = fmod(t, m);
   if (w < 0) w += m;
-  if (dt != JIT_U8 && w >= m / 2) w -= m;
+  if (dt != JIT_U8 && dt != JIT_U32 && dt != JIT_U64 && w >= m / 2) w -= m;
   return w;
 }
 
@@ -210,6 +213,8 @@ static void store(jit_dtype dt, void *buf, int64_t i, double v) {
   case JIT_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
   case JIT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
   case JIT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+  case JIT_U32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+  case JIT_U64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
   case JIT_F16: ((uint16_t *)buf)[i] = f16_bits(v); break;
   case JIT_BF16: ((uint16_t *)buf)[i] = bf16_bits(v); break;
   case JIT_F32: ((float *)buf)[i] = (float)v; break;
@@ -225,6 +230,8 @@ static double load(jit_dtype dt, const void *buf, int64_t i) {
   case JIT_U8: return ((const uint8_t *)buf)[i];
   case JIT_I32: return ((const int32_t *)buf)[i];
   case JIT_I64: return (double)((const int64_t *)buf)[i];
+  case JIT_U32: return ((const uint32_t *)buf)[i];
+  case JIT_U64: return (double)((const uint64_t *)buf)[i];
   case JIT_F16: return f16_value(((const uint16_t *)buf)[i]);
   case JIT_BF16: return bf16_value(((const uint16_t *)buf)[i]);
   case JIT_F32: return ((const float *)buf)[i];

@@ -107,7 +107,7 @@ static void step_float(gen *g, pv a) {
   ir_ref r = IR_NOREF;
   double B = a.bound;
   const ir_type *t = ty(g, a.r);
-  switch (rng(&g->s) % 16) {
+  switch (rng(&g->s) % 18) {
   case 0: push(g, unary(g, IR_NEG, a.r), a.exact, B); return;
   case 1: push(g, unary(g, IR_ABS, a.r), a.exact, B); return;
   case 2:
@@ -187,11 +187,40 @@ static void step_float(gen *g, pv a) {
     push(g, emit_op(g, IR_CONVERT, 1, &c1, NULL, &tb), a.exact, B);
     return;
   }
+  case 16: {
+    /* the lax parity ops: ceil/round/sign exact, log1p/expm1/atan2/erf_inv within ulps,
+       rem and clamp exact */
+    pv b = partner(g, &a);
+    switch (rng(&g->s) % 7) {
+    case 0: push(g, unary(g, (ir_op)(IR_CEIL + rng(&g->s) % 2), a.r), a.exact, B + 1); return;
+    case 1: push(g, unary(g, IR_SIGN, a.r), a.exact, 1); return;
+    case 2: push(g, unary(g, IR_LOG1P, unary(g, IR_ABS, a.r)), false, log(B + 1) + 1); return;
+    case 3:
+      if (B <= 4) push(g, unary(g, IR_EXPM1, a.r), false, exp(B));
+      return;
+    case 4: push(g, binary(g, IR_ATAN2, a.r, b.r), false, 4); return;
+    case 5: {
+      ir_ref d = binary(g, IR_ADD, unary(g, IR_ABS, b.r), mk_const(g, t, 1));
+      push(g, binary(g, IR_REM, a.r, d), a.exact && b.exact, B);
+      return;
+    }
+    default: {
+      ir_ref x[3] = {mk_const(g, t, -0.5), a.r, b.r};
+      push(g, emit_op(g, IR_CLAMP, 3, x, NULL, NULL), a.exact && b.exact, B + b.bound);
+      return;
+    }
+    }
+  }
+  case 17:
+    /* erf_inv of a value kept inside (-1, 1) whatever its inexactness: 0.5 tanh(a) */
+    push(g, unary(g, IR_ERF_INV, binary(g, IR_MUL, unary(g, IR_TANH, a.r), mk_const(g, t, 0.5))),
+         false, 1);
+    return;
   case 14: {
     if (!a.exact) return;
-    static const jit_dtype via[] = {JIT_I32, JIT_I8, JIT_U8, JIT_I64, JIT_BOOL};
+    static const jit_dtype via[] = {JIT_I32, JIT_I8, JIT_U8, JIT_I64, JIT_BOOL, JIT_U32, JIT_U64};
     ir_type tv = *t;
-    tv.dtype = via[rng(&g->s) % 5];
+    tv.dtype = via[rng(&g->s) % 7];
     ir_ref c1 = emit_op(g, IR_CONVERT, 1, &a.r, NULL, &tv);
     if (c1 == IR_NOREF) return;
     ir_type tb = *t;
@@ -213,8 +242,22 @@ static void step_float(gen *g, pv a) {
 
 static void step_int(gen *g, pv a) {
   const ir_type *t = ty(g, a.r);
-  switch (rng(&g->s) % 8) {
+  switch (rng(&g->s) % 10) {
   case 0: push(g, unary(g, rng(&g->s) & 1 ? IR_NEG : IR_ABS, a.r), true, 0); return;
+  case 8: {
+    static const ir_op ops[] = {IR_AND, IR_OR, IR_XOR, IR_SHL, IR_SHR_LOGICAL, IR_SHR_ARITH,
+                                IR_REM};
+    pv b = partner(g, &a);
+    push(g, binary(g, ops[rng(&g->s) % 7], a.r, b.r), true, 0);
+    return;
+  }
+  case 9: {
+    pv b = partner(g, &a), c = partner(g, &a);
+    ir_ref x[3] = {b.r, a.r, c.r};
+    if (rng(&g->s) % 2) push(g, unary(g, rng(&g->s) % 2 ? IR_NOT : IR_SIGN, a.r), true, 0);
+    else push(g, emit_op(g, IR_CLAMP, 3, x, NULL, NULL), true, 0);
+    return;
+  }
   case 1:
   case 2:
   case 3: {
@@ -234,9 +277,10 @@ static void step_int(gen *g, pv a) {
     return;
   }
   case 5: {
-    static const jit_dtype via[] = {JIT_I8, JIT_U8, JIT_I32, JIT_I64, JIT_F32, JIT_F64, JIT_BOOL, JIT_F16};
+    static const jit_dtype via[] = {JIT_I8,  JIT_U8,   JIT_I32, JIT_I64, JIT_F32,
+                                    JIT_F64, JIT_BOOL, JIT_F16, JIT_U32, JIT_U64};
     ir_type tv = *t;
-    tv.dtype = via[rng(&g->s) % 8];
+    tv.dtype = via[rng(&g->s) % 10];
     ir_ref c1 = emit_op(g, IR_CONVERT, 1, &a.r, NULL, &tv);
     if (c1 == IR_NOREF) return;
     ir_type tb = *t;
@@ -384,7 +428,7 @@ ir_func *rp_random_program(uint64_t seed, bool *exact, uint32_t *n_res) {
   g.f = ir_func_new("rand");
   assert_non_null(g.f);
   static const jit_dtype dts[] = {JIT_F32, JIT_F32, JIT_F32, JIT_F32, JIT_F64, JIT_F16,
-                                  JIT_BF16, JIT_I32, JIT_I8, JIT_U8, JIT_I64};
+                                  JIT_BF16, JIT_I32, JIT_I8, JIT_U8, JIT_I64, JIT_U32, JIT_U64};
   g.dt = dts[rng(&g.s) % (sizeof dts / sizeof dts[0])];
   static const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 32, 33, 64, 100};
   ir_type t = {0};

@@ -90,8 +90,8 @@ static int fold_elementwise(const ir_func *nf, cand *c) {
   jit_dtype in_dt = type_of(nf, c->args[c->n_args - 1])->dtype;
   jit_dtype out_dt = nf->types[c->ty].dtype;
   double r = ir_eval_elementwise(c->op, &c->attr, in_dt, out_dt, v);
-  /* A CONST holds a double: an i64 result past 2^53 may not survive the trip. */
-  if (out_dt == JIT_I64 && !(fabs(r) <= 9007199254740992.0)) return KEEP;
+  /* A CONST holds a double: an i64 or u64 result past 2^53 may not survive the trip. */
+  if ((out_dt == JIT_I64 || out_dt == JIT_U64) && !(fabs(r) <= 9007199254740992.0)) return KEEP;
   return make_const(c, r);
 }
 

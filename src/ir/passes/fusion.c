@@ -219,7 +219,19 @@ static bool cheap_op(ir_op op) {
   case IR_CMP:
   case IR_SELECT:
   case IR_CONVERT:
-  case IR_FLOOR: return true;
+  case IR_FLOOR:
+  case IR_CEIL:
+  case IR_ROUND:
+  case IR_SIGN:
+  case IR_IS_FINITE:
+  case IR_NOT:
+  case IR_AND:
+  case IR_OR:
+  case IR_XOR:
+  case IR_SHL:
+  case IR_SHR_LOGICAL:
+  case IR_SHR_ARITH:
+  case IR_CLAMP: return true;
   default: return false;
   }
 }

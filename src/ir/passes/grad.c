@@ -317,6 +317,38 @@ static void vjp_pow(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
   }
 }
 
+/* atan2(a, b): (b, -a) / (a^2 + b^2). */
+static void vjp_atan2(grad *g, const ir_ins *in, ir_ref ct) {
+  ir_ref a = primal(g, in->args[0]), b = primal(g, in->args[1]);
+  ir_ref q = bin(g, IR_DIV, ct, bin(g, IR_ADD, bin(g, IR_MUL, a, a), bin(g, IR_MUL, b, b)));
+  if (g->dep[in->args[0]]) accum(g, in->args[0], bin(g, IR_MUL, q, b));
+  if (g->dep[in->args[1]]) accum(g, in->args[1], un(g, IR_NEG, bin(g, IR_MUL, q, a)));
+}
+
+/* rem(a, b) = a - b trunc(a/b): 1 for a, -trunc(a/b) = -sign(a/b) floor(abs(a/b)) for b (JAX's
+   rule). */
+static void vjp_rem(grad *g, const ir_ins *in, ir_ref ct) {
+  accum(g, in->args[0], ct);
+  if (!g->dep[in->args[1]]) return;
+  ir_ref q = bin(g, IR_DIV, primal(g, in->args[0]), primal(g, in->args[1]));
+  ir_ref t = bin(g, IR_MUL, un(g, IR_SIGN, q), un(g, IR_FLOOR, un(g, IR_ABS, q)));
+  accum(g, in->args[1], un(g, IR_NEG, bin(g, IR_MUL, ct, t)));
+}
+
+/* clamp(lo, x, hi), JAX's rule: x gets ct where lo < x < hi, lo where lo > x and lo < hi, hi
+   where hi < x. */
+static void vjp_clamp(grad *g, const ir_ins *in, ir_ref ct) {
+  ir_ref lo = primal(g, in->args[0]), x = primal(g, in->args[1]), hi = primal(g, in->args[2]);
+  ir_ref zero = cst_like(g, ct, 0);
+  if (g->dep[in->args[0]])
+    accum(g, in->args[0],
+          sel(g, bin(g, IR_AND, cmp(g, JIT_GT, lo, x), cmp(g, JIT_LT, lo, hi)), ct, zero));
+  if (g->dep[in->args[1]])
+    accum(g, in->args[1],
+          sel(g, bin(g, IR_AND, cmp(g, JIT_GT, x, lo), cmp(g, JIT_LT, x, hi)), ct, zero));
+  if (g->dep[in->args[2]]) accum(g, in->args[2], sel(g, cmp(g, JIT_LT, hi, x), ct, zero));
+}
+
 /* broadcast: sum over the result dims the operand lacks or stretched from 1, then reshape. */
 static void vjp_broadcast(grad *g, const ir_ins *in, ir_ref ct) {
   const ir_type *x = &g->body->types[g->body->ins[in->args[0]].ty];
@@ -533,6 +565,21 @@ static void vjp(grad *g, ir_ref i) {
     accum(g, x0, bin(g, IR_MUL, ct, bin(g, IR_MUL, cst_like(g, ct, 1.1283791670955126), e)));
     break;
   }
+  case IR_LOG1P:
+    accum(g, x0, bin(g, IR_DIV, ct, bin(g, IR_ADD, primal(g, x0), cst_like(g, ct, 1))));
+    break;
+  case IR_EXPM1:
+    accum(g, x0, bin(g, IR_MUL, ct, bin(g, IR_ADD, primal(g, i), cst_like(g, ct, 1))));
+    break;
+  case IR_ERF_INV: { /* sqrt(pi)/2 exp(y^2) */
+    ir_ref y = primal(g, i);
+    ir_ref e = un(g, IR_EXP, bin(g, IR_MUL, y, y));
+    accum(g, x0, bin(g, IR_MUL, ct, bin(g, IR_MUL, cst_like(g, ct, 0.88622692545275801), e)));
+    break;
+  }
+  case IR_ATAN2: vjp_atan2(g, in, ct); break;
+  case IR_REM: vjp_rem(g, in, ct); break;
+  case IR_CLAMP: vjp_clamp(g, in, ct); break;
   case IR_CONVERT: /* float -> float (dep is false through ints and bool) */
     accum(g, x0, convert(g, ct, g->body->types[g->body->ins[x0].ty].dtype));
     break;
@@ -591,7 +638,7 @@ static void vjp(grad *g, ir_ref i) {
   case IR_SHARDING: /* the cotangent is laid out like the value, as JAX does */
     accum(g, x0, emit(g, IR_SHARDING, 1, &ct, &in->attr, NULL));
     break;
-  default: break; /* param, const, iota, cmp, floor: no cotangent flows through them */
+  default: break; /* param, const, iota, cmp, floor, ceil, round, sign: no cotangent flows */
   }
 }
 
@@ -602,7 +649,10 @@ static bool differentiable(ir_op op) {
   case IR_CONST:
   case IR_IOTA:
   case IR_CMP:
-  case IR_FLOOR: return false;
+  case IR_FLOOR:
+  case IR_CEIL:
+  case IR_ROUND:
+  case IR_SIGN: return false; /* piecewise constant: zero derivative, as JAX's */
   default: return true;
   }
 }
