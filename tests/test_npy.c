@@ -290,39 +290,45 @@ static void expect_load(int major, const char *text, size_t data_len, jit_status
 
 static void test_malformed_files(void **state) {
   (void)state;
-  const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n";
-  expect_load(1, good, 24, JIT_OK, ""); /* the template itself loads, as 1.0 and 2.0 */
-  expect_load(1, good, 23, JIT_EIO, "data is 23 bytes; the header's f32 shape needs 24");
-  expect_load(4, good, 24, JIT_EUNSUPPORTED, "format version 4.0");
-  expect_load(2, good, 24, JIT_OK, "");
-  expect_load(1, "{'descr': '<f4', 'shape': (2, 3), }", 24, JIT_EINVAL, "needs the keys");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", 24,
-                 JIT_EINVAL, "unknown key");
-  expect_load(1, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8,
-                 JIT_EINVAL, "repeated key");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,)}", 8, JIT_EINVAL,
-                 "'fortran_order' is not True or False");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3)}", 24, JIT_EINVAL,
-                 "not a non-negative integer");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4)}",
-                 24, JIT_EINVAL, "byte size overflows");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
-                 24, JIT_EINVAL, "overflows int64");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000)}", 24,
-                 JIT_EIO, "needs 4000000000000");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1)}", 4,
-                 JIT_EUNSUPPORTED, "rank above");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3}", 24, JIT_EINVAL,
-                 "tuple is not closed");
-  expect_load(1, "{'descr': 'hello', 'fortran_order': False, 'shape': (2,)}", 8, JIT_EINVAL,
-                 "'hello' is not a NumPy type string");
-  expect_load(1, "{'descr': '<U10', 'fortran_order': False, 'shape': (2,)}", 80,
-                 JIT_EUNSUPPORTED, "no dtype for NumPy's '<U10'");
-  expect_load(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", 8,
-                 JIT_EUNSUPPORTED, "structured dtypes");
-  expect_load(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk", 8, JIT_EINVAL,
-                 "text after the dict");
-  expect_load(1, "['descr']", 8, JIT_EINVAL, "not a dict");
+  /* the start of a header for f32 in C order */
+#define F32 "{'descr': '<f4', 'fortran_order': False, "
+  const char *good = F32 "'shape': (2, 3), }\n";
+  const struct {
+    int major;
+    const char *header;
+    size_t data_len;
+    jit_status want;
+    const char *message;
+  } cases[] = {
+      {1, good, 24, JIT_OK, ""},
+      {1, good, 23, JIT_EIO, "data is 23 bytes; the header's f32 shape needs 24"},
+      {4, good, 24, JIT_EUNSUPPORTED, "format version 4.0"},
+      {2, good, 24, JIT_OK, ""},
+      {1, "{'descr': '<f4', 'shape': (2, 3), }", 24, JIT_EINVAL, "needs the keys"},
+      {1, F32 "'shape': (2, 3), 'x': 1}", 24, JIT_EINVAL, "unknown key"},
+      {1, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 8,
+       JIT_EINVAL, "repeated key"},
+      {1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,)}", 8, JIT_EINVAL,
+       "'fortran_order' is not True or False"},
+      {1, F32 "'shape': (2, -3)}", 24, JIT_EINVAL, "not a non-negative integer"},
+      {1, F32 "'shape': (4611686018427387904, 4)}", 24, JIT_EINVAL, "byte size overflows"},
+      {1, F32 "'shape': (99999999999999999999,)}", 24, JIT_EINVAL, "overflows int64"},
+      {1, F32 "'shape': (1000000, 1000000)}", 24, JIT_EIO, "needs 4000000000000"},
+      {1, F32 "'shape': (1,1,1,1,1,1,1,1,1)}", 4, JIT_EUNSUPPORTED, "rank above"},
+      {1, F32 "'shape': (2, 3}", 24, JIT_EINVAL, "tuple is not closed"},
+      {1, "{'descr': 'hello', 'fortran_order': False, 'shape': (2,)}", 8, JIT_EINVAL,
+       "'hello' is not a NumPy type string"},
+      {1, "{'descr': '<U10', 'fortran_order': False, 'shape': (2,)}", 80, JIT_EUNSUPPORTED,
+       "no dtype for NumPy's '<U10'"},
+      {1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", 8,
+       JIT_EUNSUPPORTED, "structured dtypes"},
+      {1, F32 "'shape': (2,)} junk", 8, JIT_EINVAL, "text after the dict"},
+      {1, "['descr']", 8, JIT_EINVAL, "not a dict"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect_load(cases[i].major, cases[i].header, cases[i].data_len, cases[i].want,
+                cases[i].message);
+#undef F32
 
   char path[1024];
   tmp_path(path, sizeof path, "bad.npy");

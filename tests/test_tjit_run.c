@@ -238,11 +238,36 @@ static void test_bad_inputs(void **state) {
   }
 }
 
+/* Committed IR with `sharding` ops (tjit-opt's partitioning goldens): their meshes run on the
+   context's first devices, and the partitioned program matches the interpreter. */
+static void test_sharded_ir(void **state) {
+  (void)state;
+  const char *src = getenv("TJIT_SOURCE_DIR");
+  static const char *const files[] = {"partition_dot_all_reduce.tir", "partition_scan.tir",
+                                      "partition_shard_map.tir"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char *out = NULL;
+    int rc = run_tool(&out, "%s/tests/ir/%s --random 3 --check --tol 1e-4 --iters 2 --out-dir sh%zu",
+                      src ? src : ".", files[i], i);
+    if (rc != 0) print_error("%s: exit %d\n%s\n", files[i], rc, out);
+    assert_int_equal(rc, 0);
+    expect_output(out, "check result 0");
+    free(out);
+  }
+  char *out = NULL;
+  int rc = run_tool(&out, "%s/tests/ir/partition_dot_all_reduce.tir --random 3 --devices 1",
+                    src ? src : ".");
+  assert_int_equal(rc, 1);
+  expect_output(out, "@contracted's sharding needs 2 devices; the context has 1");
+  free(out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dumps_run_on_npy_inputs),
       cmocka_unit_test(test_random_inputs_match_the_interpreter),
       cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_sharded_ir),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

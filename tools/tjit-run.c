@@ -12,6 +12,7 @@
 
 #include "ir/ir.h"
 #include "runtime/runtime.h"
+#include "runtime/sharding.h"
 #include "tjit.h"
 #include "tool_io.h"
 #include "trace/trace.h"
@@ -34,7 +35,9 @@ static void usage(FILE *out) {
           "  --stage traced|optimized  the section of a multi-stage dump (default: optimized if\n"
           "                        present, else traced)\n"
           "  --func NAME           the function, when the section holds several\n"
-          "  --devices N, --threads N, --opt-level N   the jit_ctx's options\n"
+          "  --devices N, --threads N, --opt-level N   the jit_ctx's options (IR with\n"
+          "                        `sharding` ops runs over devices 0..n-1 of its mesh; --devices\n"
+          "                        defaults to the mesh's size)\n"
           "Exit status: 0 ok, 1 a failure (or --tol exceeded), 2 a usage error.\n");
 }
 
@@ -192,13 +195,35 @@ static ir_func *choose_func(ir_func **fs, uint32_t n, const char *path, const ch
   if (!want && n == 1) return fs[0];
   for (uint32_t i = 0; want && i < n; i++)
     if (strcmp(fs[i]->name, want) == 0) return fs[i];
-  fprintf(stderr, "%s: %s; functions:", path, want ? "no such function" : "several functions, choose one with --func");
+  fprintf(stderr, "%s: %s; functions:", path,
+          want ? "no such function" : "several functions, choose one with --func");
   for (uint32_t i = 0; i < n; i++) fprintf(stderr, " @%s", fs[i]->name);
   fprintf(stderr, "\n");
   return NULL;
 }
 
-/* ---- inputs and outputs ---------------------------------------------------------------------------- */
+/* The meshes g's `sharding` and `shard_map` ops name (in g and its bodies), each handed to fn. */
+static void for_each_mesh(const ir_func *g, void (*fn)(jit_mesh *m, void *arg), void *arg) {
+  for (uint32_t r = 0; r < g->n_ins; r++) {
+    const ir_ins *in = &g->ins[r];
+    if (in->op == IR_SHARDING) fn(in->attr.sharding->mesh, arg);
+    if (in->op == IR_SHARD_MAP)
+      for (uint32_t k = 0; k < in->n_args + in->attr.smap.n_out; k++)
+        fn(in->attr.smap.specs[k]->mesh, arg);
+  }
+  for (uint32_t b = 0; b < g->n_bodies; b++) for_each_mesh(g->bodies[b], fn, arg);
+}
+
+static void count_devices(jit_mesh *m, void *arg) {
+  int *n = arg;
+  if (m->n_devices > *n) *n = m->n_devices;
+}
+
+/* A mesh read from text names no context: it becomes one over ctx's devices 0..n-1 (the ids
+   the parser gave it), as the program that dumped it used them. */
+static void adopt_mesh(jit_mesh *m, void *ctx) { m->ctx = ctx; }
+
+/* ---- inputs and outputs ------------------------------------------------------------------------ */
 
 static const char *type_text(const ir_type *t, char *buf, size_t n) {
   ir_format_type(t, buf, n);
@@ -285,7 +310,7 @@ static bool write_outputs(const ir_func *g, const options *o, jit_array **res) {
   return true;
 }
 
-/* ---- running and checking ------------------------------------------------------------------------- */
+/* ---- running and checking ---------------------------------------------------------------------- */
 
 static double now_ms(void) {
   struct timespec ts;
@@ -414,10 +439,20 @@ static int run(const ir_func *g, const options *o) {
   jit_array **args = calloc(g->n_params + 1, sizeof *args);
   jit_array **res = calloc(g->n_results, sizeof *res), **scratch = calloc(g->n_results, sizeof *res);
   if (!args || !res || !scratch) goto done;
-  if (jit_ctx_create(&o->ctx, &ctx) != JIT_OK) {
+  jit_ctx_opts co = o->ctx;
+  int mesh_devices = 0;
+  for_each_mesh(g, count_devices, &mesh_devices);
+  if (co.n_devices == 0 && mesh_devices > 0) co.n_devices = mesh_devices;
+  if (jit_ctx_create(&co, &ctx) != JIT_OK) {
     fprintf(stderr, "tjit-run: %s\n", jit_last_error());
     goto done;
   }
+  if (mesh_devices > jit_device_count(ctx)) {
+    fprintf(stderr, "tjit-run: @%s's sharding needs %d devices; the context has %d\n", g->name,
+            mesh_devices, jit_device_count(ctx));
+    goto done;
+  }
+  for_each_mesh(g, adopt_mesh, ctx);
   if (o->n_out && o->n_out != (int)g->n_results) {
     fprintf(stderr, "tjit-run: @%s returns %u results; %d --out files were given\n", g->name,
             g->n_results, o->n_out);
@@ -442,7 +477,8 @@ static int run(const ir_func *g, const options *o) {
          ctx->n_threads, jit_device_count(ctx));
   printf("cold  %.3f ms  (compile + first call)\n", cold);
   if (!time_warm(f, g, o, args, scratch)) goto done;
-  printf("stats kernels %d  trace %.3f ms  passes %.3f ms  codegen %.3f ms  llvm %.3f ms  peak %llu bytes\n",
+  printf("stats kernels %d  trace %.3f ms  passes %.3f ms  codegen %.3f ms  llvm %.3f ms  "
+         "peak %llu bytes\n",
          s.n_kernels, s.trace_ms, s.passes_ms, s.codegen_ms, s.llvm_ms,
          (unsigned long long)s.peak_bytes);
   if (!write_outputs(g, o, res)) goto done;

@@ -200,7 +200,8 @@ static jit_status parse_header(const char *text, size_t len, const char *path, n
     if (key == 0) ok = parse_descr(&h, hd);
     else if (key == 2) ok = parse_shape(&h, hd);
     else if (parse_word(&h, "True")) hd->fortran_order = true;
-    else if (!parse_word(&h, "False")) ok = hdr_fail(&h, JIT_EINVAL, "'fortran_order' is not True or False");
+    else if (!parse_word(&h, "False"))
+      ok = hdr_fail(&h, JIT_EINVAL, "'fortran_order' is not True or False");
     if (!ok) return h.st;
     if (!eat(&h, ',')) {
       skip_space(&h);
