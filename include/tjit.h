@@ -122,6 +122,12 @@ const int64_t *jit_array_shape(const jit_array *a);
 jit_dtype      jit_array_dtype(const jit_array *a);
 size_t         jit_array_nbytes(const jit_array *a);   /* bytes of the whole array on the host */
 void           jit_array_free(jit_array *a);
+/* NumPy .npy files. Save writes format 1.0 in C order (a sharded array: its gathered global
+   value); bf16 is written as ml_dtypes does ('<V2'). Load reads formats 1.0-3.0, little- and
+   big-endian descrs, and Fortran-order data (transposed into C order); a malformed, truncated or
+   unsupported file is refused with a message naming the file and what is wrong. */
+jit_status jit_array_save_npy(const jit_array *a, const char *path);
+jit_status jit_array_load_npy(jit_ctx *ctx, const char *path, jit_array **out);
 
 /* ---- mesh, sharding, placement -----------------------------------------------------------------
    A partition spec has one entry per array dimension, separated by commas: `_` = not sharded,

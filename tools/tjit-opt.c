@@ -10,6 +10,7 @@
 #include "ir/ir.h"
 #include "ir/passes/passes.h"
 #include "runtime/sharding.h"
+#include "tool_io.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -30,32 +31,6 @@ static bool known_pass(const char *s, size_t n) {
   for (int i = 0; i < PASS_COUNT; i++)
     if (strlen(pass_names[i]) == n && memcmp(pass_names[i], s, n) == 0) return true;
   return false;
-}
-
-/* The whole of in, NUL-terminated (the parser takes a length, the NUL is for safety). */
-static char *read_all(FILE *in, size_t *len) {
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) return NULL;
-  for (;;) {
-    if (cap - n < 2) {
-      if (cap > SIZE_MAX / 2) break;
-      char *q = realloc(buf, cap * 2);
-      if (!q) break;
-      buf = q;
-      cap *= 2;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, in);
-    n += got;
-    if (got == 0) {
-      if (ferror(in)) break;
-      buf[n] = '\0';
-      *len = n;
-      return buf;
-    }
-  }
-  free(buf);
-  return NULL;
 }
 
 /* --partition: the mesh is the one f's first `sharding` op names (text has no devices). */
@@ -131,7 +106,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   size_t len = 0;
-  char *text = read_all(in, &len);
+  char *text = tool_read_all(in, &len);
   if (in != stdin) fclose(in);
   if (!text) {
     fprintf(stderr, "%s: cannot read the input\n", name);

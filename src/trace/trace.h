@@ -28,4 +28,9 @@ typedef struct trace_request {
    (message "name: op at file:line: reason" in jit_last_error) and *out is NULL. */
 jit_status trace_function(const trace_request *req, ir_func **out);
 
+/* A jit_trace_fn whose user is a const ir_func * g: records g's instructions (locations and
+   attributes kept) on args that must have g's param types. Registered with jit_compile (n_args =
+   g's params, n_results = g's results), it makes parsed IR a jit_fn: how tjit-run runs dumps. */
+void trace_replay(jit_trace *t, const jit_val *args, jit_val *results, void *user);
+
 #endif /* TJIT_TRACE_H */
