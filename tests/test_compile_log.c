@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "support/json.h"
+#include "support/placement.h"
 #include "tjit.h"
 
 /* ---- capturing stderr ---------------------------------------------------------------------------- */
@@ -40,14 +42,17 @@ static char *capture_end(capture *c) {
   fflush(stderr);
   assert_int_equal(dup2(c->saved, 2), 2);
   close(c->saved);
-  FILE *f = fopen(c->path, "rb");
-  assert_non_null(f);
-  char *s = calloc(1, 1 << 16);
-  size_t n = fread(s, 1, (1 << 16) - 1, f);
-  s[n] = '\0';
-  fclose(f);
+  char *s = js_read_file(c->path);
+  assert_non_null(s);
   unlink(c->path);
   return s;
+}
+
+/* Ends the capture and asserts that stderr received exactly want. */
+static void expect_stderr(capture *c, const char *want) {
+  char *log = capture_end(c);
+  assert_string_equal(log, want);
+  free(log);
 }
 
 static int count_lines(const char *s, const char *needle) {
@@ -93,6 +98,14 @@ static void call_static(jit_fn *f, const void *st, size_t n, jit_array *x, jit_a
   jit_array *args[2] = {x, b}, *y = NULL;
   assert_int_equal(jit_call_static(f, st, n, args, &y), JIT_OK);
   jit_array_free(y);
+}
+
+/* A call with these static args writes nothing on stderr. */
+static void assert_silent(jit_fn *f, const char *st, jit_array *x, jit_array *b) {
+  capture cap;
+  capture_begin(&cap);
+  call_static(f, st, strlen(st), x, b);
+  expect_stderr(&cap, "");
 }
 
 /* ---- tests --------------------------------------------------------------------------------------- */
@@ -146,12 +159,7 @@ static void test_log_compiles(void **state) {
   assert_non_null(strstr(log, "; no disk cache\n"));
   free(log);
 
-  /* not set: silent */
-  capture_begin(&cap);
-  call_static(f, "cd", 2, x, b);
-  log = capture_end(&cap);
-  assert_string_equal(log, "");
-  free(log);
+  assert_silent(f, "cd", x, b); /* not set: silent */
   jit_array_free(x);
   jit_array_free(b);
   jit_fn_free(f);
@@ -177,65 +185,45 @@ static void test_explain_misses(void **state) {
   capture_begin(&cap);
   call_once(f, x, b); /* the first compile: nothing to explain */
   call_once(f, x, b); /* a hit */
-  char *log = capture_end(&cap);
-  assert_string_equal(log, "");
-  free(log);
+  expect_stderr(&cap, "");
 
   capture_begin(&cap);
   call_once(f, y5, b);
-  log = capture_end(&cap);
-  assert_string_equal(log, "tjit: cache miss for addmul (1 signature compiled); nearest is sig0: "
-                           "arg 0 shape [4,8] -> [5,8]\n");
-  free(log);
+  expect_stderr(&cap, "tjit: cache miss for addmul (1 signature compiled); nearest is sig0: "
+                      "arg 0 shape [4,8] -> [5,8]\n");
 
   /* sig1 (x [5,8]) is nearer than sig0: only arg 1's dtype differs */
   capture_begin(&cap);
   call_once(f, y5, b64);
   call_once(f, x64, b64);
-  log = capture_end(&cap);
-  assert_string_equal(log, "tjit: cache miss for addmul (2 signatures compiled); nearest is sig1: "
-                           "arg 1 dtype f32 -> f64\n"
-                           "tjit: cache miss for addmul (3 signatures compiled); nearest is sig2: "
-                           "arg 0 dtype f32 -> f64\n");
-  free(log);
+  expect_stderr(&cap, "tjit: cache miss for addmul (2 signatures compiled); nearest is sig1: "
+                      "arg 1 dtype f32 -> f64\n"
+                      "tjit: cache miss for addmul (3 signatures compiled); nearest is sig2: "
+                      "arg 0 dtype f32 -> f64\n");
 
   /* static bytes: the length, then the first byte that differs */
   capture_begin(&cap);
   call_static(f, "\x01\x02\x03\x04", 4, x, b);
   call_static(f, "\x01\x02\x03\x04\x05\x06", 6, x, b);
   call_static(f, "\x01\x02\x09\x04", 4, x, b);
-  log = capture_end(&cap);
-  assert_string_equal(log, "tjit: cache miss for addmul (4 signatures compiled); nearest is sig0: "
-                           "static args length 0 -> 4 bytes\n"
-                           "tjit: cache miss for addmul (5 signatures compiled); nearest is sig4: "
-                           "static args length 4 -> 6 bytes\n"
-                           "tjit: cache miss for addmul (6 signatures compiled); nearest is sig4: "
-                           "static args byte 2 0x03 -> 0x09\n");
-  free(log);
+  expect_stderr(&cap, "tjit: cache miss for addmul (4 signatures compiled); nearest is sig0: "
+                      "static args length 0 -> 4 bytes\n"
+                      "tjit: cache miss for addmul (5 signatures compiled); nearest is sig4: "
+                      "static args length 4 -> 6 bytes\n"
+                      "tjit: cache miss for addmul (6 signatures compiled); nearest is sig4: "
+                      "static args byte 2 0x03 -> 0x09\n");
 
   /* a sharded arg */
-  int64_t sizes[1] = {2};
-  const char *names[1] = {"x"};
   jit_mesh *m = NULL;
   jit_sharding *s = NULL;
-  jit_array *xsh = NULL;
-  assert_int_equal(jit_mesh_create(c, 1, sizes, names, NULL, &m), JIT_OK);
-  assert_int_equal(jit_sharding_create(m, "x,_", &s), JIT_OK);
-  assert_int_equal(jit_device_put(x, s, &xsh), JIT_OK);
+  jit_array *xsh = pl_put_rows(c, x, 2, &m, &s);
   capture_begin(&cap);
   call_once(f, xsh, b);
-  log = capture_end(&cap);
-  assert_string_equal(log, "tjit: cache miss for addmul (7 signatures compiled); nearest is sig0: "
-                           "arg 0 sharding uncommitted -> {mesh[x=2] \"x,_\"}\n");
-  free(log);
+  expect_stderr(&cap, "tjit: cache miss for addmul (7 signatures compiled); nearest is sig0: "
+                      "arg 0 sharding uncommitted -> {mesh[x=2] \"x,_\"}\n");
   unsetenv("TJIT_EXPLAIN_CACHE_MISSES");
 
-  /* not set: silent */
-  capture_begin(&cap);
-  call_static(f, "zz", 2, x, b);
-  log = capture_end(&cap);
-  assert_string_equal(log, "");
-  free(log);
+  assert_silent(f, "zz", x, b); /* not set: silent */
 
   jit_array_free(xsh);
   jit_sharding_free(s);

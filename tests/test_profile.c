@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "support/json.h"
+#include "support/placement.h"
 #include "tjit.h"
 
 static jit_ctx *ctx_of(int devices, int threads) {
@@ -53,19 +54,6 @@ static char *temp_path(const char *tag) {
   char *p = malloc(128);
   snprintf(p, 128, "/tmp/tjit_test_profile_%s_%d.json", tag, (int)getpid());
   return p;
-}
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  fclose(f);
-  s[got] = '\0';
-  return s;
 }
 
 /* ---- reading the trace back ---------------------------------------------------------------------- */
@@ -109,7 +97,7 @@ static const char *str(const js_val *v, const char *key) {
 /* Parses the file and checks the format's invariants every event must keep. */
 static trace load_trace(const char *path) {
   trace t = {0};
-  char *text = read_file(path);
+  char *text = js_read_file(path);
   assert_non_null(text);
   const char *err = NULL;
   t.root = js_parse(text, &err);
@@ -225,14 +213,9 @@ static void run_workload(jit_ctx *c) {
     assert_int_equal(jit_call(f, args, &y), JIT_OK);
     jit_array_free(y);
   }
-  int64_t sizes[1] = {2};
-  const char *names[1] = {"x"};
   jit_mesh *m = NULL;
   jit_sharding *s = NULL;
-  jit_array *xsh = NULL;
-  assert_int_equal(jit_mesh_create(c, 1, sizes, names, NULL, &m), JIT_OK);
-  assert_int_equal(jit_sharding_create(m, "x,_", &s), JIT_OK);
-  assert_int_equal(jit_device_put(x, s, &xsh), JIT_OK);
+  jit_array *xsh = pl_put_rows(c, x, 2, &m, &s);
   jit_fn_opts go = {.name = "scaled_sum", .n_args = 1, .n_results = 1};
   assert_int_equal(jit_compile(c, scaled_sum, NULL, &go, &g), JIT_OK);
   assert_int_equal(jit_call(g, &xsh, &y), JIT_OK);

@@ -220,3 +220,13 @@ const js_val *js_get(const js_val *o, const char *key) {
     if (strcmp(o->keys[i], key) == 0) return &o->items[i];
   return NULL;
 }
+
+char *js_read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *s = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1))) s[fread(s, 1, (size_t)n, f)] = '\0';
+  fclose(f);
+  return s;
+}

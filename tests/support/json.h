@@ -20,6 +20,8 @@ typedef struct js_val {
    message naming the offset. Free with js_free. */
 js_val *js_parse(const char *text, const char **err);
 void js_free(js_val *v);
+/* A whole file as a NUL-terminated string (malloc'd), or NULL when it cannot be read. */
+char *js_read_file(const char *path);
 /* o's member key, or NULL (o may be NULL or not an object). */
 const js_val *js_get(const js_val *o, const char *key);
 
