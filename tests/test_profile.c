@@ -362,6 +362,45 @@ static void test_profile_escapes_names(void **state) {
   jit_ctx_destroy(c);
 }
 
+/* Past $TJIT_PROFILE_MAX_EVENTS events a thread keeps counting what it drops; the file says so. */
+static void test_profile_drops_past_the_cap(void **state) {
+  (void)state;
+  jit_ctx *c = ctx_of(1, 1);
+  char *path = temp_path("cap");
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "negate", .n_args = 1, .n_results = 1};
+  assert_int_equal(jit_compile(c, negate, NULL, &o, &f), JIT_OK);
+  int64_t shape[1] = {8};
+  jit_array *x = filled(c, 1, shape, 1.0f), *y = NULL;
+  setenv("TJIT_PROFILE_MAX_EVENTS", "5", 1);
+  assert_int_equal(jit_profile_start(c), JIT_OK);
+  unsetenv("TJIT_PROFILE_MAX_EVENTS");
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(jit_call(f, &x, &y), JIT_OK);
+    jit_array_free(y);
+  }
+  assert_int_equal(jit_profile_stop(c, path), JIT_OK);
+  trace t = load_trace(path);
+  assert_int_equal(t.n, 5);
+  double dropped = num(js_get(t.root, "otherData"), "dropped_events");
+  assert_true(dropped >= 35); /* 20 calls of 2 events at least (the call and its kernel) */
+  const js_val *arr = js_get(t.root, "traceEvents");
+  int marks = 0;
+  for (size_t i = 0; i < arr->n; i++)
+    if (strcmp(str(&arr->items[i], "ph"), "i") == 0) {
+      assert_string_equal(str(&arr->items[i], "name"), "events dropped");
+      assert_true(num(js_get(&arr->items[i], "args"), "count") == dropped);
+      marks++;
+    }
+  assert_int_equal(marks, 1);
+  free_trace(&t);
+  unlink(path);
+  free(path);
+  jit_array_free(x);
+  jit_fn_free(f);
+  jit_ctx_destroy(c);
+}
+
 /* $TJIT_PROFILE: the first context starts the profile, the last one destroyed writes it. */
 static void test_profile_env(void **state) {
   (void)state;
@@ -389,6 +428,7 @@ int main(void) {
       cmocka_unit_test(test_profile_workload),
       cmocka_unit_test(test_profile_misuse),
       cmocka_unit_test(test_profile_escapes_names),
+      cmocka_unit_test(test_profile_drops_past_the_cap),
       cmocka_unit_test(test_profile_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,7 +46,7 @@ typedef struct prof_thread {
   uint32_t n, cap;
   char *text;               /* names and string args, NUL-terminated, back to back */
   size_t text_len, text_cap;
-  uint64_t dropped;         /* events past PROF_MAX_EVENTS or out of memory */
+  uint64_t dropped;         /* events past max_events or out of memory */
 } prof_thread;
 
 typedef enum { OWNER_NONE, OWNER_CTX, OWNER_ENV } owner_kind;
@@ -61,6 +61,7 @@ static char *env_path;     /* $TJIT_PROFILE of the process's session */
 static bool env_kept;      /* the buffers hold a finished $TJIT_PROFILE session to resume */
 static bool atexit_set;
 static int live_ctx;
+static uint32_t max_events = PROF_MAX_EVENTS; /* per thread, set when a session begins */
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
@@ -135,13 +136,13 @@ void prof_end(uint64_t t0, const char *cat, const char *name, int n_args, const 
   uint64_t t1 = prof_clock();
   prof_thread *t = self ? self : attach();
   if (!t) return;
-  if (t->n == PROF_MAX_EVENTS) {
+  if (t->n >= max_events) {
     t->dropped++;
     return;
   }
   if (t->n == t->cap) {
     uint32_t cap = t->cap ? t->cap * 2 : 256;
-    if (cap > PROF_MAX_EVENTS) cap = PROF_MAX_EVENTS;
+    if (cap > max_events) cap = max_events;
     prof_event *g = realloc(t->ev, (size_t)cap * sizeof *g);
     if (!g) {
       t->dropped++;
@@ -299,6 +300,10 @@ static void clear_buffers(void) {
 }
 
 static void begin_session(owner_kind k, const void *ctx) {
+  const char *v = getenv("TJIT_PROFILE_MAX_EVENTS");
+  char *end = NULL;
+  long long n = v ? strtoll(v, &end, 10) : 0;
+  max_events = v && end != v && !*end && n >= 1 && n <= PROF_MAX_EVENTS ? (uint32_t)n : PROF_MAX_EVENTS;
   owner = k;
   owner_ctx = ctx;
   session_t0 = prof_clock();

@@ -30,7 +30,9 @@ typedef struct prof_arg {
 } prof_arg;
 
 #define PROF_MAX_ARGS 4
-#define PROF_MAX_EVENTS (1u << 20) /* per thread: later events are counted as dropped */
+/* Events kept per thread (later ones are counted as dropped): $TJIT_PROFILE_MAX_EVENTS when
+   set to a number in 1..PROF_MAX_EVENTS, read when a profile starts, else PROF_MAX_EVENTS. */
+#define PROF_MAX_EVENTS (1u << 20)
 
 /* Records the span [t0, now) on this thread: cat must be a string literal, name is copied, at most
    PROF_MAX_ARGS args. Nothing when t0 is 0 (the span began while no profile ran). */
