@@ -50,6 +50,18 @@ static void scaled_sum(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = jit_reduce_sum(t, jit_mul(t, a[0], jit_scalar(t, 2.0)), 1, axes);
 }
 
+/* per device: its block of x scaled by its index along "x" (axis_index: a collective with no
+   operand) */
+static void indexed_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_mul(t, a[0], jit_convert(t, jit_axis_index(t, "x"), JIT_F32));
+}
+
+static void indexed(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const char *in[1] = {"x,_"}, *out[1] = {"x,_"};
+  jit_shard_map(t, indexed_body, NULL, user, 1, a, in, 1, r, out);
+}
+
 static char *temp_path(const char *tag) {
   char *p = malloc(128);
   snprintf(p, 128, "/tmp/tjit_test_profile_%s_%d.json", tag, (int)getpid());
@@ -200,8 +212,9 @@ static const ev *find(const trace *t, const char *cat, const char *name, const c
 
 /* ---- the tests ----------------------------------------------------------------------------------- */
 
-/* One compiled and one warm call of `layer` (its dot split over the workers), and a call of
-   `scaled_sum` on an array sharded over 2 devices (an all_reduce on the device threads). */
+/* One compiled and one warm call of `layer` (its dot split over the workers), and calls of
+   `indexed` (a shard_map reading axis_index) and `scaled_sum` (an all_reduce) on an array
+   sharded over 2 devices. */
 static void run_workload(jit_ctx *c) {
   int64_t xs[2] = {256, 256}, bs[1] = {256};
   jit_array *x = filled(c, 2, xs, 0.5f), *w = filled(c, 2, xs, -0.25f), *b = filled(c, 1, bs, 1.0f);
@@ -216,6 +229,11 @@ static void run_workload(jit_ctx *c) {
   jit_mesh *m = NULL;
   jit_sharding *s = NULL;
   jit_array *xsh = pl_put_rows(c, x, 2, &m, &s);
+  jit_fn_opts io = {.name = "indexed", .n_args = 1, .n_results = 1};
+  assert_int_equal(jit_compile(c, indexed, m, &io, &g), JIT_OK);
+  assert_int_equal(jit_call(g, &xsh, &y), JIT_OK);
+  jit_array_free(y);
+  jit_fn_free(g);
   jit_fn_opts go = {.name = "scaled_sum", .n_args = 1, .n_results = 1};
   assert_int_equal(jit_compile(c, scaled_sum, NULL, &go, &g), JIT_OK);
   assert_int_equal(jit_call(g, &xsh, &y), JIT_OK);
@@ -247,7 +265,7 @@ static void check_workload(trace *t) {
                                        "llvm optimize", "llvm emit", "load"};
   for (size_t i = 0; i < sizeof phases / sizeof *phases; i++)
     if (count(t, "compile", phases[i]) < 2) fail_msg("fewer than 2 '%s' events", phases[i]);
-  assert_int_equal(count(t, "compile", "partition"), 1);
+  assert_int_equal(count(t, "compile", "partition"), 2); /* indexed, scaled_sum */
   static const char *const passes[] = {"canonicalize", "cse", "hoist", "dce"};
   for (size_t i = 0; i < sizeof passes / sizeof *passes; i++)
     if (count(t, "pass", passes[i]) < 2) fail_msg("fewer than 2 '%s' pass events", passes[i]);
@@ -266,6 +284,7 @@ static void check_workload(trace *t) {
   assert_true(count_on(t, "collective", "", "device 1") >= 1);
   assert_true(count_on(t, "collective", "", "host") >= 1);
   assert_true(count_on(t, "kernel", "scaled_sum:", "device 1") >= 1);
+  assert_int_equal(count(t, "collective", "axis_index"), 2); /* one per device */
   assert_int_equal(count(t, "copy", "device_put"), 1);
   assert_true(count(t, "copy", "gather to host") + count(t, "copy", "lay out args") >= 1);
 }

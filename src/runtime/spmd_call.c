@@ -87,8 +87,8 @@ static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, con
   uint64_t t0 = prof_begin();
   jit_status st = coll_world_run(ctx, pos, op, c, in_t, in, out);
   if (t0) {
-    size_t bytes = 0;
-    array_byte_size(in_t->dtype, in_t->rank, in_t->dims, &bytes);
+    size_t bytes = 0; /* axis_index has no operand */
+    if (in_t) array_byte_size(in_t->dtype, in_t->rank, in_t->dims, &bytes);
     prof_end(t0, "collective", ir_op_name[op], 2,
              (prof_arg[]){{"device", NULL, pos}, {"bytes", NULL, (int64_t)bytes}});
   }
