@@ -179,6 +179,13 @@ typedef struct jit_fn_stats {
 } jit_fn_stats;
 jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
 
+/* jax.profiler.trace: a Chrome trace-event JSON (opens in Perfetto / chrome://tracing) with the
+   compile phases, each kernel per worker and device thread, collectives and copies. One profile
+   runs at a time and records every thread of the process; stop writes it to path (on JIT_EIO the
+   profile keeps running). $TJIT_PROFILE=file.json profiles the whole process instead. */
+jit_status jit_profile_start(jit_ctx *ctx);
+jit_status jit_profile_stop(jit_ctx *ctx, const char *path);
+
 /* ---- ops (while tracing) -----------------------------------------------------------------------
    Binary elementwise ops follow NumPy broadcasting. Operand dtypes must match, except that a
    scalar made by jit_scalar takes the other operand's dtype (a weak type; a weak result that

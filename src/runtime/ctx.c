@@ -14,6 +14,7 @@
 #include "runtime/buffers.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 
 jit_ctx_opts jit_ctx_opts_default(void) {
@@ -43,6 +44,8 @@ static int online_cores(void) {
   if (n < 1) return 1;
   return n > INT_MAX ? INT_MAX : (int)n;
 }
+
+static void ctx_free(jit_ctx *ctx);
 
 jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
   jit_status st = JIT_OK;
@@ -80,14 +83,21 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
     snprintf(ctx->target, sizeof ctx->target, "none: opt_level 0 runs the interpreter");
   }
   if (ctx->jit && ctx->cache_dir) TRY(cg_disk_cache_open(ctx->cache_dir, &ctx->disk));
+  prof_ctx_created(ctx);
   *out = ctx;
   return JIT_OK;
 fail:
-  jit_ctx_destroy(ctx);
+  ctx_free(ctx);
   return st;
 }
 
 void jit_ctx_destroy(jit_ctx *ctx) {
+  if (!ctx) return;
+  prof_ctx_destroyed(ctx); /* no call runs any more: every event of this context is recorded */
+  ctx_free(ctx);
+}
+
+static void ctx_free(jit_ctx *ctx) {
   if (!ctx) return;
   cg_disk_cache_close(ctx->disk);
   cg_jit_destroy(ctx->jit);

@@ -25,6 +25,7 @@
 #include "runtime/exec_internal.h"
 #include "runtime/ffi_call.h"
 #include "runtime/pool.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 
 #define EXEC_PAR_MIN 65536       /* elements below which a kernel runs on the calling thread */
@@ -73,6 +74,7 @@ void exec_free(exec *e) {
   for (int d = 0; d < e->n_dev_arenas; d++) free(e->dev_arenas[d]);
   free(e->dev_arenas);
   pthread_mutex_destroy(&e->dev_mu);
+  free(e->name);
   ffi_entry_free(e->cif);
   cg_dylib_free(e->lib);
   free(e);
@@ -314,9 +316,11 @@ static jit_status add_scan(builder *B, ir_ref v) {
     st = exec_build(B->e->ctx, b, &B->e->steps[si].body, &bs);
     B->e->nested.codegen_ms += bs.codegen_ms;
     B->e->nested.llvm_ms += bs.llvm_ms;
+    B->e->nested.load_ms += bs.load_ms;
     B->e->nested.n_kernels += bs.n_kernels;
     B->e->nested.n_native += bs.n_native;
     B->e->nested.disk_cache_hits += bs.disk_cache_hits;
+    B->e->nested.disk_cache_lookups += bs.disk_cache_lookups;
   }
   for (ir_ref u = v + 1; u < f->n_ins && st == JIT_OK; u++) {
     const ir_ins *g = &f->ins[u];
@@ -600,7 +604,9 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   size_t len = 0;
   char *text = NULL, *key = NULL;
   size_t key_len = 0;
+  uint64_t pt = prof_begin();
   TRY(build_module(e, f, lfs, n, c, &m));
+  prof_end(pt, "compile", "llvm module", 0, NULL);
   if (e->ctx->disk) {
     /* the key is the module before optimization: code generation rewrites it in place */
     if (!(text = cg_module_text(m))) TRY(oom());
@@ -609,14 +615,30 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
     text = NULL;
   }
   double t1 = now_ms();
-  if (key && cg_disk_cache_get(e->ctx->disk, key, key_len, &obj, &len)) {
+  pt = prof_begin();
+  bool hit = key && cg_disk_cache_get(e->ctx->disk, key, key_len, &obj, &len);
+  if (key) {
+    stats->disk_cache_lookups++;
+    prof_end(pt, "compile", "disk cache lookup", 1, &(prof_arg){"hit", NULL, hit});
+  }
+  if (hit) {
     stats->disk_cache_hits++;
   } else {
+    pt = prof_begin();
     TRY(cg_optimize(jit, m));
     TRY(mark_streams(e, m));
+    prof_end(pt, "compile", "llvm optimize", 0, NULL);
+    pt = prof_begin();
     TRY(cg_emit_object(jit, m, &obj, &len));
-    if (key) cg_disk_cache_put(e->ctx->disk, key, key_len, obj, len);
+    prof_end(pt, "compile", "llvm emit", 1, &(prof_arg){"bytes", NULL, (int64_t)len});
+    if (key) {
+      pt = prof_begin();
+      cg_disk_cache_put(e->ctx->disk, key, key_len, obj, len);
+      prof_end(pt, "compile", "disk cache store", 1, &(prof_arg){"bytes", NULL, (int64_t)len});
+    }
   }
+  double t2 = now_ms();
+  pt = prof_begin();
   TRY(cg_add_object(jit, obj, len, &e->lib));
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
@@ -638,7 +660,9 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
     /* ISO C has no object -> function pointer cast; POSIX (dlsym) guarantees it works */
     memcpy(&e->entry, &fn, sizeof fn);
   }
+  prof_end(pt, "compile", "load", 1, &(prof_arg){"fn", e->name, 0});
   stats->codegen_ms += t1 - t0;
+  stats->load_ms += now_ms() - t2;
   stats->llvm_ms += now_ms() - t1;
 fail:
   free(text);
@@ -669,7 +693,11 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp,
   e->n_params = f->n_params;
   e->n_results = f->n_results;
   atomic_flag_clear(&e->busy);
+  if (!(e->name = strdup(f->name ? f->name : "fn"))) TRY(oom());
+  uint64_t pt = prof_begin();
   TRY(ir_fuse(f, &p));
+  prof_end(pt, "compile", "fusion", 1, &(prof_arg){"kernels", NULL, p->n_kernels});
+  pt = prof_begin();
   B.e = e;
   B.f = f;
   B.p = p;
@@ -681,6 +709,7 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp,
   TRY(make_steps(&B, lfs));
   TRY(add_copies(&B));
   TRY(pack_scratch(e));
+  prof_end(pt, "compile", "lowering", 1, &(prof_arg){"steps", NULL, e->n_steps});
   free(B.buf_of);
   *out = e;
   *pp = p;
@@ -709,6 +738,8 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
   stats->codegen_ms = now_ms() - t0 - e->nested.llvm_ms;
   TRY(compile(e, f, lfs, p->n_kernels, stats));
   stats->llvm_ms += e->nested.llvm_ms;
+  stats->load_ms += e->nested.load_ms;
+  stats->disk_cache_lookups += e->nested.disk_cache_lookups;
   stats->n_kernels += e->nested.n_kernels;
   stats->n_native += e->nested.n_native;
   stats->disk_cache_hits += e->nested.disk_cache_hits;
@@ -723,11 +754,36 @@ fail:
 /* ---- running ---------------------------------------------------------------------------------- */
 
 typedef struct rows_job {
+  const exec *e;
   const estep *s;
   void *const *bufs;
   unsigned char *mm;  /* ES_DOT: thread 0's scratch block; thread i's is i blocks further */
   size_t mm_bytes;
 } rows_job;
+
+/* ---- the profile's kernel events ---------------------------------------------------------------- */
+
+/* The bytes of a step's buffers (what it reads and writes, scratch excluded): a profile's "bytes". */
+static int64_t step_bytes(const exec *e, const estep *s) {
+  if (s->kind == ES_COPY) return (int64_t)s->bytes;
+  int64_t n = 0;
+  for (uint32_t k = 0; k < s->n_bufs; k++)
+    if (s->bufs[k] != EXEC_MM_SCRATCH) n += (int64_t)e->bufs[s->bufs[k]].bytes;
+  return n;
+}
+
+/* Records a step's run (or the rows lo..hi of it that this thread ran) as "function:symbol"
+   ("function:copy", "function:interp" for steps with no symbol). */
+static void prof_step(uint64_t t0, const exec *e, const estep *s, int64_t lo, int64_t hi) {
+  if (!t0) return;
+  char name[96];
+  snprintf(name, sizeof name, "%s:%s", e->name,
+           s->kind == ES_COPY ? "copy" : s->kind == ES_INTERP ? "interp" : s->name);
+  int64_t bytes = step_bytes(e, s);
+  if (s->rows > 0 && hi - lo < s->rows) bytes = (int64_t)((double)bytes * (double)(hi - lo) / (double)s->rows);
+  prof_arg a[2] = {{"rows", NULL, hi - lo}, {"bytes", NULL, bytes}};
+  prof_end(t0, s->kind == ES_COPY ? "copy" : "kernel", name, 2, a);
+}
 
 /* Whether s's streaming twin may run on these buffers: its streamed stores are aligned to their
    size only when the buffers they write start EXEC_ALIGN-aligned (a scan body's slice may not). */
@@ -742,9 +798,12 @@ static bool streams_aligned(const estep *s, void *const *bufs) {
 static void run_rows(void *arg, int ith, int nth) {
   const rows_job *j = arg;
   const estep *s = j->s;
+  uint64_t t0 = prof_begin();
+  if (t0 && ith > 0) prof_name_thread("worker", ith);
   if (s->kind == ES_KERNEL) {
     int64_t lo = s->rows * ith / nth, hi = s->rows * (ith + 1) / nth;
     if (lo < hi) (streams_aligned(s, j->bufs) ? s->fn_nt : s->fn)(j->bufs, lo, hi);
+    prof_step(t0, j->e, s, lo, hi);
     return;
   }
   /* a dot: one contiguous range per thread, in whole grains */
@@ -756,6 +815,7 @@ static void run_rows(void *arg, int ith, int nth) {
   for (uint32_t k = 0; k + 1 < s->n_bufs; k++) kb[k] = j->bufs[k];
   kb[s->n_bufs - 1] = j->mm + (size_t)ith * j->mm_bytes;
   s->fn(kb, lo, hi);
+  prof_step(t0, j->e, s, lo, hi);
 }
 
 static void *alloc_arena(size_t n);
@@ -862,7 +922,9 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   const estep *s = &e->steps[i];
   if (rt->status != JIT_OK) return;
   if (s->kind == ES_SCAN) {
+    uint64_t t0 = prof_begin();
     rt->status = run_scan(s, bufs);
+    prof_step(t0, e, s, 0, s->scan->length); /* its rows: the steps */
     return;
   }
   if (s->kind == ES_INTERP) {
@@ -876,7 +938,9 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
     } else {
       for (uint32_t k = 0; k < na; k++) a[k] = bufs[k];
       for (uint32_t k = 0; k < nr; k++) r[k] = bufs[na + k];
+      uint64_t t0 = prof_begin();
       rt->status = ir_interp(s->sub, a, r);
+      prof_step(t0, e, s, 0, 0);
     }
     if (a != small_a) free(a);
     if (r != small_r) free(r);
@@ -889,7 +953,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (nth > pieces) nth = (int)pieces;
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
   if (s->inline_run || serial_thread) nth = 1;
-  rows_job j = {s, bufs, rt->mm_scratch, e->mm_bytes};
+  rows_job j = {e, s, bufs, rt->mm_scratch, e->mm_bytes};
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
 }
@@ -910,8 +974,10 @@ static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const
   }
   for (uint32_t i = 0; i < e->n_steps && rt->status == JIT_OK; i++) {
     const estep *s = &e->steps[i];
+    uint64_t t0 = prof_begin();
     if (s->kind == ES_COPY) {
       memcpy(ptr[s->bufs[1]], ptr[s->bufs[0]], s->bytes);
+      prof_step(t0, e, s, 0, 0);
       continue;
     }
     void *kb_small[32], **kb = kb_small;
@@ -921,8 +987,12 @@ static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const
     }
     for (uint32_t k = 0; k < s->n_bufs; k++)
       kb[k] = s->bufs[k] == EXEC_MM_SCRATCH ? rt->mm_scratch : ptr[s->bufs[k]];
-    if (s->inline_run) s->fn(kb, 0, s->rows);
-    else run_step(rt, i, kb);
+    if (s->inline_run) {
+      s->fn(kb, 0, s->rows);
+      prof_step(t0, e, s, 0, s->rows);
+    } else {
+      run_step(rt, i, kb);
+    }
     if (kb != kb_small) free(kb);
   }
   if (ptr != small) free(ptr);
@@ -937,9 +1007,11 @@ static void *alloc_arena(size_t n) {
   return p;
 }
 
-/* One run of e with rt prepared (rt_begin). */
+/* One run of e with rt prepared (rt_begin). While a profile records, the steps run from the C
+   loop instead of the entry, so that each kernel, the small ones the entry calls directly too,
+   is timed. */
 static void run_prepared(exec *e, exec_rt *rt, const void *const *args, void *const *results) {
-  if (e->entry) {
+  if (e->entry && !atomic_load_explicit(&prof_active, memory_order_relaxed)) {
     void *p[FFI_ENTRY_MAX_ARGS];
     uint32_t np = e->n_params, nr = e->n_results;
     for (uint32_t i = 0; i < np; i++) p[i] = (void *)args[i];

@@ -14,9 +14,11 @@ typedef struct exec exec;
 typedef struct exec_stats {
   double codegen_ms; /* fusion, lowering, building the LLVM module */
   double llvm_ms;    /* optimizing, emitting the object, loading it, looking kernels up */
+  double load_ms;    /* of llvm_ms: loading the object into ORC and looking its symbols up */
   int n_kernels;     /* kernels of the fused program (native or not) */
   int n_native;      /* native steps: loop kernels and matmul kernels */
   int disk_cache_hits; /* 1 when the object came from the disk cache */
+  int disk_cache_lookups; /* objects looked for in the disk cache (0: the context has none) */
 } exec_stats;
 
 /* Fuses the optimized f, lowers and compiles every kernel it can (the rest are interpreted), takes

@@ -78,6 +78,7 @@ typedef struct estep {
 
 struct exec {
   jit_ctx *ctx;
+  char *name;           /* the function's name (the profile's kernel events carry it) */
   uint32_t n_params, n_results;
   ebuf *bufs;
   uint32_t n_bufs;

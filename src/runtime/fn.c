@@ -7,6 +7,7 @@
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
 #include "trace/trace.h"
@@ -94,6 +95,25 @@ static bool verify_passes(void) {
 #endif
 }
 
+/* The compile's profile span (named after the function, with the key) and its log line. */
+static void note_compile(const jit_fn *f, const jit_sig *s, const exec_stats *es, uint64_t pt) {
+  if (log_compiles_on()) log_compile(f, s, es);
+  if (!pt) return;
+  char *key = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&key, &len);
+  if (m) {
+    sig_describe(s, m);
+    if (fclose(m) != 0) key = NULL;
+  }
+  char name[160];
+  snprintf(name, sizeof name, "compile %s", f->name);
+  prof_end(pt, "compile", name, 3,
+           (prof_arg[]){{"fn", f->name, 0}, {"signature", key ? key : "?", 0},
+                        {"kernels", NULL, es->n_kernels}});
+  free(key);
+}
+
 /* Traces and optimizes a new signature and inserts it. Caller holds f->mu. */
 static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
                               const void *static_args, size_t static_len, jit_sig **out) {
@@ -101,6 +121,7 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   jit_sig *s = NULL;
   compile_frame frame = {f, compiling};
   compiling = &frame;
+  uint64_t pt = prof_begin();
   TRY(sig_new(hash, f->n_args, args, static_args, static_len, &s));
 
   trace_request req = {
@@ -114,7 +135,9 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
       .static_len = s->static_len,
   };
   double t0 = now_ms();
+  uint64_t ptt = prof_begin();
   TRY(trace_function(&req, &s->traced));
+  prof_end(ptt, "compile", "trace", 1, &(prof_arg){"fn", f->name, 0});
   double t1 = now_ms();
   if (!s->traced || s->traced->n_params != (uint32_t)f->n_args ||
       s->traced->n_results != (uint32_t)f->n_results)
@@ -143,6 +166,7 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   f->stats.comm_bytes = s->spmd ? s->spmd->comm_bytes : 0;
   f->stats.disk_cache_hits += (uint64_t)es.disk_cache_hits;
   dump_env(f, s);
+  if (pt || log_compiles_on()) note_compile(f, s, &es, pt);
   compiling = frame.up;
   *out = s;
   return JIT_OK;
@@ -181,7 +205,7 @@ fail:
    f's own trace, which holds f->mu) leaves *s NULL and *counted false. */
 static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t static_len,
                                   jit_array *const *args, const char *who, jit_sig **out,
-                                  bool *counted) {
+                                  bool *counted, bool *missed) {
   jit_status st = JIT_OK;
   if (static_len > 0 && !static_args)
     return jit_error(JIT_EINVAL, "%s: %s: static_args is NULL for %zu bytes", who, f->name,
@@ -203,6 +227,8 @@ static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t sta
     f->stats.cache_hits++;
   } else {
     f->stats.cache_misses++;
+    *missed = true;
+    if (explain_misses_on()) explain_miss(f, args, static_args, static_len);
     st = compile_sig(f, hash, args, static_args, static_len, &s);
   }
   pthread_mutex_unlock(&f->mu);
@@ -212,16 +238,28 @@ fail:
   return st;
 }
 
+/* The host's span of one jit_call: the function, whether its signature was cached, the status. */
+static void prof_call(const jit_fn *f, uint64_t pt, bool missed, jit_status st) {
+  char name[160];
+  snprintf(name, sizeof name, "jit_call %s", f->name);
+  prof_end(pt, "jit_call", name, 3,
+           (prof_arg[]){{"fn", f->name, 0}, {"cache", missed ? "miss" : "hit", 0},
+                        {"status", jit_status_str(st), 0}});
+}
+
 jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len,
                            jit_array *const *args, jit_array **results) {
   double t0 = now_ms();
+  uint64_t pt = prof_begin();
   if (!f) return jit_error(JIT_EINVAL, "jit_call: f is NULL");
   if (!results) return jit_error(JIT_EINVAL, "jit_call: %s: results is NULL", f->name);
   for (int i = 0; i < f->n_results; i++) results[i] = NULL;
   jit_sig *s = NULL;
-  bool counted = false;
-  jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s, &counted);
+  bool counted = false, missed = false;
+  jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s, &counted,
+                                  &missed);
   if (st == JIT_OK) st = run_sig(f, s, args, results);
+  if (pt) prof_call(f, pt, missed, st);
   if (!counted) return st;
 
   double us = (now_ms() - t0) * 1e3;
@@ -235,8 +273,9 @@ jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t stat
                                  jit_array *const *args) {
   if (!f) return jit_error(JIT_EINVAL, "jit_precompile: f is NULL");
   jit_sig *s = NULL;
-  bool counted = false;
-  return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted);
+  bool counted = false, missed = false;
+  return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted,
+                         &missed);
 }
 
 jit_status jit_precompile(jit_fn *f, jit_array *const *args) {

@@ -143,6 +143,18 @@ struct jit_fn {
 /* Validation shared by jit_call_static and jit_fn_dump: f's args each non-NULL and from f's ctx. */
 jit_status fn_check_args(const jit_fn *f, jit_array *const *args, const char *who);
 
+/* ---- compile logs (compile_log.c) -------------------------------------------------------------- */
+bool log_compiles_on(void);    /* $TJIT_LOG_COMPILES is set (and not 0) */
+bool explain_misses_on(void);  /* $TJIT_EXPLAIN_CACHE_MISSES is set (and not 0) */
+/* s's key as `(f32[64,256], f32[8]{mesh[x=2] "x"}) static 4 bytes`. */
+void sig_describe(const jit_sig *s, FILE *out);
+/* One stderr line for a freshly compiled signature: key, phase times, kernels, disk cache. */
+void log_compile(const jit_fn *f, const jit_sig *s, const struct exec_stats *es);
+/* One stderr line for a miss of f (nothing when f has no signature yet): which parts of the key
+   differ from the nearest cached signature's. Caller holds f->mu. */
+void explain_miss(const jit_fn *f, jit_array *const *args, const void *static_args,
+                  size_t static_len);
+
 /* ---- dumps (dump.c) ------------------------------------------------------------------------------ */
 /* Prints the stages of s that what selects under `// @name stage` headers. Caller holds f->mu. */
 jit_status dump_sig(const jit_fn *f, const jit_sig *s, unsigned what, FILE *out);

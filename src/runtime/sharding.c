@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
+#include "runtime/profile.h"
 
 /* snprintf that never writes past n and accumulates the total length like snprintf does. */
 static void put(char *buf, size_t n, int *len, const char *fmt, ...) JIT_PRINTF(4, 5);
@@ -516,6 +517,7 @@ jit_status array_gather(const jit_array *a, void *dst) {
   }
   const jit_sharding *s = a->sharding;
   int n = s->mesh->n_devices;
+  uint64_t t0 = prof_begin();
   int *blocks = malloc(2 * (size_t)n * sizeof *blocks);
   if (!blocks) return jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory");
   int *first = blocks + n;
@@ -530,6 +532,7 @@ jit_status array_gather(const jit_array *a, void *dst) {
     sharding_copy_box(dst, a->shape, start, a->shards[first[b]], local, zero, size, a->rank, esize);
   }
   free(blocks);
+  prof_end(t0, "copy", "gather to host", 1, &(prof_arg){"bytes", NULL, (int64_t)a->nbytes});
   return JIT_OK;
 }
 
@@ -629,7 +632,10 @@ jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array *
       TRY(jit_error(JIT_ENOMEM, "%s: out of memory allocating %d shards of %zu bytes", who, n,
                     shard));
   }
+  uint64_t t0 = prof_begin();
   TRY(reshard(a, b));
+  prof_end(t0, "copy", "device_put", 2,
+           (prof_arg[]){{"bytes", NULL, (int64_t)b->nbytes}, {"moved", NULL, (int64_t)b->bytes_moved}});
   *out = b;
   return JIT_OK;
 fail:

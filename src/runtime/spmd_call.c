@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/pool.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
 
@@ -54,7 +55,9 @@ jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_me
   /* an arg on another mesh over the same devices is resharded onto this one, as JAX does */
   for (int i = 0; i < s->n_args; i++)
     sh[i] = args[i]->sharding && mesh_equal(args[i]->sharding->mesh, mesh) ? args[i]->sharding : NULL;
+  uint64_t pt = prof_begin();
   TRY(ir_partition(s->optimized, mesh, sh, &s->spmd));
+  prof_end(pt, "compile", "partition", 1, &(prof_arg){"devices", NULL, mesh->n_devices});
   TRY(coll_world_new(s->spmd->local->mesh, &s->world));
   if (ctx->opt_level > 0) {
     /* the pipeline once more on the per-device program (an inlined shard_map body, the gathers
@@ -81,7 +84,15 @@ typedef struct device_job {
 
 static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, const ir_type *in_t,
                              const void *in, void *out) {
-  return coll_world_run(ctx, pos, op, c, in_t, in, out);
+  uint64_t t0 = prof_begin();
+  jit_status st = coll_world_run(ctx, pos, op, c, in_t, in, out);
+  if (t0) {
+    size_t bytes = 0; /* axis_index has no operand */
+    if (in_t) array_byte_size(in_t->dtype, in_t->rank, in_t->dims, &bytes);
+    prof_end(t0, "collective", ir_op_name[op], 2,
+             (prof_arg[]){{"device", NULL, pos}, {"bytes", NULL, (int64_t)bytes}});
+  }
+  return st;
 }
 
 static void run_device(void *arg, int d, int nth) {
@@ -93,7 +104,10 @@ static void run_device(void *arg, int d, int nth) {
   const ir_device *saved = ir_set_thread_device(&dev);
   const void *const *a = j->args + (size_t)d * np;
   void *const *r = j->results + (size_t)d * nr;
+  uint64_t t0 = prof_begin();
+  if (t0 && d > 0) prof_name_thread("device", d); /* device 0 runs on the calling thread */
   jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, r) : ir_interp(s->spmd->local, a, r);
+  prof_end(t0, "device", s->optimized->name, 1, &(prof_arg){"device", NULL, d});
   ir_set_thread_device(saved);
   j->status[d] = st;
   if (st != JIT_OK) {
@@ -118,10 +132,12 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   for (int k = 0; k < n_results; k++) results[k] = NULL;
   if (!tmp || !j.args || !j.results || !j.status || !j.msg || !blocks)
     TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
+  uint64_t pt = prof_begin();
   for (size_t i = 0; i < np; i++) {
     TRY(sharding_device_blocks(args[i], p->param_shardings[i], blocks, &tmp[i]));
     for (int d = 0; d < n; d++) j.args[(size_t)d * np + i] = blocks[d];
   }
+  prof_end(pt, "copy", "lay out args", 1, &(prof_arg){"args", NULL, (int64_t)np});
   const ir_func *g = s->optimized;
   for (size_t k = 0; k < nr; k++) {
     TRY(array_new_committed(ctx, ir_type_of(g, g->results[k]), p->result_shardings[k], &results[k]));

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/profile.h"
 
 const char *const pass_names[PASS_COUNT] = {
 #define PASS_NAME(name, NAME) #name,
@@ -132,8 +133,11 @@ static jit_status run(ir_func *f, pass_id p, unsigned disabled, bool verify) {
     jit_status st = run(f->bodies[i], p, disabled, verify);
     if (st != JIT_OK) return st;
   }
+  uint64_t t0 = prof_begin();
   jit_status st = pass_fns[p](f);
   if (st == JIT_OK && verify) st = ir_verify(f, pass_names[p]);
+  prof_end(t0, "pass", pass_names[p], 2,
+           (prof_arg[]){{"fn", f->name ? f->name : "", 0}, {"instructions", NULL, f->n_ins}});
   return st;
 }
 
