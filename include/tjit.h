@@ -130,7 +130,8 @@ jit_status jit_array_visualize(const jit_array *a, FILE *out);
 typedef struct jit_fn_opts {
   const char *name;         /* used in dumps and errors */
   int n_args, n_results;
-  uint64_t donate_mask;     /* bit i: args[i]'s buffer may be reused for a result */
+  uint64_t donate_mask;     /* bit i: args[i]'s buffer may be reused for a result; the array
+                               is deleted by the call (README "Donation") */
 } jit_fn_opts;
 jit_status jit_compile(jit_ctx *ctx, jit_trace_fn fn, void *user, const jit_fn_opts *opts,
                        jit_fn **out);   /* registers; compiles lazily per signature */
@@ -158,7 +159,9 @@ typedef struct jit_fn_stats {
   double   trace_ms, passes_ms, codegen_ms, llvm_ms;  /* summed over compiled signatures */
   double   last_call_us;                              /* wall time of the last jit_call */
   uint64_t peak_bytes;  /* live intermediate bytes at the peak of the last compiled signature
-                           (results included, args excluded), in its optimized IR's order */
+                           (results included, args and results written over donated args
+                           excluded), over its compiled steps (the optimized IR's order at
+                           opt_level 0) */
   uint64_t comm_bytes;  /* per call of the last compiled signature, when partitioned: the bytes its
                            collectives read from other devices' buffers, summed over devices */
 } jit_fn_stats;

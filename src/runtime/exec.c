@@ -69,6 +69,7 @@ void exec_free(exec *e) {
   }
   free(e->steps);
   free(e->bufs);
+  free(e->result_alias);
   free(e->arena);
   for (int d = 0; d < e->n_dev_arenas; d++) free(e->dev_arenas[d]);
   free(e->dev_arenas);
@@ -397,6 +398,7 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
     s->row_work = lf->row_work;
     s->inline_run = (double)s->rows * (double)s->row_work < EXEC_PAR_MIN;
     snprintf(s->name, sizeof s->name, "%s", lf->name);
+    s->kernel = ki;
     if (!s->inline_run) lf->stream_mask = s->stream_mask = stream_candidates(B->f, lf);
   }
   TRY(add_scans_before(B, B->f->n_ins, &next_scan));
@@ -648,8 +650,10 @@ static void free_lowered(fz_prog *p, lp_func **lfs) {
   fz_prog_free(p);
 }
 
-/* Fusion, lowering and steps: everything but the machine code. */
-static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp, lp_func ***lfsp) {
+/* Fusion, lowering, steps and the results that reuse donated params' buffers: everything but
+   the machine code. */
+static jit_status plan(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out, fz_prog **pp,
+                       lp_func ***lfsp) {
   jit_status st = JIT_OK;
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
@@ -672,6 +676,7 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp,
   TRY(assign_buffers(&B));
   TRY(make_steps(&B, lfs));
   TRY(add_copies(&B));
+  TRY(exec_plan_donations(e, f, lfs, donate));
   TRY(pack_scratch(e));
   free(B.buf_of);
   *out = e;
@@ -686,6 +691,11 @@ fail:
 }
 
 jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats) {
+  return exec_build_donating(ctx, f, 0, out, stats);
+}
+
+jit_status exec_build_donating(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out,
+                               exec_stats *stats) {
   jit_status st = JIT_OK;
   double t0 = now_ms();
   memset(stats, 0, sizeof *stats);
@@ -693,7 +703,7 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
   exec *e = NULL;
-  TRY(plan(ctx, f, &e, &p, &lfs));
+  TRY(plan(ctx, f, donate, &e, &p, &lfs));
   stats->n_kernels = (int)p->n_kernels;
   for (uint32_t i = 0; i < e->n_steps; i++)
     stats->n_native += e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT;
@@ -995,7 +1005,7 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     st = fz_print(p, out);
     goto fail;
   }
-  TRY(plan(ctx, f, &e, &p, &lfs));
+  TRY(plan(ctx, f, 0, &e, &p, &lfs));
   if (stage == JIT_DUMP_C) {
     TRY(lp_emit_c_prelude(out));
     for (uint32_t i = 0; i < p->n_kernels; i++) {
