@@ -167,6 +167,14 @@ typedef struct jit_fn_stats {
 } jit_fn_stats;
 jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
 
+/* AOT export: the signature args select, as standalone C: DIR/NAME.c and DIR/NAME.h (NAME: the
+   function's name), declaring int NAME(void *const *args, void *const *results) on dense C-order
+   host data of the signature's dtypes and shapes (the header lists them); it returns 0 and is
+   safe to call from several threads at once. Builds with cc -O2 -march=native alone; needs
+   neither tjit nor LLVM. A partitioned signature, a scan or a kernel tjit interprets is
+   JIT_EUNSUPPORTED (README "Exporting C"). */
+jit_status jit_fn_export_c(jit_fn *f, jit_array *const *args, const char *dir);
+
 /* ---- ops (while tracing) -----------------------------------------------------------------------
    Binary elementwise ops follow NumPy broadcasting. Operand dtypes must match, except that a
    scalar made by jit_scalar takes the other operand's dtype (a weak type; a weak result that

@@ -86,6 +86,7 @@ typedef struct builder {
   const ir_func *f;
   const fz_prog *p;
   int32_t *buf_of;   /* per ref: buffer id (views: their base's), -1 none */
+  bool separate_epilogues; /* dots' epilogues stay loop kernels (exported C has no fused form) */
   uint32_t cap_bufs, cap_steps;
 } builder;
 
@@ -382,7 +383,8 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
        else as the loop kernel reading the dot's buffer */
     if (k->dot != IR_NOREF) {
       cg_epi_plan epi;
-      bool fuse = lfs[ki] && bytes_of(B->f, k->dot) && cg_epi_plan_make(p, ki, &epi);
+      bool fuse = lfs[ki] && !B->separate_epilogues && bytes_of(B->f, k->dot) &&
+                  cg_epi_plan_make(p, ki, &epi);
       TRY(add_dot(B, ki, k->dot, fuse ? &epi : NULL));
       if (fuse && B->e->n_steps && B->e->steps[B->e->n_steps - 1].epi) {
         lp_free(lfs[ki]);
@@ -652,8 +654,8 @@ static void free_lowered(fz_prog *p, lp_func **lfs) {
 
 /* Fusion, lowering, steps and the results that reuse donated params' buffers: everything but
    the machine code. */
-static jit_status plan(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out, fz_prog **pp,
-                       lp_func ***lfsp) {
+static jit_status plan(jit_ctx *ctx, const ir_func *f, uint64_t donate, bool separate_epilogues,
+                       exec **out, fz_prog **pp, lp_func ***lfsp) {
   jit_status st = JIT_OK;
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
@@ -669,6 +671,7 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **o
   B.e = e;
   B.f = f;
   B.p = p;
+  B.separate_epilogues = separate_epilogues;
   B.buf_of = malloc((f->n_ins ? f->n_ins : 1) * sizeof *B.buf_of);
   lfs = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *lfs);
   if (!B.buf_of || !lfs) TRY(oom());
@@ -690,6 +693,16 @@ fail:
   return st;
 }
 
+jit_status exec_plan_for_c(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **p,
+                           lp_func ***lfs) {
+  return plan(ctx, f, 0, true, out, p, lfs);
+}
+
+void exec_plan_free(exec *e, fz_prog *p, lp_func **lfs) {
+  free_lowered(p, lfs);
+  exec_free(e);
+}
+
 jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats) {
   return exec_build_donating(ctx, f, 0, out, stats);
 }
@@ -703,7 +716,7 @@ jit_status exec_build_donating(jit_ctx *ctx, const ir_func *f, uint64_t donate, 
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
   exec *e = NULL;
-  TRY(plan(ctx, f, donate, &e, &p, &lfs));
+  TRY(plan(ctx, f, donate, false, &e, &p, &lfs));
   stats->n_kernels = (int)p->n_kernels;
   for (uint32_t i = 0; i < e->n_steps; i++)
     stats->n_native += e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT;
@@ -1005,7 +1018,7 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     st = fz_print(p, out);
     goto fail;
   }
-  TRY(plan(ctx, f, 0, &e, &p, &lfs));
+  TRY(plan(ctx, f, 0, false, &e, &p, &lfs));
   if (stage == JIT_DUMP_C) {
     TRY(lp_emit_c_prelude(out));
     for (uint32_t i = 0; i < p->n_kernels; i++) {

@@ -118,6 +118,13 @@ struct lp_func;
    the steps are made, before the module is built. */
 jit_status exec_plan_donations(exec *e, const ir_func *f, struct lp_func *const *lfs, uint64_t donate);
 
+struct fz_prog;
+/* The buffers and steps of f as exec_build plans them, with every dot's epilogue left as a loop
+   kernel, and without machine code: what runtime/export_c.c prints as C. */
+jit_status exec_plan_for_c(jit_ctx *ctx, const ir_func *f, exec **out, struct fz_prog **p,
+                           struct lp_func ***lfs);
+void exec_plan_free(exec *e, struct fz_prog *p, struct lp_func **lfs);
+
 /* The entry's symbol. */
 #define EXEC_ENTRY_NAME "tjit_entry"
 

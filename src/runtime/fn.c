@@ -274,6 +274,12 @@ jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t stat
   return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted);
 }
 
+jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out) {
+  bool counted = false;
+  *out = NULL;
+  return find_or_compile(f, NULL, 0, args, who, out, &counted);
+}
+
 jit_status jit_precompile(jit_fn *f, jit_array *const *args) {
   return jit_precompile_static(f, NULL, 0, args);
 }

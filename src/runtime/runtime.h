@@ -152,6 +152,10 @@ struct jit_fn {
   jit_fn_stats stats;
 };
 
+/* The signature args select (no static bytes), compiled now when it is new; counted in stats as
+   a jit_precompile is. who names the caller in messages. */
+jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out);
+
 /* Validation shared by jit_call_static and jit_fn_dump: f's args each non-NULL and from f's ctx. */
 jit_status fn_check_args(const jit_fn *f, jit_array *const *args, const char *who);
 
