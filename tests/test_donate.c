@@ -12,31 +12,8 @@
 #include <string.h>
 
 #include "runtime/runtime.h"
+#include "support/optest.h"
 #include "tjit.h"
-
-static jit_ctx *ctx_of(int devices, int threads, int opt) {
-  jit_ctx_opts o = jit_ctx_opts_default();
-  o.n_devices = devices;
-  o.n_threads = threads;
-  o.opt_level = opt;
-  jit_ctx *c = NULL;
-  assert_int_equal(jit_ctx_create(&o, &c), JIT_OK);
-  return c;
-}
-
-static jit_array *random_f32(jit_ctx *c, int rank, const int64_t *shape, uint64_t seed) {
-  int64_t n = 1;
-  for (int d = 0; d < rank; d++) n *= shape[d];
-  float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  for (int64_t i = 0; i < n; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    v[i] = (float)((double)(seed >> 40) / (double)(1ull << 24)) * 2 - 1;
-  }
-  jit_array *a = NULL;
-  assert_int_equal(jit_array_from_host(c, JIT_F32, rank, shape, v, &a), JIT_OK);
-  free(v);
-  return a;
-}
 
 static jit_array *copy_of(const jit_array *a) {
   void *v = malloc(jit_array_nbytes(a) + 1);
@@ -88,14 +65,14 @@ static sgd_set sgd_args(jit_ctx *c) {
   /* weights larger than the activations, as in W8 (whose peak is its weights' updates) */
   const int64_t sw1[2] = {64, 128}, sb1[1] = {128}, sw2[2] = {128, 64}, sb2[1] = {64};
   const int64_t sx[2] = {16, 64}, st[2] = {16, 64};
-  sgd_set s = {{random_f32(c, 2, sw1, 1), random_f32(c, 1, sb1, 2), random_f32(c, 2, sw2, 3),
-                random_f32(c, 1, sb2, 4), random_f32(c, 2, sx, 5), random_f32(c, 2, st, 6)}};
+  sgd_set s = {{ot_f32_array(c, 2, sw1, 1), ot_f32_array(c, 1, sb1, 2), ot_f32_array(c, 2, sw2, 3),
+                ot_f32_array(c, 1, sb2, 4), ot_f32_array(c, 2, sx, 5), ot_f32_array(c, 2, st, 6)}};
   return s;
 }
 
 static void sgd_step_in_place(void **state) {
   (void)state;
-  jit_ctx *c = ctx_of(1, 2, 3);
+  jit_ctx *c = ot_ctx_with(1, 2, 3);
   jit_fn *plain = NULL, *donating = NULL;
   jit_fn_opts o = {.name = "sgd", .n_args = 6, .n_results = 5};
   assert_int_equal(jit_compile(c, sgd, NULL, &o, &plain), JIT_OK);
@@ -226,14 +203,14 @@ static void differential(void **state) {
   };
   const int64_t sx[2] = {64, 64};
   for (int opt = 0; opt <= 3; opt += 3) {
-    jit_ctx *c = ctx_of(1, 2, opt);
+    jit_ctx *c = ot_ctx_with(1, 2, opt);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
       jit_fn *plain = NULL, *donating = NULL;
       jit_fn_opts o = {.name = cases[k].name, .n_args = cases[k].n_args, .n_results = cases[k].n_results};
       assert_int_equal(jit_compile(c, cases[k].fn, NULL, &o, &plain), JIT_OK);
       o.donate_mask = (1u << cases[k].n_args) - 1;
       assert_int_equal(jit_compile(c, cases[k].fn, NULL, &o, &donating), JIT_OK);
-      jit_array *a[2] = {random_f32(c, 2, sx, 10 + k), random_f32(c, 2, sx, 20 + k)};
+      jit_array *a[2] = {ot_f32_array(c, 2, sx, 10 + k), ot_f32_array(c, 2, sx, 20 + k)};
       jit_array *b[2] = {copy_of(a[0]), copy_of(a[1])};
       void *before = b[0]->data;
       jit_array *want[3] = {0}, *got[3] = {0};
@@ -260,12 +237,12 @@ static void differential(void **state) {
 
 static void duplicates_refused(void **state) {
   (void)state;
-  jit_ctx *c = ctx_of(1, 1, 3);
+  jit_ctx *c = ot_ctx_with(1, 1, 3);
   const int64_t sx[2] = {8, 8};
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "pair", .n_args = 2, .n_results = 3, .donate_mask = 1};
   assert_int_equal(jit_compile(c, two_results, NULL, &o, &f), JIT_OK);
-  jit_array *x = random_f32(c, 2, sx, 1), *r[3] = {0};
+  jit_array *x = ot_f32_array(c, 2, sx, 1), *r[3] = {0};
   /* a donated array also passed undonated */
   assert_int_equal(jit_call(f, (jit_array *[]){x, x}, r), JIT_EINVAL);
   assert_string_equal(jit_last_error(), "jit_call: pair: args[0] is also args[1], which is donated: "
@@ -280,7 +257,7 @@ static void duplicates_refused(void **state) {
   assert_true(contains(jit_last_error(), "a donated array may be passed only once"));
   float v[64];
   assert_int_equal(jit_array_to_host(x, v, sizeof v), JIT_OK);
-  jit_array *y = random_f32(c, 2, sx, 2);
+  jit_array *y = ot_f32_array(c, 2, sx, 2);
   assert_int_equal(jit_call(f, (jit_array *[]){x, y}, r), JIT_OK);
   for (int k = 0; k < 3; k++) jit_array_free(r[k]);
   jit_array_free(x);
@@ -292,7 +269,7 @@ static void duplicates_refused(void **state) {
 /* A committed arg's shards become the result's where the per-device blocks match. */
 static void sharded(void **state) {
   (void)state;
-  jit_ctx *c = ctx_of(2, 2, 3);
+  jit_ctx *c = ot_ctx_with(2, 2, 3);
   const int64_t sx[2] = {64, 64};
   jit_mesh *m = NULL;
   assert_int_equal(jit_mesh_create(c, 1, (const int64_t[]){2}, (const char *const[]){"x"}, NULL, &m), JIT_OK);
@@ -300,7 +277,7 @@ static void sharded(void **state) {
   for (size_t k = 0; k < 3; k++) {
     jit_sharding *sh = NULL;
     assert_int_equal(jit_sharding_create(m, specs[k], &sh), JIT_OK);
-    jit_array *h = random_f32(c, 2, sx, 7 + k), *a = NULL, *b = NULL;
+    jit_array *h = ot_f32_array(c, 2, sx, 7 + k), *a = NULL, *b = NULL;
     assert_int_equal(jit_device_put(h, sh, &a), JIT_OK);
     assert_int_equal(jit_device_put(h, sh, &b), JIT_OK);
     jit_fn *plain = NULL, *donating = NULL;
@@ -331,7 +308,7 @@ static void sharded(void **state) {
   /* a donation that cannot take the shards (an uncommitted arg in a partitioned call) copies */
   jit_sharding *sh = NULL;
   assert_int_equal(jit_sharding_create(m, "x,_", &sh), JIT_OK);
-  jit_array *h = random_f32(c, 2, sx, 3), *a = NULL, *u = copy_of(h);
+  jit_array *h = ot_f32_array(c, 2, sx, 3), *a = NULL, *u = copy_of(h);
   assert_int_equal(jit_device_put(h, sh, &a), JIT_OK);
   jit_fn *plain = NULL, *donating = NULL;
   jit_fn_opts o = {.name = "add", .n_args = 2, .n_results = 3};

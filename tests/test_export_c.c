@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "support/optest.h"
 #include "tjit.h"
 
 static char dir[64];
@@ -33,15 +34,6 @@ static int remove_dir(void **state) {
 }
 
 static bool have_cc(void) { return system("cc --version > /dev/null 2>&1") == 0; }
-
-static jit_ctx *ctx_of(int devices, int threads) {
-  jit_ctx_opts o = jit_ctx_opts_default();
-  o.n_devices = devices;
-  o.n_threads = threads;
-  jit_ctx *c = NULL;
-  assert_int_equal(jit_ctx_create(&o, &c), JIT_OK);
-  return c;
-}
 
 static jit_array *random_array(jit_ctx *c, jit_dtype dt, int rank, const int64_t *shape,
                                uint64_t seed, double lo, double hi) {
@@ -187,7 +179,7 @@ static void w4_mlp(jit_trace *t, const jit_val *a, jit_val *r, void *u) {
 static void test_w2(void **state) {
   (void)state;
   if (!have_cc()) skip();
-  jit_ctx *c = ctx_of(1, 2);
+  jit_ctx *c = ot_ctx_with(1, 2, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "softmax_rows", .n_args = 1, .n_results = 1};
   assert_int_equal(jit_compile(c, w2_softmax, NULL, &o, &f), JIT_OK);
@@ -202,7 +194,7 @@ static void test_w2(void **state) {
 static void test_w4(void **state) {
   (void)state;
   if (!have_cc()) skip();
-  jit_ctx *c = ctx_of(1, 2);
+  jit_ctx *c = ot_ctx_with(1, 2, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "mlp", .n_args = 5, .n_results = 1};
   assert_int_equal(jit_compile(c, w4_mlp, NULL, &o, &f), JIT_OK);
@@ -237,7 +229,7 @@ static void all_math(jit_trace *t, const jit_val *a, jit_val *r, void *u) {
 static void test_math(void **state) {
   (void)state;
   if (!have_cc()) skip();
-  jit_ctx *c = ctx_of(1, 1);
+  jit_ctx *c = ot_ctx_with(1, 1, 3);
   for (int f64 = 0; f64 < 2; f64++) {
     jit_dtype dt = f64 ? JIT_F64 : JIT_F32;
     const char *name = f64 ? "math64" : "math32";
@@ -268,7 +260,7 @@ static void cumsum(jit_trace *t, const jit_val *a, jit_val *r, void *u) {
 
 static void test_refusals(void **state) {
   (void)state;
-  jit_ctx *c = ctx_of(2, 1);
+  jit_ctx *c = ot_ctx_with(2, 1, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "softmax_rows", .n_args = 1, .n_results = 1};
   assert_int_equal(jit_compile(c, w2_softmax, NULL, &o, &f), JIT_OK);

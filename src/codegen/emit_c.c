@@ -1,6 +1,7 @@
-/* emit_c.c: loop IR -> C text: each kernel as the C function it is (JIT_DUMP_C), compiling with
- * cc -c -Wall -Werror after the prelude. Semantics are those of the LLVM emitter, except that
- * transcendentals call libm here where LLVM inlines polynomials (so the last bits may differ). */
+/* emit_c.c: loop IR -> C text: each kernel as the C function it is (JIT_DUMP_C, and exported C),
+ * compiling with cc -c -Wall -Werror after the prelude. Semantics are those of the LLVM emitter,
+ * except that in dumps transcendentals call libm where LLVM inlines polynomials (so the last bits
+ * may differ); exported kernels call the JIT's polynomials (emit_c_math.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>

@@ -90,7 +90,8 @@ jit_status array_adopt(jit_array *donor, const ir_type *t, jit_array **out) {
   return JIT_OK;
 }
 
-void array_delete_donated(jit_array *a, const char *fn_name) {
+/* Gives back a's shards and its buffer (to its pool, or free()). */
+static void release_buffers(jit_array *a) {
   array_free_shards(a);
   if (a->pool) {
     buf_pool_put(a->pool, a->data, a->cap);
@@ -98,6 +99,10 @@ void array_delete_donated(jit_array *a, const char *fn_name) {
   } else {
     free(a->data);
   }
+}
+
+void array_delete_donated(jit_array *a, const char *fn_name) {
+  release_buffers(a);
   a->data = NULL;
   a->pool = NULL;
   a->cap = 0;
@@ -158,12 +163,6 @@ size_t jit_array_nbytes(const jit_array *a) { return a ? a->nbytes : 0; }
 
 void jit_array_free(jit_array *a) {
   if (!a) return;
-  array_free_shards(a);
-  if (a->pool) {
-    buf_pool_put(a->pool, a->data, a->cap);
-    buf_pool_release(a->pool);
-  } else {
-    free(a->data);
-  }
+  release_buffers(a);
   free(a);
 }

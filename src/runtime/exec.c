@@ -445,6 +445,17 @@ static jit_status add_copies(builder *B) {
   return JIT_OK;
 }
 
+void exec_buffer_lifetimes(const exec *e, uint32_t *first, uint32_t *last) {
+  for (uint32_t b = 0; b < e->n_bufs; b++) first[b] = UINT32_MAX, last[b] = 0;
+  for (uint32_t i = 0; i < e->n_steps; i++)
+    for (uint32_t k = 0; k < e->steps[i].n_bufs; k++) {
+      uint32_t b = e->steps[i].bufs[k];
+      if (b == EXEC_MM_SCRATCH) continue;
+      if (first[b] == UINT32_MAX) first[b] = i;
+      last[b] = i;
+    }
+}
+
 /* Places the intermediates in the arena: two share bytes when no step uses both (live from the
    first step that touches one to the last). Largest first, each at the lowest offset free of the
    buffers already placed whose lifetimes overlap. Then the matmul scratch blocks, one per thread
@@ -458,14 +469,7 @@ static jit_status pack_scratch(exec *e) {
     st = oom();
     goto done;
   }
-  for (uint32_t b = 0; b < n; b++) first[b] = UINT32_MAX, last[b] = 0;
-  for (uint32_t i = 0; i < e->n_steps; i++)
-    for (uint32_t k = 0; k < e->steps[i].n_bufs; k++) {
-      uint32_t b = e->steps[i].bufs[k];
-      if (b == EXEC_MM_SCRATCH) continue;
-      if (first[b] == UINT32_MAX) first[b] = i;
-      last[b] = i;
-    }
+  exec_buffer_lifetimes(e, first, last);
   uint32_t nt = 0, np = 0;
   for (uint32_t b = 0; b < n; b++)
     if (e->bufs[b].kind == EB_TEMP && first[b] != UINT32_MAX) order[nt++] = b;

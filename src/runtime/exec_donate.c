@@ -178,14 +178,7 @@ uint64_t exec_peak_bytes(const exec *e) {
     peak = UINT64_MAX;
     goto done;
   }
-  for (uint32_t b = 0; b < n; b++) first[b] = UINT32_MAX, last[b] = 0;
-  for (uint32_t i = 0; i < e->n_steps; i++)
-    for (uint32_t k = 0; k < e->steps[i].n_bufs; k++) {
-      uint32_t b = e->steps[i].bufs[k];
-      if (b == EXEC_MM_SCRATCH) continue;
-      if (first[b] == UINT32_MAX) first[b] = i;
-      last[b] = i;
-    }
+  exec_buffer_lifetimes(e, first, last);
   for (uint32_t b = 0; b < n; b++)
     if (e->bufs[b].kind == EB_RESULT) last[b] = UINT32_MAX; /* the caller's from then on */
   for (uint32_t i = 0; i < e->n_steps; i++) {

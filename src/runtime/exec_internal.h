@@ -112,6 +112,9 @@ typedef struct exec_rt {
   jit_status status;  /* the first failure of a step */
 } exec_rt;
 
+/* Per buffer: the first and last step that uses it (first UINT32_MAX: none), n_bufs each. */
+void exec_buffer_lifetimes(const exec *e, uint32_t *first, uint32_t *last);
+
 struct lp_func;
 /* Decides which results live in the buffers of the params that donate (bit p) marks, and
    redirects the stores of kernels that update such a buffer in place (exec_donate.c). Runs after
