@@ -145,7 +145,8 @@ jit_status jit_array_visualize(const jit_array *a, FILE *out);
 typedef struct jit_fn_opts {
   const char *name;         /* used in dumps and errors */
   int n_args, n_results;
-  uint64_t donate_mask;     /* bit i: args[i]'s buffer may be reused for a result */
+  uint64_t donate_mask;     /* bit i: args[i]'s buffer may be reused for a result; the array
+                               is deleted by the call (README "Donation") */
 } jit_fn_opts;
 jit_status jit_compile(jit_ctx *ctx, jit_trace_fn fn, void *user, const jit_fn_opts *opts,
                        jit_fn **out);   /* registers; compiles lazily per signature */
@@ -173,7 +174,9 @@ typedef struct jit_fn_stats {
   double   trace_ms, passes_ms, codegen_ms, llvm_ms;  /* summed over compiled signatures */
   double   last_call_us;                              /* wall time of the last jit_call */
   uint64_t peak_bytes;  /* live intermediate bytes at the peak of the last compiled signature
-                           (results included, args excluded), in its optimized IR's order */
+                           (results included, args and results written over donated args
+                           excluded), over its compiled steps (the optimized IR's order at
+                           opt_level 0) */
   uint64_t comm_bytes;  /* per call of the last compiled signature, when partitioned: the bytes its
                            collectives read from other devices' buffers, summed over devices */
 } jit_fn_stats;
@@ -185,6 +188,13 @@ jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
    profile keeps running). $TJIT_PROFILE=file.json profiles the whole process instead. */
 jit_status jit_profile_start(jit_ctx *ctx);
 jit_status jit_profile_stop(jit_ctx *ctx, const char *path);
+/* AOT export: the signature args select, as standalone C: DIR/NAME.c and DIR/NAME.h (NAME: the
+   function's name), declaring int NAME(void *const *args, void *const *results) on dense C-order
+   host data of the signature's dtypes and shapes (the header lists them); it returns 0 and is
+   safe to call from several threads at once. Builds with cc -O2 -march=native alone; needs
+   neither tjit nor LLVM. A partitioned signature, a scan or a kernel tjit interprets is
+   JIT_EUNSUPPORTED (README "Exporting C"). */
+jit_status jit_fn_export_c(jit_fn *f, jit_array *const *args, const char *dir);
 
 /* ---- ops (while tracing) -----------------------------------------------------------------------
    Binary elementwise ops follow NumPy broadcasting. Operand dtypes must match, except that a

@@ -18,31 +18,8 @@
 #include "ir/passes/passes.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
+#include "support/optest.h"
 #include "tjit.h"
-
-static jit_ctx *ctx_of(int devices, int threads, int opt) {
-  jit_ctx_opts o = jit_ctx_opts_default();
-  o.n_devices = devices;
-  o.n_threads = threads;
-  o.opt_level = opt;
-  jit_ctx *c = NULL;
-  assert_int_equal(jit_ctx_create(&o, &c), JIT_OK);
-  return c;
-}
-
-static jit_array *random_f32(jit_ctx *c, int rank, const int64_t *shape, uint64_t seed) {
-  int64_t n = 1;
-  for (int d = 0; d < rank; d++) n *= shape[d];
-  float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  for (int64_t i = 0; i < n; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    v[i] = (float)((double)(seed >> 40) / (double)(1ull << 24)) * 2 - 1;
-  }
-  jit_array *a = NULL;
-  assert_int_equal(jit_array_from_host(c, JIT_F32, rank, shape, v, &a), JIT_OK);
-  free(v);
-  return a;
-}
 
 static float *host(const jit_array *a) {
   float *v = malloc(jit_array_nbytes(a) + 4);
@@ -92,9 +69,9 @@ static void mlp(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
 }
 
 static void run_mlp(int opt) {
-  jit_ctx *c = ctx_of(8, 2, opt);
+  jit_ctx *c = ot_ctx_with(8, 2, opt);
   const int64_t sx[2] = {64, 48}, sw[2] = {48, 32}, sb[1] = {32};
-  jit_array *x = random_f32(c, 2, sx, 1), *w = random_f32(c, 2, sw, 2), *b = random_f32(c, 1, sb, 3);
+  jit_array *x = ot_f32_array(c, 2, sx, 1), *w = ot_f32_array(c, 2, sw, 2), *b = ot_f32_array(c, 1, sb, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
   assert_int_equal(jit_compile(c, mlp, NULL, &o, &f), JIT_OK);
@@ -175,9 +152,9 @@ static void constrained(jit_trace *t, const jit_val *a, jit_val *r, void *user) 
 
 static void test_constraint(void **state) {
   (void)state;
-  jit_ctx *c = ctx_of(4, 2, 3);
+  jit_ctx *c = ot_ctx_with(4, 2, 3);
   const int64_t sx[2] = {16, 8}, s4[1] = {4};
-  jit_array *x = random_f32(c, 2, sx, 9);
+  jit_array *x = ot_f32_array(c, 2, sx, 9);
   jit_mesh *m = mesh(c, 1, s4);
   constraint_user u = {NULL};
   assert_int_equal(jit_sharding_create(m, "x,_", &u.s), JIT_OK);
@@ -218,7 +195,7 @@ static void test_constraint(void **state) {
   jit_sharding_free(u.s);
   assert_int_equal(jit_sharding_create(m, "_,x", &u.s), JIT_OK);
   const int64_t sodd[2] = {16, 6};
-  jit_array *odd = random_f32(c, 2, sodd, 3);
+  jit_array *odd = ot_f32_array(c, 2, sodd, 3);
   assert_int_equal(jit_call(f, (jit_array *[]){odd}, got), JIT_ESHARDING);
   assert_non_null(strstr(jit_last_error(), "splits dim 1 of f32[16,6] into 4 parts"));
   jit_array_free(odd);
@@ -268,9 +245,9 @@ static void *host_main(void *arg) {
 
 static void test_host_threads(void **state) {
   (void)state;
-  jit_ctx *c = ctx_of(4, 2, 3);
+  jit_ctx *c = ot_ctx_with(4, 2, 3);
   const int64_t sx[2] = {64, 48}, sw[2] = {48, 32}, sb[1] = {32}, s4[1] = {4};
-  jit_array *x = random_f32(c, 2, sx, 1), *w = random_f32(c, 2, sw, 2), *b = random_f32(c, 1, sb, 3);
+  jit_array *x = ot_f32_array(c, 2, sx, 1), *w = ot_f32_array(c, 2, sw, 2), *b = ot_f32_array(c, 1, sb, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
   assert_int_equal(jit_compile(c, mlp, NULL, &o, &f), JIT_OK);

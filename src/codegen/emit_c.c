@@ -1,6 +1,7 @@
-/* emit_c.c: loop IR -> C text: each kernel as the C function it is (JIT_DUMP_C), compiling with
- * cc -c -Wall -Werror after the prelude. Semantics are those of the LLVM emitter, except that
- * transcendentals call libm here where LLVM inlines polynomials (so the last bits may differ). */
+/* emit_c.c: loop IR -> C text: each kernel as the C function it is (JIT_DUMP_C, and exported C),
+ * compiling with cc -c -Wall -Werror after the prelude. Semantics are those of the LLVM emitter,
+ * except that in dumps transcendentals call libm where LLVM inlines polynomials (so the last bits
+ * may differ); exported kernels call the JIT's polynomials (emit_c_math.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -164,6 +165,7 @@ typedef struct cw {
   const lp_func *lf;
   FILE *out;
   bool *live;
+  bool inline_math; /* transcendentals call the tjit_NAME_f32/f64 of lp_emit_c_math, not libm */
 } cw;
 
 static void indent(cw *w, int depth) {
@@ -284,7 +286,14 @@ static void put_ew_float(cw *w, const lp_ins *in) {
   case IR_DIV: fprintf(o, "v%d / v%d", a, b); break;
   case IR_POW: fprintf(o, "(%s)pow((double)v%d, (double)v%d)", ctype(d), a, b); break;
   case IR_RSQRT: fprintf(o, "(%s)(1.0 / sqrt((double)v%d))", ctype(d), a); break;
-  case IR_LOGISTIC: fprintf(o, "1.0%s / (1.0%s + exp%s(-v%d))", s, s, s, a); break;
+  case IR_EXP: case IR_LOG: case IR_TANH: case IR_LOGISTIC: case IR_ERF: case IR_SIN: case IR_COS:
+    if (w->inline_math) {
+      fprintf(o, "tjit_%s_f%d(v%d)", ir_op_name[op], d == JIT_F64 ? 64 : 32, a);
+      break;
+    }
+    if (op == IR_LOGISTIC) fprintf(o, "1.0%s / (1.0%s + exp%s(-v%d))", s, s, s, a);
+    else fprintf(o, "%s%s(v%d)", libm_name(op), s, a);
+    break;
   case IR_REM: fprintf(o, "fmod%s(v%d, v%d)", s, a, b); break;
   case IR_ATAN2: fprintf(o, "atan2%s(v%d, v%d)", s, a, b); break;
   case IR_ERF_INV: fprintf(o, "(%s)tjit_erfinv((double)v%d)", ctype(d), a); break;
@@ -492,12 +501,15 @@ static void mark_live(const lp_func *lf, bool *live) {
   free(stack);
 }
 
-jit_status lp_emit_c(const lp_func *lf, FILE *out) {
+jit_status lp_emit_c(const lp_func *lf, FILE *out) { return lp_emit_c_kernel(lf, false, out); }
+
+jit_status lp_emit_c_kernel(const lp_func *lf, bool exported, FILE *out) {
   bool *live = calloc(lf->n_ins ? lf->n_ins : 1, sizeof *live);
   if (!live) return jit_error(JIT_ENOMEM, "codegen: out of memory");
   mark_live(lf, live);
-  cw w = {lf, out, live};
-  fprintf(out, "void %s(void *const *bufs, int64_t row_begin, int64_t row_end) {\n", lf->name);
+  cw w = {lf, out, live, exported};
+  fprintf(out, "%svoid %s(void *const *bufs, int64_t row_begin, int64_t row_end) {\n",
+          exported ? "static " : "", lf->name);
   for (uint32_t i = 0; i < lf->n_bufs; i++) {
     bool rd = i < lf->n_reads;
     const char *t = stype(lf->buf_dt[i]);

@@ -174,6 +174,13 @@ void lp_free(lp_func *lf);
 jit_status lp_emit_c_prelude(FILE *out);
 /* lf as a C function that compiles with cc -c -Wall -Werror after the prelude. */
 jit_status lp_emit_c(const lp_func *lf, FILE *out);
+/* The same; exported: a static function whose transcendentals call lp_emit_c_math's functions
+   (the JIT's polynomials) instead of libm. */
+jit_status lp_emit_c_kernel(const lp_func *lf, bool exported, FILE *out);
+/* emit_c_math.c: tjit_exp_f32 .. tjit_cos_f64 as static C functions (after the prelude). */
+jit_status lp_emit_c_math(FILE *out);
+/* emit_c_matmul.c: tjit_grp, tjit_dot and tjit_dot_f32 / tjit_dot_f64 (after the prelude). */
+jit_status lp_emit_c_matmul(FILE *out);
 
 struct LLVMOpaqueContext;
 struct LLVMOpaqueModule;

@@ -234,6 +234,15 @@ jit_status cg_matmul_shape(const cg_matmul_desc *d, int64_t *batch, int64_t *m, 
   return JIT_OK;
 }
 
+bool cg_matmul_stores_once(const cg_matmul_desc *d) {
+  plan p;
+  if (make_plan(d, &p) != JIT_OK) {
+    jit_error_clear();
+    return false;
+  }
+  return !(p.c_in_out && p.K > p.kc);
+}
+
 int64_t cg_matmul_rows(const cg_matmul_desc *d) {
   plan p;
   return make_plan(d, &p) == JIT_OK ? p.B * p.M : 0;

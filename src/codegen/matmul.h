@@ -89,6 +89,10 @@ void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uin
 /* The problem's sizes: batch, M, N, K. JIT_EINVAL (with a message) for an invalid desc. */
 jit_status cg_matmul_shape(const cg_matmul_desc *d, int64_t *batch, int64_t *m, int64_t *n,
                            int64_t *k);
+/* True when each output element is stored once, after its epilogue reads its operands (no
+   partial sums kept in the output between K blocks): what writing the output over a buffer the
+   epilogue reads at the same element needs. False for an invalid desc. */
+bool cg_matmul_stores_once(const cg_matmul_desc *d);
 
 /* The rows of a whole call, [0, batch * M): the range the runtime splits over threads, best in
    pieces that are multiples of cg_matmul_row_grain (a register tile's height, or a cache block's

@@ -1,5 +1,6 @@
 /* array.c: host arrays: one dense, 64-byte aligned, row-major buffer on device 0, copied in from
  * and out to user memory; the executor makes its outputs here from IR result types. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,50 @@ void array_type(const jit_array *a, ir_type *out) {
   for (int i = 0; i < a->rank; i++) out->dims[i] = a->shape[i];
 }
 
+jit_status array_check_live(const jit_array *a, const char *who) {
+  if (!a || !a->donated_to[0]) return JIT_OK;
+  return jit_error(JIT_EINVAL, "%s: the array was donated to a call of '%s' and is deleted", who,
+                   a->donated_to);
+}
+
+jit_status array_adopt(jit_array *donor, const ir_type *t, jit_array **out) {
+  jit_array *a = calloc(1, sizeof *a);
+  *out = NULL;
+  if (!a) return jit_error(JIT_ENOMEM, "jit_call: out of memory");
+  a->ctx = donor->ctx;
+  a->dtype = t->dtype;
+  a->rank = t->rank;
+  for (int i = 0; i < t->rank; i++) a->shape[i] = t->dims[i];
+  a->nbytes = donor->nbytes;
+  a->data = donor->data;
+  a->pool = donor->pool; /* the donor's reference moves with the buffer */
+  a->cap = donor->cap;
+  donor->data = NULL;
+  donor->pool = NULL;
+  donor->cap = 0;
+  *out = a;
+  return JIT_OK;
+}
+
+/* Gives back a's shards and its buffer (to its pool, or free()). */
+static void release_buffers(jit_array *a) {
+  array_free_shards(a);
+  if (a->pool) {
+    buf_pool_put(a->pool, a->data, a->cap);
+    buf_pool_release(a->pool);
+  } else {
+    free(a->data);
+  }
+}
+
+void array_delete_donated(jit_array *a, const char *fn_name) {
+  release_buffers(a);
+  a->data = NULL;
+  a->pool = NULL;
+  a->cap = 0;
+  snprintf(a->donated_to, sizeof a->donated_to, "%s", fn_name && fn_name[0] ? fn_name : "fn");
+}
+
 jit_status jit_array_from_host(jit_ctx *ctx, jit_dtype dt, int rank, const int64_t *shape,
                                const void *data, jit_array **out) {
   static const char who[] = "jit_array_from_host";
@@ -94,6 +139,8 @@ jit_status jit_array_from_host(jit_ctx *ctx, jit_dtype dt, int rank, const int64
 
 jit_status jit_array_to_host(const jit_array *a, void *dst, size_t dst_bytes) {
   if (!a) return jit_error(JIT_EINVAL, "jit_array_to_host: array is NULL");
+  jit_status live = array_check_live(a, "jit_array_to_host");
+  if (live != JIT_OK) return live;
   if (dst_bytes < a->nbytes) {
     ir_type t;
     char ty[160];
@@ -116,12 +163,6 @@ size_t jit_array_nbytes(const jit_array *a) { return a ? a->nbytes : 0; }
 
 void jit_array_free(jit_array *a) {
   if (!a) return;
-  array_free_shards(a);
-  if (a->pool) {
-    buf_pool_put(a->pool, a->data, a->cap);
-    buf_pool_release(a->pool);
-  } else {
-    free(a->data);
-  }
+  release_buffers(a);
   free(a);
 }

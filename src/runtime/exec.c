@@ -70,6 +70,7 @@ void exec_free(exec *e) {
   }
   free(e->steps);
   free(e->bufs);
+  free(e->result_alias);
   free(e->arena);
   for (int d = 0; d < e->n_dev_arenas; d++) free(e->dev_arenas[d]);
   free(e->dev_arenas);
@@ -87,6 +88,7 @@ typedef struct builder {
   const ir_func *f;
   const fz_prog *p;
   int32_t *buf_of;   /* per ref: buffer id (views: their base's), -1 none */
+  bool separate_epilogues; /* dots' epilogues stay loop kernels (exported C has no fused form) */
   uint32_t cap_bufs, cap_steps;
 } builder;
 
@@ -393,7 +395,8 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
        else as the loop kernel reading the dot's buffer */
     if (k->dot != IR_NOREF) {
       cg_epi_plan epi;
-      bool fuse = lfs[ki] && bytes_of(B->f, k->dot) && cg_epi_plan_make(p, ki, &epi);
+      bool fuse = lfs[ki] && !B->separate_epilogues && bytes_of(B->f, k->dot) &&
+                  cg_epi_plan_make(p, ki, &epi);
       TRY(add_dot(B, ki, k->dot, fuse ? &epi : NULL));
       if (fuse && B->e->n_steps && B->e->steps[B->e->n_steps - 1].epi) {
         lp_free(lfs[ki]);
@@ -409,6 +412,7 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
     s->row_work = lf->row_work;
     s->inline_run = (double)s->rows * (double)s->row_work < EXEC_PAR_MIN;
     snprintf(s->name, sizeof s->name, "%s", lf->name);
+    s->kernel = ki;
     if (!s->inline_run) lf->stream_mask = s->stream_mask = stream_candidates(B->f, lf);
   }
   TRY(add_scans_before(B, B->f->n_ins, &next_scan));
@@ -453,6 +457,17 @@ static jit_status add_copies(builder *B) {
   return JIT_OK;
 }
 
+void exec_buffer_lifetimes(const exec *e, uint32_t *first, uint32_t *last) {
+  for (uint32_t b = 0; b < e->n_bufs; b++) first[b] = UINT32_MAX, last[b] = 0;
+  for (uint32_t i = 0; i < e->n_steps; i++)
+    for (uint32_t k = 0; k < e->steps[i].n_bufs; k++) {
+      uint32_t b = e->steps[i].bufs[k];
+      if (b == EXEC_MM_SCRATCH) continue;
+      if (first[b] == UINT32_MAX) first[b] = i;
+      last[b] = i;
+    }
+}
+
 /* Places the intermediates in the arena: two share bytes when no step uses both (live from the
    first step that touches one to the last). Largest first, each at the lowest offset free of the
    buffers already placed whose lifetimes overlap. Then the matmul scratch blocks, one per thread
@@ -466,14 +481,7 @@ static jit_status pack_scratch(exec *e) {
     st = oom();
     goto done;
   }
-  for (uint32_t b = 0; b < n; b++) first[b] = UINT32_MAX, last[b] = 0;
-  for (uint32_t i = 0; i < e->n_steps; i++)
-    for (uint32_t k = 0; k < e->steps[i].n_bufs; k++) {
-      uint32_t b = e->steps[i].bufs[k];
-      if (b == EXEC_MM_SCRATCH) continue;
-      if (first[b] == UINT32_MAX) first[b] = i;
-      last[b] = i;
-    }
+  exec_buffer_lifetimes(e, first, last);
   uint32_t nt = 0, np = 0;
   for (uint32_t b = 0; b < n; b++)
     if (e->bufs[b].kind == EB_TEMP && first[b] != UINT32_MAX) order[nt++] = b;
@@ -680,8 +688,10 @@ static void free_lowered(fz_prog *p, lp_func **lfs) {
   fz_prog_free(p);
 }
 
-/* Fusion, lowering and steps: everything but the machine code. */
-static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp, lp_func ***lfsp) {
+/* Fusion, lowering, steps and the results that reuse donated params' buffers: everything but
+   the machine code. */
+static jit_status plan(jit_ctx *ctx, const ir_func *f, uint64_t donate, bool separate_epilogues,
+                       exec **out, fz_prog **pp, lp_func ***lfsp) {
   jit_status st = JIT_OK;
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
@@ -701,6 +711,7 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp,
   B.e = e;
   B.f = f;
   B.p = p;
+  B.separate_epilogues = separate_epilogues;
   B.buf_of = malloc((f->n_ins ? f->n_ins : 1) * sizeof *B.buf_of);
   lfs = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *lfs);
   if (!B.buf_of || !lfs) TRY(oom());
@@ -708,6 +719,7 @@ static jit_status plan(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **pp,
   TRY(assign_buffers(&B));
   TRY(make_steps(&B, lfs));
   TRY(add_copies(&B));
+  TRY(exec_plan_donations(e, f, lfs, donate));
   TRY(pack_scratch(e));
   prof_end(pt, "compile", "lowering", 1, &(prof_arg){"steps", NULL, e->n_steps});
   free(B.buf_of);
@@ -722,7 +734,22 @@ fail:
   return st;
 }
 
+jit_status exec_plan_for_c(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **p,
+                           lp_func ***lfs) {
+  return plan(ctx, f, 0, true, out, p, lfs);
+}
+
+void exec_plan_free(exec *e, fz_prog *p, lp_func **lfs) {
+  free_lowered(p, lfs);
+  exec_free(e);
+}
+
 jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats) {
+  return exec_build_donating(ctx, f, 0, out, stats);
+}
+
+jit_status exec_build_donating(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out,
+                               exec_stats *stats) {
   jit_status st = JIT_OK;
   double t0 = now_ms();
   memset(stats, 0, sizeof *stats);
@@ -730,7 +757,7 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
   exec *e = NULL;
-  TRY(plan(ctx, f, &e, &p, &lfs));
+  TRY(plan(ctx, f, donate, false, &e, &p, &lfs));
   stats->n_kernels = (int)p->n_kernels;
   for (uint32_t i = 0; i < e->n_steps; i++)
     stats->n_native += e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT;
@@ -1075,7 +1102,7 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     st = fz_print(p, out);
     goto fail;
   }
-  TRY(plan(ctx, f, &e, &p, &lfs));
+  TRY(plan(ctx, f, 0, false, &e, &p, &lfs));
   if (stage == JIT_DUMP_C) {
     TRY(lp_emit_c_prelude(out));
     for (uint32_t i = 0; i < p->n_kernels; i++) {

@@ -25,9 +25,21 @@ typedef struct exec_stats {
    the object from ctx's disk cache or compiles and stores it, and loads it into ctx's JIT. The
    executable keeps no pointer to f. */
 jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *stats);
+/* exec_build where bit p of donate says param p's buffer may be overwritten: results whose
+   writing can reuse such a buffer safely are written into it (see exec_result_alias). */
+jit_status exec_build_donating(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out,
+                               exec_stats *stats);
+/* The param whose buffer result r is written into (its caller must pass that param's pointer as
+   results[r] too, and gives the buffer to the result), or -1. */
+int exec_result_alias(const exec *e, uint32_t r);
+/* The most bytes of values the executable holds at once over its steps: intermediates from the
+   step that first touches them to the last, results from their first write on (those written
+   over a donated param excluded), params excluded. */
+uint64_t exec_peak_bytes(const exec *e);
 
 /* Runs on args[i] (the params' buffers) into results[i] (buffers of the results' byte sizes,
-   distinct from each other and from the args). Safe to call from several threads at once. */
+   distinct from each other and from the args, except that results[r] is args[p] when
+   exec_result_alias(e, r) is p). Safe to call from several threads at once. */
 jit_status exec_run(exec *e, const void *const *args, void *const *results);
 
 /* exec_run as device `device` (0..n_devices-1) of a partitioned program, on that device's thread:

@@ -64,6 +64,7 @@ typedef struct estep {
   uint64_t stream_mask; /* ES_KERNEL: bit k: bufs[k] is written past the cache (fn_nt streams
                          it; run it only when those buffers are EXEC_ALIGN-aligned) */
   char name[32];      /* ES_KERNEL, ES_DOT: the function's symbol */
+  uint32_t kernel;    /* ES_KERNEL: the fused kernel (index into the lowered functions) */
   int64_t rows, row_work; /* rows of a whole call; work per row (elements, or MACs of a dot) */
   int64_t grain;      /* ES_DOT: rows per piece when split over threads */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
@@ -94,6 +95,8 @@ struct exec {
   pthread_mutex_t dev_mu; /* guards growing dev_arenas */
   void **dev_arenas;    /* exec_run_device: each device's own arena, made on its first run */
   int n_dev_arenas;
+  int32_t *result_alias; /* per result: the donated param whose buffer it is written into, or -1
+                         (exec_donate.c); the caller passes that param's pointer as the result's */
   struct cg_dylib *lib;
   void (*entry)(void);  /* the typed entry (NULL: the steps run from the C loop) */
   struct ffi_entry *cif;
@@ -109,6 +112,22 @@ typedef struct exec_rt {
   exec *e;
   jit_status status;  /* the first failure of a step */
 } exec_rt;
+
+/* Per buffer: the first and last step that uses it (first UINT32_MAX: none), n_bufs each. */
+void exec_buffer_lifetimes(const exec *e, uint32_t *first, uint32_t *last);
+
+struct lp_func;
+/* Decides which results live in the buffers of the params that donate (bit p) marks, and
+   redirects the stores of kernels that update such a buffer in place (exec_donate.c). Runs after
+   the steps are made, before the module is built. */
+jit_status exec_plan_donations(exec *e, const ir_func *f, struct lp_func *const *lfs, uint64_t donate);
+
+struct fz_prog;
+/* The buffers and steps of f as exec_build plans them, with every dot's epilogue left as a loop
+   kernel, and without machine code: what runtime/export_c.c prints as C. */
+jit_status exec_plan_for_c(jit_ctx *ctx, const ir_func *f, exec **out, struct fz_prog **p,
+                           struct lp_func ***lfs);
+void exec_plan_free(exec *e, struct fz_prog *p, struct lp_func **lfs);
 
 /* The entry's symbol. */
 #define EXEC_ENTRY_NAME "tjit_entry"

@@ -82,6 +82,24 @@ jit_status fn_check_args(const jit_fn *f, jit_array *const *args, const char *wh
     if (!args[i]) return jit_error(JIT_EINVAL, "%s: %s: args[%d] is NULL", who, f->name, i);
     if (args[i]->ctx != f->ctx)
       return jit_error(JIT_EINVAL, "%s: %s: args[%d] belongs to another jit_ctx", who, f->name, i);
+    if (args[i]->donated_to[0])
+      return jit_error(JIT_EINVAL, "%s: args[%d] of '%s' was donated to an earlier call (of '%s')",
+                       who, i, f->name, args[i]->donated_to);
+  }
+  return JIT_OK;
+}
+
+/* A donated array's buffer may be overwritten while the call runs: it must reach the call once.
+   Refused (not copied) like XLA's "donate the same buffer twice", so that a call never silently
+   loses the in-place update the caller asked for. */
+static jit_status check_donations(const jit_fn *f, jit_array *const *args) {
+  for (int i = 0; i < f->n_args && i < 64; i++) {
+    if (!(f->donate_mask >> i & 1)) continue;
+    for (int j = 0; j < f->n_args; j++)
+      if (j != i && args[j] == args[i])
+        return jit_error(JIT_EINVAL,
+                         "jit_call: %s: args[%d] is also args[%d], which is donated: a donated "
+                         "array may be passed only once", f->name, j < i ? j : i, j < i ? i : j);
   }
   return JIT_OK;
 }
@@ -152,8 +170,9 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   exec_stats es = {0};
   jit_mesh *mesh = NULL;
   TRY(spmd_choose_mesh(f->ctx, f->name, f->n_args, args, s->optimized, &mesh));
-  if (mesh) TRY(spmd_compile(f->ctx, s, args, mesh, &es));
-  else if (f->ctx->opt_level > 0) TRY(exec_build(f->ctx, s->optimized, &s->exe, &es));
+  if (mesh) TRY(spmd_compile(f->ctx, s, args, mesh, f->donate_mask, &es));
+  else if (f->ctx->opt_level > 0)
+    TRY(exec_build_donating(f->ctx, s->optimized, f->donate_mask, &s->exe, &es));
 
   TRY(sig_cache_insert(&f->cache, s));
   f->stats.n_signatures = f->cache.n;
@@ -162,7 +181,8 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   f->stats.codegen_ms += es.codegen_ms;
   f->stats.llvm_ms += es.llvm_ms;
   f->stats.n_kernels += es.n_kernels;
-  f->stats.peak_bytes = ir_peak_live_bytes(s->spmd ? s->spmd->local : s->optimized);
+  f->stats.peak_bytes = s->exe ? exec_peak_bytes(s->exe)
+                                : ir_peak_live_bytes(s->spmd ? s->spmd->local : s->optimized);
   f->stats.comm_bytes = s->spmd ? s->spmd->comm_bytes : 0;
   f->stats.disk_cache_hits += (uint64_t)es.disk_cache_hits;
   dump_env(f, s);
@@ -176,17 +196,24 @@ fail:
   return st;
 }
 
-/* Runs a compiled signature into fresh result arrays; on failure frees what it made. */
+/* Runs a compiled signature into fresh result arrays (or donated args' buffers); on failure frees
+   what it made. *consumed: the donated args' buffers were handed over or overwritten. */
 static jit_status run_sig(jit_fn *f, const jit_sig *s, jit_array *const *args,
-                          jit_array **results) {
+                          jit_array **results, bool *consumed) {
   jit_status st = JIT_OK;
-  if (s->spmd) return spmd_run(f->ctx, s, f->n_args, args, f->n_results, results);
+  if (s->spmd) return spmd_run(f->ctx, s, f->n_args, args, f->n_results, results, consumed);
   const ir_func *g = s->optimized;
   const void *argp[JIT_MAX_FN_ARGS + 1];
   void *resp[JIT_MAX_FN_RESULTS];
   for (int i = 0; i < f->n_args; i++) argp[i] = args[i]->data; /* all uncommitted */
+  for (int i = 0; i < f->n_results; i++)
+    if (exec_result_alias(s->exe, (uint32_t)i) < 0)
+      TRY(array_new_type(f->ctx, ir_type_of(g, g->results[i]), &results[i]));
+  /* only now, when nothing else can fail before the run, do results take donated buffers */
+  *consumed = true;
   for (int i = 0; i < f->n_results; i++) {
-    TRY(array_new_type(f->ctx, ir_type_of(g, g->results[i]), &results[i]));
+    int p = exec_result_alias(s->exe, (uint32_t)i);
+    if (p >= 0) TRY(array_adopt(args[p], ir_type_of(g, g->results[i]), &results[i]));
     resp[i] = results[i]->data;
   }
   if (s->exe) TRY(exec_run(s->exe, argp, resp));
@@ -258,7 +285,15 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
   bool counted = false, missed = false;
   jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s, &counted,
                                   &missed);
-  if (st == JIT_OK) st = run_sig(f, s, args, results);
+  if (st == JIT_OK && f->donate_mask) st = check_donations(f, args);
+  if (st == JIT_OK) {
+    bool consumed = false;
+    st = run_sig(f, s, args, results, &consumed);
+    /* a donated arg is deleted once its call ran, whether or not a result took its buffer (so
+       the contract does not depend on shapes); a call refused before running keeps it */
+    for (int i = 0; i < f->n_args && i < 64 && (st == JIT_OK || consumed); i++)
+      if (f->donate_mask >> i & 1) array_delete_donated(args[i], f->name);
+  }
   if (pt) prof_call(f, pt, missed, st);
   if (!counted) return st;
 
@@ -276,6 +311,12 @@ jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t stat
   bool counted = false, missed = false;
   return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted,
                          &missed);
+}
+
+jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out) {
+  bool counted = false;
+  *out = NULL;
+  return find_or_compile(f, NULL, 0, args, who, out, &counted);
 }
 
 jit_status jit_precompile(jit_fn *f, jit_array *const *args) {

@@ -58,6 +58,8 @@ struct jit_array {
   struct buf_pool *shard_pool; /* a counted reference to where shards go back (NULL: free()) */
   size_t shard_cap;            /* each shard's block size in that pool */
   uint64_t bytes_moved;        /* bytes jit_device_put copied between devices to make this array */
+  char donated_to[48];         /* non-empty: donated to a call of this function, and deleted (no
+                                  data, no shards); only jit_array_free may still take it */
 };
 
 /* Byte size of dt[shape]; false when the product overflows size_t. Shape must be validated. */
@@ -67,6 +69,13 @@ bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out);
 jit_status array_new_type(jit_ctx *ctx, const ir_type *t, jit_array **out);
 /* The ir_type of an array (for the tracer's param types and the cache key). */
 void array_type(const jit_array *a, ir_type *out);
+/* JIT_EINVAL naming a as donated when it was: what every entry but jit_array_free checks. */
+jit_status array_check_live(const jit_array *a, const char *who);
+/* A new uncommitted array of type t (of donor's byte size) that takes donor's buffer, as a result
+   written in place over a donated arg; donor keeps no buffer. Donor must be uncommitted. */
+jit_status array_adopt(jit_array *donor, const ir_type *t, jit_array **out);
+/* Marks a as donated to fn_name and gives back whatever buffers it still holds. */
+void array_delete_donated(jit_array *a, const char *fn_name);
 
 /* ---- signature cache (cache.c) ------------------------------------------------------------------
    One entry per compiled signature of a jit_fn, keyed by every arg's (dtype, rank, shape) and the
@@ -119,13 +128,17 @@ struct exec_stats;
    JIT_EINVAL when its mesh belongs to another context than ctx. */
 jit_status spmd_choose_mesh(const jit_ctx *ctx, const char *fn_name, int n_args,
                             jit_array *const *args, const ir_func *g, struct jit_mesh **out);
-/* Partitions s->optimized over mesh into s->spmd, s->world and (opt_level > 0) s->exe. */
+/* Partitions s->optimized over mesh into s->spmd, s->world and (opt_level > 0) s->exe, whose
+   results may reuse the buffers of the params donate marks (exec_build_donating). */
 jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, struct jit_mesh *mesh,
-                        struct exec_stats *stats);
+                        uint64_t donate, struct exec_stats *stats);
 /* Runs a partitioned signature: lays the args out, runs every device's program on its device
-   thread, returns committed results. On failure frees what it made. */
+   thread, returns committed results. A result the executable writes over a donated param takes
+   that arg's shards when they are its own per-device buffers of the right size, else a copy of
+   the param's blocks. On failure frees what it made. *consumed: the run began (donated args'
+   buffers may be overwritten or handed over). */
 jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const *args,
-                    int n_results, jit_array **results);
+                    int n_results, jit_array **results, bool *consumed);
 
 /* ---- jitted functions (fn.c) ------------------------------------------------------------------- */
 struct jit_fn {
@@ -139,6 +152,10 @@ struct jit_fn {
   sig_cache cache;
   jit_fn_stats stats;
 };
+
+/* The signature args select (no static bytes), compiled now when it is new; counted in stats as
+   a jit_precompile is. who names the caller in messages. */
+jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out);
 
 /* Validation shared by jit_call_static and jit_fn_dump: f's args each non-NULL and from f's ctx. */
 jit_status fn_check_args(const jit_fn *f, jit_array *const *args, const char *who);

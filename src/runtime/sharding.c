@@ -604,6 +604,7 @@ jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array *
   if (!out) return jit_error(JIT_EINVAL, "%s: out is NULL", who);
   *out = NULL;
   if (!a) return jit_error(JIT_EINVAL, "%s: array is NULL", who);
+  TRY(array_check_live(a, who));
   if (!s) return jit_error(JIT_EINVAL, "%s: sharding is NULL", who);
   if (s->mesh->ctx != a->ctx)
     return jit_error(JIT_EINVAL, "%s: the sharding's mesh belongs to %s than the array", who,

@@ -46,7 +46,7 @@ jit_status spmd_choose_mesh(const jit_ctx *ctx, const char *fn_name, int n_args,
 }
 
 jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_mesh *mesh,
-                        exec_stats *stats) {
+                        uint64_t donate, exec_stats *stats) {
   jit_status st = JIT_OK;
   jit_sharding *small[16] = {0}, **sh = small;
   ir_func *local = NULL;
@@ -65,7 +65,7 @@ jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_me
     local = ir_func_clone(s->spmd->local);
     if (!local) TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
     TRY(ir_optimize(local, 0, false));
-    TRY(exec_build(ctx, local, &s->exe, stats));
+    TRY(exec_build_donating(ctx, local, donate, &s->exe, stats));
   }
 fail:
   ir_func_free(local);
@@ -116,8 +116,40 @@ static void run_device(void *arg, int d, int nth) {
   }
 }
 
+/* Whether result r can take donor's shards as they are: they are the very blocks the devices
+   read (not a resharded copy) and have r's size. */
+static bool shards_adoptable(const jit_array *donor, const void *const *blocks, size_t stride,
+                             const jit_array *r, int n) {
+  if (!donor->shards || donor->shard_nbytes != r->shard_nbytes) return false;
+  for (int d = 0; d < n; d++)
+    if (blocks[(size_t)d * stride] != donor->shards[d]) return false;
+  return true;
+}
+
+/* Points each device's param i at result k's own block, which the executable updates in place:
+   donor's shards become the result's (swapped with the result's fresh ones, which donor gives
+   back when it is deleted), or, when they cannot, the result's blocks start as copies. */
+static void donate_blocks(jit_array *donor, jit_array *res, const void **args, size_t np, size_t i,
+                          int n) {
+  if (shards_adoptable(donor, args + i, np, res, n)) {
+    /* the blocks with where they go back (a pool, or free() for jit_device_put's) */
+    void **shards = res->shards;
+    struct buf_pool *pool = res->shard_pool;
+    size_t cap = res->shard_cap;
+    res->shards = donor->shards;
+    res->shard_pool = donor->shard_pool;
+    res->shard_cap = donor->shard_cap;
+    donor->shards = shards;
+    donor->shard_pool = pool;
+    donor->shard_cap = cap;
+  } else {
+    for (int d = 0; d < n; d++) memcpy(res->shards[d], args[(size_t)d * np + i], res->shard_nbytes);
+  }
+  for (int d = 0; d < n; d++) args[(size_t)d * np + i] = res->shards[d];
+}
+
 jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const *args,
-                    int n_results, jit_array **results) {
+                    int n_results, jit_array **results, bool *consumed) {
   jit_status st = JIT_OK;
   const ir_spmd *p = s->spmd;
   int n = p->mesh->n_devices;
@@ -141,6 +173,11 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   const ir_func *g = s->optimized;
   for (size_t k = 0; k < nr; k++) {
     TRY(array_new_committed(ctx, ir_type_of(g, g->results[k]), p->result_shardings[k], &results[k]));
+  }
+  *consumed = true;
+  for (size_t k = 0; k < nr; k++) {
+    int i = exec_result_alias(s->exe, (uint32_t)k);
+    if (i >= 0) donate_blocks(args[i], results[k], j.args, np, (size_t)i, n);
     for (int d = 0; d < n; d++) j.results[(size_t)d * nr + k] = results[k]->shards[d];
   }
   pool *devices;

@@ -281,6 +281,7 @@ jit_status jit_array_visualize(const jit_array *a, FILE *out) {
   jit_status st = JIT_OK;
   if (!a) return jit_error(JIT_EINVAL, "%s: array is NULL", who);
   if (!out) return jit_error(JIT_EINVAL, "%s: out is NULL", who);
+  if ((st = array_check_live(a, who)) != JIT_OK) return st;
   ir_type t;
   char ty[160];
   array_type(a, &t);

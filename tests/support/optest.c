@@ -35,6 +35,31 @@ jit_ctx *ot_ctx(void) {
   return shared_ctx;
 }
 
+jit_ctx *ot_ctx_with(int devices, int threads, int opt_level) {
+  jit_ctx_opts o = jit_ctx_opts_default();
+  o.n_devices = devices;
+  o.n_threads = threads;
+  o.opt_level = opt_level;
+  jit_ctx *c = NULL;
+  assert_int_equal(jit_ctx_create(&o, &c), JIT_OK);
+  return c;
+}
+
+jit_array *ot_f32_array(jit_ctx *ctx, int rank, const int64_t *shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) n *= shape[d];
+  float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  assert_non_null(v);
+  for (int64_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = (float)((double)(seed >> 40) / (double)(1ull << 24)) * 2 - 1;
+  }
+  jit_array *a = NULL;
+  assert_int_equal(jit_array_from_host(ctx, JIT_F32, rank, shape, v, &a), JIT_OK);
+  free(v);
+  return a;
+}
+
 /* ---- shapes ------------------------------------------------------------------------------------ */
 int64_t ot_numel(int rank, const int64_t *shape) {
   int64_t n = 1;

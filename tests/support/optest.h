@@ -23,6 +23,10 @@ typedef struct ot_array {
 int ot_setup(void **state);
 int ot_teardown(void **state);
 jit_ctx *ot_ctx(void);
+/* A context of its own (the caller destroys it): devices, threads, opt_level as given. */
+jit_ctx *ot_ctx_with(int devices, int threads, int opt_level);
+/* An f32 array of uniform values in [-1, 1), the same for the same seed. */
+jit_array *ot_f32_array(jit_ctx *ctx, int rank, const int64_t *shape, uint64_t seed);
 
 /* ---- shapes and indices ------------------------------------------------------------------------ */
 int64_t ot_numel(int rank, const int64_t *shape);
