@@ -16,10 +16,12 @@
 #include <stdlib.h>
 
 #include "codegen/epilogue.h"
+#include "codegen/llvm_jit.h"
 #include "codegen/kernel.h"
 #include "codegen/matmul.h"
 #include "runtime/error.h"
 #include "runtime/exec_internal.h"
+#include "runtime/runtime.h"
 
 static bool step_touches(const estep *s, uint32_t buf) {
   for (uint32_t k = 0; k < s->n_bufs; k++)
@@ -79,7 +81,7 @@ static bool in_place_safe(const lp_func *lf, int32_t rd, int32_t w) {
    the product, its epilogue reads pb once, as a value of the output's shape (so at the element
    it stores), and the matmul stores each element once. The matmul kernel takes no noalias
    pointers, so it keeps that load before the store as written. */
-static bool dot_in_place_safe(const estep *s, uint32_t pb, uint32_t rb) {
+static bool dot_in_place_safe(const estep *s, uint32_t pb, uint32_t rb, int vec_bytes) {
   if (!s->epi || s->bufs[0] == pb || s->bufs[1] == pb) return false;
   const cg_epi_plan *pl = s->epi;
   uint32_t out = 2 + pl->n_reads;
@@ -94,7 +96,7 @@ static bool dot_in_place_safe(const estep *s, uint32_t pb, uint32_t rb) {
       return false;
   cg_matmul_desc d;
   cg_epi_plan copy = *pl;
-  cg_epi_desc(&copy, NULL, &d);
+  cg_epi_desc(&copy, NULL, &d, vec_bytes);
   return cg_matmul_stores_once(&d);
 }
 
@@ -118,7 +120,8 @@ static bool may_alias(const exec *e, lp_func *const *lfs, uint32_t rb, uint32_t 
   if (!read || last_read < first_write) return true;
   if (last_read > first_write) return false;
   const estep *s = &e->steps[first_write];
-  if (s->kind == ES_DOT) return dot_in_place_safe(s, pb, rb);
+  if (s->kind == ES_DOT)
+    return dot_in_place_safe(s, pb, rb, e->ctx->jit ? cg_jit_target(e->ctx->jit)->vector_bytes : 16);
   const lp_func *lf = s->kind == ES_KERNEL ? lfs[s->kernel] : NULL;
   if (!lf) return false;
   int32_t rd = only_slot(s, 0, lf->n_reads, pb), w = only_slot(s, lf->n_reads, s->n_bufs, rb);

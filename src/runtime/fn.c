@@ -314,9 +314,9 @@ jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t stat
 }
 
 jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out) {
-  bool counted = false;
+  bool counted = false, missed = false;
   *out = NULL;
-  return find_or_compile(f, NULL, 0, args, who, out, &counted);
+  return find_or_compile(f, NULL, 0, args, who, out, &counted, &missed);
 }
 
 jit_status jit_precompile(jit_fn *f, jit_array *const *args) {
