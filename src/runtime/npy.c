@@ -371,6 +371,8 @@ static size_t format_header(const npy_type *nt, int rank, const int64_t *shape, 
 jit_status jit_array_save_npy(const jit_array *a, const char *path) {
   if (!a) return jit_error(JIT_EINVAL, "jit_array_save_npy: array is NULL");
   if (!path) return jit_error(JIT_EINVAL, "jit_array_save_npy: path is NULL");
+  jit_status live = array_check_live(a, "jit_array_save_npy");
+  if (live != JIT_OK) return live;
   const npy_type *nt = type_of_dtype(a->dtype);
   if (!nt)
     return jit_error(JIT_EUNSUPPORTED, "jit_array_save_npy: %s: no .npy type for dtype %s", path,
