@@ -120,7 +120,7 @@ static void host_target(cg_target *t) {
   else if (has_feature(f, "avx", 3)) t->max_vector_bytes = 32;
   else t->max_vector_bytes = 16;
   t->fma = has_feature(f, "fma", 3);
-  t->bf16_dot = has_feature(f, "avx512bf16", 10) && t->max_vector_bytes == 64;
+  t->bf16_dot = has_feature(f, "avx512bf16", 10);
   t->amx_bf16 = has_feature(f, "amx-bf16", 8) && has_feature(f, "amx-tile", 8);
 }
 
