@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "runtime/runtime.h"
+#include "support/optest.h"
 #include "tjit.h"
 
 /* r0 = 2 x + 1; counts its traces through user */
@@ -86,12 +87,7 @@ static void test_least_recent_goes_first(void **state) {
   assert_int_equal(s.cache_misses, 6);
   assert_int_equal(s.n_signatures, 4);
   /* dumps name signatures by compile count, which eviction does not reuse */
-  char *text = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&text, &len);
-  assert_non_null(out);
-  assert_int_equal(jit_fn_dump(f, NULL, JIT_DUMP_OPTIMIZED, out), JIT_OK);
-  fclose(out);
+  char *text = ot_fn_dump(f, NULL, JIT_DUMP_OPTIMIZED);
   assert_non_null(strstr(text, "f32[2]"));
   free(text);
   jit_fn_free(f);
