@@ -28,6 +28,8 @@
 
 struct cg_disk_cache {
   char *dir;
+  int dirfd;                  /* DIR, opened once: every entry is reached through it, so the
+                                 directory checked for trust is the one read (-1: unusable) */
   bool debug;                 /* TJIT_DEBUG_CACHE=1: say why each miss and failed put happened */
   _Atomic uint64_t limit;     /* bytes; 0 = unbounded */
   pthread_mutex_t mu;         /* guards scanned, total and eviction */
@@ -189,14 +191,6 @@ static bool is_entry_name(const char *name) {
   return name[64] == 0;
 }
 
-/* "dir/name", malloc'd; NULL when out of memory. */
-static char *join(const cg_disk_cache *c, const char *name) {
-  size_t n = strlen(c->dir) + 1 + strlen(name) + 1;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", c->dir, name);
-  return p;
-}
-
 static bool read_full(int fd, void *buf, size_t n, off_t off) {
   uint8_t *p = buf;
   while (n > 0) {
@@ -241,6 +235,41 @@ static bool make_dirs(const char *dir) {
   return ok && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* ---- trust -------------------------------------------------------------------------------------
+   The cache holds code this process will run, so it trusts only what no other user can have
+   written: a directory owned by this user and writable by nobody else, holding regular files
+   owned by this user and writable by nobody else (docs/CACHE.md). The checksum and key hash then
+   catch corruption and mix-ups, not attackers: anyone who can write an entry can also write a
+   matching checksum, which is why ownership is checked first. */
+
+static bool dir_trusted(const cg_disk_cache *c) {
+  struct stat st;
+  if (c->dirfd < 0) return false; /* already said why at open */
+  if (fstat(c->dirfd, &st) != 0) {
+    dbg(c, "refusing %s: fstat: %s", c->dir, strerror(errno));
+    return false;
+  }
+  if (st.st_uid != geteuid()) {
+    dbg(c, "refusing %s: owned by uid %u, not by this user (uid %u); compiling instead", c->dir,
+        (unsigned)st.st_uid, (unsigned)geteuid());
+    return false;
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    dbg(c, "refusing %s: writable by group or others (mode %03o); compiling instead", c->dir,
+        (unsigned)(st.st_mode & 0777));
+    return false;
+  }
+  return true;
+}
+
+/* Why an opened entry must not be loaded, or NULL when it may be. */
+static const char *entry_untrusted(const struct stat *st) {
+  if (!S_ISREG(st->st_mode)) return "not a regular file";
+  if (st->st_uid != geteuid()) return "owned by another user (refused)";
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) return "writable by group or others (refused)";
+  return NULL;
+}
+
 /* ---- open / key --------------------------------------------------------------------------------- */
 
 jit_status cg_disk_cache_open(const char *dir, cg_disk_cache **out) {
@@ -267,13 +296,20 @@ jit_status cg_disk_cache_open(const char *dir, cg_disk_cache **out) {
     else dbg(c, "ignoring TJIT_CACHE_MAX_MB=%s", mb);
   }
   atomic_store(&c->limit, limit);
-  if (!make_dirs(c->dir)) dbg(c, "cannot create %s: %s (every lookup will miss)", c->dir, strerror(errno));
+  c->dirfd = -1;
+  if (!make_dirs(c->dir))
+    dbg(c, "cannot create %s: %s (every lookup will miss)", c->dir, strerror(errno));
+  else if ((c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    dbg(c, "cannot open %s: %s (every lookup will miss)", c->dir, strerror(errno));
+  else
+    (void)dir_trusted(c); /* says at once, under TJIT_DEBUG_CACHE, when the dir is refused */
   *out = c;
   return JIT_OK;
 }
 
 void cg_disk_cache_close(cg_disk_cache *c) {
   if (!c) return;
+  if (c->dirfd >= 0) close(c->dirfd);
   pthread_mutex_destroy(&c->mu);
   free(c->dir);
   free(c);
@@ -325,26 +361,27 @@ bool cg_disk_cache_get(cg_disk_cache *c, const char *key_text, size_t key_len, v
   char name[65];
   cg_sha256(key_text, key_len, key);
   hex(key, name);
-  char *path = join(c, name);
   void *data = NULL;
   int fd = -1;
   const char *why = NULL;
-  if (!path) {
-    why = "out of memory";
-    goto miss;
+  if (!dir_trusted(c)) {
+    dbg(c, "miss %s: no usable cache directory", name);
+    return false;
   }
-  /* No symlinks (entries are only ever our own files) and no blocking on a FIFO planted there. */
-  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  /* No symlinks (entries are only ever our own files) and no blocking on a FIFO planted there.
+     Everything below reads this one descriptor: what was checked is what gets loaded. */
+  fd = openat(c->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno != ENOENT) dbg(c, "miss %s: open: %s", name, strerror(errno));
     else dbg(c, "miss %s", name);
     goto out;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "not a readable regular file";
+  if (fstat(fd, &st) != 0) {
+    why = "fstat failed";
     goto miss;
   }
+  if ((why = entry_untrusted(&st))) goto miss;
   if ((uint64_t)st.st_size < HDR_SIZE || !read_full(fd, hdr, HDR_SIZE, 0)) {
     why = "truncated header";
     goto miss;
@@ -366,6 +403,7 @@ bool cg_disk_cache_get(cg_disk_cache *c, const char *key_text, size_t key_len, v
     why = "short read";
     goto miss;
   }
+  /* The checksum is of the bytes in memory, the ones handed to LLVM, not of the file. */
   cg_sha256(data, (size_t)plen, sum);
   if (memcmp(sum, hdr + 56, 32) != 0) {
     why = "payload checksum mismatch";
@@ -373,7 +411,6 @@ bool cg_disk_cache_get(cg_disk_cache *c, const char *key_text, size_t key_len, v
   }
   (void)futimens(fd, NULL); /* mark recently used, for eviction; failure only skews the order */
   close(fd);
-  free(path);
   dbg(c, "hit %s (%llu bytes)", name, (unsigned long long)plen);
   *obj = data;
   *len = (size_t)plen;
@@ -383,7 +420,6 @@ miss:
 out:
   if (fd >= 0) close(fd);
   free(data);
-  free(path);
   return false;
 }
 
@@ -408,11 +444,14 @@ static bool scan(cg_disk_cache *c, entry **es, size_t *n, uint64_t *total) {
   *es = NULL;
   *n = 0;
   *total = 0;
-  DIR *d = opendir(c->dir);
+  int fd = dup(c->dirfd);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
   if (!d) {
     dbg(c, "cannot list %s: %s", c->dir, strerror(errno));
+    if (fd >= 0) close(fd);
     return false;
   }
+  rewinddir(d); /* the duplicate shares its offset with every earlier listing */
   size_t cap = 0;
   bool ok = true;
   time_t now = time(NULL);
@@ -473,12 +512,10 @@ static void account(cg_disk_cache *c, uint64_t added) {
     if (scan(c, &es, &n, &total)) {
       size_t removed = 0;
       for (size_t i = 0; i < n && total > EVICT_TARGET(limit); i++) {
-        char *p = join(c, es[i].name);
-        if (p && unlink(p) == 0) {
+        if (unlinkat(c->dirfd, es[i].name, 0) == 0) {
           total -= es[i].bytes;
           removed++;
         }
-        free(p);
       }
       dbg(c, "evicted %zu entries, %llu bytes left (limit %llu)", removed,
           (unsigned long long)total, (unsigned long long)limit);
@@ -491,6 +528,21 @@ static void account(cg_disk_cache *c, uint64_t added) {
 
 /* ---- put ---------------------------------------------------------------------------------------- */
 
+/* Creates a fresh temp file in the cache directory, 0600, named into tmp; -1 on failure. The
+   name needs only be unique among live writers: O_EXCL refuses one that exists. */
+static int tmp_create(cg_disk_cache *c, char tmp[64]) {
+  static _Atomic uint64_t seq;
+  for (int attempt = 0; attempt < 16; attempt++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(tmp, 64, TMP_PREFIX "%ld-%llu-%09ld", (long)getpid(),
+             (unsigned long long)atomic_fetch_add(&seq, 1), (long)ts.tv_nsec);
+    int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
 bool cg_disk_cache_put(cg_disk_cache *c, const char *key_text, size_t key_len, const void *obj,
                        size_t len) {
   if (!c) return false;
@@ -498,25 +550,23 @@ bool cg_disk_cache_put(cg_disk_cache *c, const char *key_text, size_t key_len, c
     dbg(c, "not storing an object of %zu bytes", len);
     return false;
   }
+  /* Code stored where others can write could be swapped before it is loaded back. */
   uint8_t key[32], sum[32], hdr[HDR_SIZE];
-  char name[65];
+  char name[65], tmp[64];
   cg_sha256(key_text, key_len, key);
   cg_sha256(obj, len, sum);
   hex(key, name);
   header_encode(hdr, key, len, sum);
-  char *path = join(c, name), *tmp = join(c, TMP_PREFIX "XXXXXX");
-  int fd = -1;
-  bool ok = false, created = false;
-  if (!path || !tmp) {
-    dbg(c, "put %s: out of memory", name);
-    goto out;
+  if (!dir_trusted(c)) {
+    dbg(c, "put %s: not stored (no usable cache directory)", name);
+    return false;
   }
-  fd = mkostemp(tmp, O_CLOEXEC);
+  bool ok = false;
+  int fd = tmp_create(c, tmp);
   if (fd < 0) {
     dbg(c, "put %s: cannot create a temp file in %s: %s", name, c->dir, strerror(errno));
-    goto out;
+    return false;
   }
-  created = true;
   if (!write_full(fd, hdr, HDR_SIZE) || !write_full(fd, obj, len)) {
     dbg(c, "put %s: write: %s", name, strerror(errno));
     goto out;
@@ -532,7 +582,7 @@ bool cg_disk_cache_put(cg_disk_cache *c, const char *key_text, size_t key_len, c
     dbg(c, "put %s: close: %s", name, strerror(errno));
     goto out;
   }
-  if (rename(tmp, path) != 0) {
+  if (renameat(c->dirfd, tmp, c->dirfd, name) != 0) {
     dbg(c, "put %s: rename: %s", name, strerror(errno));
     goto out;
   }
@@ -540,9 +590,7 @@ bool cg_disk_cache_put(cg_disk_cache *c, const char *key_text, size_t key_len, c
   dbg(c, "put %s (%zu bytes)", name, len);
 out:
   if (fd >= 0) close(fd);
-  if (!ok && created) (void)unlink(tmp);
-  free(path);
-  free(tmp);
+  if (!ok) (void)unlinkat(c->dirfd, tmp, 0);
   if (ok) account(c, HDR_SIZE + (uint64_t)len);
   return ok;
 }

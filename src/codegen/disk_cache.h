@@ -22,6 +22,12 @@
  * storing the same key both succeed. Files are created 0600 (the cache holds code this process
  * will run, so it must not be writable by others).
  *
+ * Trust (docs/CACHE.md): only a directory owned by this user and writable by nobody else is read
+ * or written, and only regular entries owned by this user and writable by nobody else are loaded;
+ * anything else is a miss. The directory is opened once and entries are reached through that
+ * descriptor; an entry is opened once, checked with fstat and read from the same descriptor, and
+ * its checksum is computed over the bytes in memory that the caller then loads.
+ *
  * Size bound: when the bytes this process believes are in DIR exceed the limit (1 GiB, or
  * TJIT_CACHE_MAX_MB, or cg_disk_cache_set_limit), the oldest entries by mtime are removed until
  * the total is below 90% of it. A hit touches its entry's mtime, so this is LRU. Temp files left
@@ -45,8 +51,8 @@ typedef struct cg_jit cg_jit; /* codegen/llvm_jit.h */
 #define CG_DISK_CACHE_MAX_OBJECT (1ull << 30)       /* larger payloads are neither stored nor read */
 
 /* Opens (creating DIR and its parents, mode 0700, when missing) the cache in DIR. DIR NULL or ""
-   gives *out = NULL, a valid "no cache" handle. A directory that cannot be created or written is
-   not an error: the handle just misses. Fails only with JIT_ENOMEM. */
+   gives *out = NULL, a valid "no cache" handle. A directory that cannot be created, written or
+   trusted is not an error: the handle just misses. Fails only with JIT_ENOMEM. */
 jit_status cg_disk_cache_open(const char *dir, cg_disk_cache **out);
 /* NULL is a no-op. */
 void cg_disk_cache_close(cg_disk_cache *c);

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,10 @@
 struct cg_dylib {
   cg_jit *jit;
   LLVMOrcJITDylibRef jd;
-  cg_dylib *prev, *next; /* in jit->libs, so that cg_jit_destroy frees forgotten ones */
+  LLVMOrcResourceTrackerRef rt; /* tracks the object's code and symbols; NULL while spare */
+  atomic_bool failed;           /* a lookup failed: whatever ORC left in the JITDylib after a failed
+                                   link, it is not reused */
+  cg_dylib *prev, *next; /* in jit->libs (or jit->spare), so that cg_jit_destroy frees them */
 };
 
 struct cg_jit {
@@ -42,12 +46,18 @@ struct cg_jit {
   char *data_layout; /* LLVMDisposeMessage'd */
   int opt_level;
   LLVMCodeGenOptLevel cg_level;
-  pthread_mutex_t mu; /* guards tm_pool, n_tm, libs */
+  pthread_mutex_t mu; /* guards tm_pool, n_tm, libs, spare */
   LLVMTargetMachineRef tm_pool[TM_POOL_MAX];
   int n_tm;
   cg_dylib *libs;
+  /* Emptied JITDylibs, ready for the next object. ORC's C API cannot remove a JITDylib, so
+     reusing them is what keeps a process that compiles and evicts signatures forever at a
+     bounded number of them (the most ever alive at once). Singly linked through next. */
+  cg_dylib *spare;
   atomic_uint_fast64_t next_lib_id; /* JITDylib names are "tjit.<id>", never reused */
 };
+
+static void dylib_give_back(cg_dylib *l);
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_failed;
@@ -174,10 +184,13 @@ fail:
 
 void cg_jit_destroy(cg_jit *jit) {
   if (!jit) return;
-  while (jit->libs) {
-    cg_dylib *l = jit->libs;
-    jit->libs = l->next;
-    free(l); /* the JITDylib goes with the LLJIT below */
+  for (cg_dylib **list = &jit->libs; list; list = list == &jit->libs ? &jit->spare : NULL) {
+    while (*list) {
+      cg_dylib *l = *list;
+      *list = l->next;
+      if (l->rt) LLVMOrcReleaseResourceTracker(l->rt);
+      free(l); /* the JITDylib goes with the LLJIT below */
+    }
   }
   if (jit->lljit) {
     LLVMErrorRef e = LLVMOrcDisposeLLJIT(jit->lljit);
@@ -297,55 +310,93 @@ fail:
   return st;
 }
 
-jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib) {
-  jit_status st = JIT_OK;
-  cg_dylib *l = NULL;
+/* A JITDylib that resolves process symbols (libc, libm) and defines nothing yet: a spare one when
+   there is one, else a new, uniquely named one. */
+static jit_status dylib_take(cg_jit *jit, cg_dylib **out) {
   LLVMOrcDefinitionGeneratorRef gen = NULL;
   LLVMErrorRef e;
   char name[40];
-  if (!jit || !obj || !lib) return jit_error(JIT_EINVAL, "cg_add_object: NULL argument");
-  *lib = NULL;
-  if (len == 0) return jit_error(JIT_ECOMPILE, "cg_add_object: empty object");
+  pthread_mutex_lock(&jit->mu);
+  cg_dylib *l = jit->spare;
+  if (l) jit->spare = l->next;
+  pthread_mutex_unlock(&jit->mu);
+  if (l) {
+    l->next = NULL;
+    *out = l;
+    return JIT_OK;
+  }
   l = calloc(1, sizeof *l);
   if (!l) return jit_error(JIT_ENOMEM, "cg_add_object: out of memory");
   l->jit = jit;
-
   LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(jit->lljit);
   snprintf(name, sizeof name, "tjit.%llu",
            (unsigned long long)atomic_fetch_add(&jit->next_lib_id, 1));
   if ((e = LLVMOrcExecutionSessionCreateJITDylib(es, &l->jd, name))) {
-    st = llvm_err(e, "cg_add_object: creating a JITDylib");
-    goto fail;
+    free(l);
+    return llvm_err(e, "cg_add_object: creating a JITDylib");
   }
   /* Kernels may call memset/memcpy (LLVM turns loops into them) or libm (f64 erf). */
   if ((e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
            &gen, LLVMOrcLLJITGetGlobalPrefix(jit->lljit), NULL, NULL))) {
-    st = llvm_err(e, "cg_add_object: process symbols");
-    goto fail_jd;
+    free(l); /* its JITDylib, without the generator, is never reused: it lives on, empty */
+    return llvm_err(e, "cg_add_object: process symbols");
   }
   LLVMOrcJITDylibAddGenerator(l->jd, gen); /* takes gen */
+  *out = l;
+  return JIT_OK;
+}
 
-  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)obj, len, name);
+jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib) {
+  jit_status st = JIT_OK;
+  cg_dylib *l = NULL;
+  LLVMErrorRef e;
+  if (!jit || !obj || !lib) return jit_error(JIT_EINVAL, "cg_add_object: NULL argument");
+  *lib = NULL;
+  if (len == 0) return jit_error(JIT_ECOMPILE, "cg_add_object: empty object");
+  TRY(dylib_take(jit, &l));
+  l->rt = LLVMOrcJITDylibCreateResourceTracker(l->jd);
+  LLVMMemoryBufferRef buf =
+      LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)obj, len, "tjit.object");
   if (!buf) {
     st = jit_error(JIT_ENOMEM, "cg_add_object: out of memory (%zu bytes)", len);
-    goto fail_jd;
+    goto fail;
   }
-  if ((e = LLVMOrcLLJITAddObjectFile(jit->lljit, l->jd, buf))) { /* takes buf */
+  if ((e = LLVMOrcLLJITAddObjectFileWithRT(jit->lljit, l->rt, buf))) { /* takes buf */
     st = llvm_err(e, "cg_add_object");
-    goto fail_jd;
+    goto fail;
   }
   pthread_mutex_lock(&jit->mu);
+  l->prev = NULL;
   l->next = jit->libs;
   if (jit->libs) jit->libs->prev = l;
   jit->libs = l;
   pthread_mutex_unlock(&jit->mu);
   *lib = l;
   return JIT_OK;
-fail_jd:
-  if ((e = LLVMOrcJITDylibClear(l->jd))) LLVMConsumeError(e);
 fail:
-  free(l);
+  dylib_give_back(l);
   return st;
+}
+
+/* Removes what l's tracker holds (the object's code memory goes back to the memory manager, its
+   symbols leave the JITDylib) and puts l on the spare list. l is in neither list. */
+static void dylib_give_back(cg_dylib *l) {
+  if (l->rt) {
+    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(l->rt);
+    if (e) LLVMConsumeError(e);
+    LLVMOrcReleaseResourceTracker(l->rt);
+    l->rt = NULL;
+  }
+  cg_jit *jit = l->jit;
+  if (atomic_load(&l->failed)) {
+    free(l); /* its JITDylib lives on, empty or not, until cg_jit_destroy */
+    return;
+  }
+  pthread_mutex_lock(&jit->mu);
+  l->prev = NULL;
+  l->next = jit->spare;
+  jit->spare = l;
+  pthread_mutex_unlock(&jit->mu);
 }
 
 void cg_dylib_free(cg_dylib *lib) {
@@ -358,9 +409,7 @@ void cg_dylib_free(cg_dylib *lib) {
     jit->libs = lib->next;
   if (lib->next) lib->next->prev = lib->prev;
   pthread_mutex_unlock(&jit->mu);
-  LLVMErrorRef e = LLVMOrcJITDylibClear(lib->jd);
-  if (e) LLVMConsumeError(e);
-  free(lib);
+  dylib_give_back(lib);
 }
 
 /* ORC's session lookup is asynchronous in general (it may finish on a materialization thread),
@@ -415,6 +464,7 @@ jit_status cg_lookup(cg_dylib *lib, const char *name, void **fn) {
   while (!w.done)
     pthread_cond_wait(&w.cv, &w.mu);
   pthread_mutex_unlock(&w.mu);
+  if (w.err || w.err_nomem) atomic_store(&lib->failed, true);
   if (w.err || w.err_nomem) {
     st = jit_error(JIT_ECOMPILE, "cg_lookup: %s: %s", name, w.err ? w.err : "out of memory");
   } else if (!w.addr) {

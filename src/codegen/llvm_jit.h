@@ -39,15 +39,16 @@ jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m);
    generation rewrites M in place: take cg_module_text (for hashing) before this call. */
 jit_status cg_emit_object(cg_jit *jit, LLVMModuleRef m, void **obj, size_t *len);
 
-/* Loads an object (copied; the caller keeps obj) into a fresh, uniquely named JITDylib that
-   also resolves symbols of the process (libc, libm). A malformed object may only fail at the
+/* Loads an object (copied; the caller keeps obj) into an empty JITDylib of its own that also
+   resolves symbols of the process (libc, libm). A malformed object may only fail at the
    first cg_lookup, which then reports JIT_ECOMPILE. */
 jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib);
 /* Address of the function or global NAME (the IR name, unmangled) in LIB; links on first use. */
 jit_status cg_lookup(cg_dylib *lib, const char *name, void **fn);
-/* Removes LIB's code and data and frees the handle; pointers from cg_lookup die with it.
-   NULL is a no-op. The (now empty) JITDylib itself lives until cg_jit_destroy: ORC's C API
-   cannot remove one, and its name is never reused. */
+/* Removes LIB's code and data (its code memory goes back to LLVM's memory manager) and frees the
+   handle; pointers from cg_lookup die with it. NULL is a no-op. ORC's C API cannot remove a
+   JITDylib, so the emptied one is kept and given to a later cg_add_object: the number of
+   JITDylibs is the most ever alive at once, not the number ever loaded. */
 void cg_dylib_free(cg_dylib *lib);
 
 /* The module's textual IR, malloc'd (free() it), or NULL when out of memory. */

@@ -69,6 +69,7 @@ jit_status sig_new(uint64_t hash, int n_args, jit_array *const *args, const void
   if (!s) return jit_error(JIT_ENOMEM, "jit_call: out of memory");
   s->hash = hash;
   s->n_args = n_args;
+  atomic_init(&s->refs, 1);
   if (n_args) {
     s->arg_types = calloc((size_t)n_args, sizeof *s->arg_types);
     if (!s->arg_types) TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
@@ -107,6 +108,10 @@ void sig_free(jit_sig *s) {
   free(s);
 }
 
+void sig_unref(jit_sig *s) {
+  if (s && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1) sig_free(s);
+}
+
 /* Doubles the bucket array, relinking every entry; keeps the load factor at most 1. */
 static bool rehash(sig_cache *c, size_t n_buckets) {
   jit_sig **b = calloc(n_buckets, sizeof *b);
@@ -137,7 +142,7 @@ jit_status sig_cache_insert(sig_cache *c, jit_sig *s) {
     if (!rehash(c, c->n_buckets ? c->n_buckets * 2 : 8))
       return jit_error(JIT_ENOMEM, "jit_call: out of memory");
   }
-  s->index = c->n;
+  s->index = c->next_index++;
   c->order[c->n++] = s;
   size_t k = s->hash & (c->n_buckets - 1);
   s->next = c->buckets[k];
@@ -145,8 +150,27 @@ jit_status sig_cache_insert(sig_cache *c, jit_sig *s) {
   return JIT_OK;
 }
 
+void sig_cache_remove(sig_cache *c, jit_sig *s) {
+  if (c->n_buckets == 0) return;
+  for (jit_sig **p = &c->buckets[s->hash & (c->n_buckets - 1)]; *p; p = &(*p)->next) {
+    if (*p != s) continue;
+    *p = s->next;
+    s->next = NULL;
+    /* order is sorted by index: find s by bisection, close the gap */
+    int lo = 0, hi = c->n - 1;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (c->order[mid]->index < s->index) lo = mid + 1;
+      else hi = mid;
+    }
+    memmove(&c->order[lo], &c->order[lo + 1], (size_t)(c->n - lo - 1) * sizeof *c->order);
+    c->n--;
+    return;
+  }
+}
+
 void sig_cache_free(sig_cache *c) {
-  for (int i = 0; i < c->n; i++) sig_free(c->order[i]);
+  for (int i = 0; i < c->n; i++) sig_unref(c->order[i]);
   free(c->order);
   free(c->buckets);
   memset(c, 0, sizeof *c);

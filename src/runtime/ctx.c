@@ -64,6 +64,8 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
   ctx = calloc(1, sizeof *ctx);
   if (!ctx) return jit_error(JIT_ENOMEM, "jit_ctx_create: out of memory");
   pthread_mutex_init(&ctx->devices_mu, NULL);
+  pthread_mutex_init(&ctx->sigs_mu, NULL);
+  TRY(sig_lru_init(ctx));
   ctx->n_devices = o.n_devices;
   if (ctx->n_devices == 0) TRY(env_devices(&ctx->n_devices));
   ctx->n_threads = o.n_threads ? o.n_threads : online_cores();
@@ -104,6 +106,7 @@ static void ctx_free(jit_ctx *ctx) {
   pool_destroy(ctx->pool);
   pool_destroy(ctx->devices);
   pthread_mutex_destroy(&ctx->devices_mu);
+  pthread_mutex_destroy(&ctx->sigs_mu);
   buf_pool_release(ctx->buffers); /* arrays still alive keep the cached blocks' pool */
   free(ctx->cache_dir);
   free(ctx);

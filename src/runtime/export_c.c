@@ -263,9 +263,11 @@ jit_status jit_fn_export_c(jit_fn *f, jit_array *const *args, const char *dir) {
   if (!dir) return jit_error(JIT_EINVAL, "%s: %s: dir is NULL", who, f->name);
   jit_sig *s = NULL;
   if ((st = fn_signature(f, args, who, &s)) != JIT_OK) return st;
-  if (s->spmd)
+  if (s->spmd) {
+    sig_unref(s);
     return jit_error(JIT_EUNSUPPORTED, "%s: %s: the signature is partitioned over a mesh; export "
                      "the unsharded signature (uncommitted args, no sharding constraints)", who, f->name);
+  }
   char name[64], macro[64];
   c_name(f->name, name, sizeof name, macro);
   size_t n = strlen(dir) + strlen(name) + 4;
@@ -287,5 +289,6 @@ fail:
   if (e) exec_plan_free(e, p, lfs);
   free(cpath);
   free(hpath);
+  sig_unref(s);
   return st;
 }

@@ -1,5 +1,6 @@
 /* fn.c: jitted functions: registration, the call path (key -> cache, trace + passes on a miss ->
- * run) and statistics. Only a miss holds the function's lock longer than a lookup. */
+ * run) and statistics. A lookup holds the function's lock briefly; a miss compiles under a
+ * second lock of its own, so that other threads' hits and evictions never wait for a compile. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +57,12 @@ jit_status jit_compile(jit_ctx *ctx, jit_trace_fn fn, void *user, const jit_fn_o
     free(f);
     return jit_error(JIT_ENOMEM, "jit_compile: cannot create a mutex");
   }
+  if (pthread_mutex_init(&f->compile_mu, NULL) != 0) {
+    pthread_mutex_destroy(&f->mu);
+    free(f->name);
+    free(f);
+    return jit_error(JIT_ENOMEM, "jit_compile: cannot create a mutex");
+  }
   f->ctx = ctx;
   f->fn = fn;
   f->user = user;
@@ -68,7 +75,9 @@ jit_status jit_compile(jit_ctx *ctx, jit_trace_fn fn, void *user, const jit_fn_o
 
 void jit_fn_free(jit_fn *f) {
   if (!f) return;
-  sig_cache_free(&f->cache);
+  sig_lru_forget(f->ctx, f);
+  sig_cache_free(&f->cache); /* a signature a call still runs is freed by that call */
+  pthread_mutex_destroy(&f->compile_mu);
   pthread_mutex_destroy(&f->mu);
   free(f->name);
   free(f);
@@ -132,7 +141,8 @@ static void note_compile(const jit_fn *f, const jit_sig *s, const exec_stats *es
   free(key);
 }
 
-/* Traces and optimizes a new signature and inserts it. Caller holds f->mu. */
+/* Traces, optimizes and compiles a new signature and inserts it, with a reference for the
+   caller besides the cache's. Caller holds f->compile_mu. */
 static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
                               const void *static_args, size_t static_len, jit_sig **out) {
   jit_status st = JIT_OK;
@@ -173,21 +183,30 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   if (mesh) TRY(spmd_compile(f->ctx, s, args, mesh, f->donate_mask, &es));
   else if (f->ctx->opt_level > 0)
     TRY(exec_build_donating(f->ctx, s->optimized, f->donate_mask, &s->exe, &es));
+  s->fn = f;
+  size_t peak = s->exe ? exec_peak_bytes(s->exe)
+                       : ir_peak_live_bytes(s->spmd ? s->spmd->local : s->optimized);
 
-  TRY(sig_cache_insert(&f->cache, s));
-  f->stats.n_signatures = f->cache.n;
-  f->stats.trace_ms += s->trace_ms;
-  f->stats.passes_ms += s->passes_ms;
-  f->stats.codegen_ms += es.codegen_ms;
-  f->stats.llvm_ms += es.llvm_ms;
-  f->stats.n_kernels += es.n_kernels;
-  f->stats.peak_bytes = s->exe ? exec_peak_bytes(s->exe)
-                                : ir_peak_live_bytes(s->spmd ? s->spmd->local : s->optimized);
-  f->stats.comm_bytes = s->spmd ? s->spmd->comm_bytes : 0;
-  f->stats.disk_cache_hits += (uint64_t)es.disk_cache_hits;
+  pthread_mutex_lock(&f->mu);
+  st = sig_cache_insert(&f->cache, s);
+  if (st == JIT_OK) {
+    atomic_fetch_add(&s->refs, 1); /* the caller's, besides the cache's */
+    f->stats.n_signatures = f->cache.n;
+    f->stats.trace_ms += s->trace_ms;
+    f->stats.passes_ms += s->passes_ms;
+    f->stats.codegen_ms += es.codegen_ms;
+    f->stats.llvm_ms += es.llvm_ms;
+    f->stats.n_kernels += es.n_kernels;
+    f->stats.peak_bytes = peak;
+    f->stats.comm_bytes = s->spmd ? s->spmd->comm_bytes : 0;
+    f->stats.disk_cache_hits += (uint64_t)es.disk_cache_hits;
+  }
+  pthread_mutex_unlock(&f->mu);
+  TRY(st);
+  compiling = frame.up;
   dump_env(f, s);
   if (pt || log_compiles_on()) note_compile(f, s, &es, pt);
-  compiling = frame.up;
+  sig_lru_admit(f->ctx, s);
   *out = s;
   return JIT_OK;
 fail:
@@ -227,9 +246,18 @@ fail:
   return st;
 }
 
+/* Looks the key up under f->mu; on a hit takes a reference to the entry. */
+static jit_sig *find_ref(jit_fn *f, uint64_t hash, jit_array *const *args, const void *static_args,
+                         size_t static_len) {
+  jit_sig *s = sig_cache_find(&f->cache, hash, f->n_args, args, static_args, static_len);
+  if (s) atomic_fetch_add(&s->refs, 1);
+  return s;
+}
+
 /* The checks every entry shares, then the signature args select: found in the cache or compiled
-   now. who names the entry in messages. A refusal before the lookup (bad args, a call from inside
-   f's own trace, which holds f->mu) leaves *s NULL and *counted false. */
+   now, with a reference the caller drops (sig_unref) when done with it. who names the entry in
+   messages. A refusal before the lookup (bad args, a call from inside f's own trace, which holds
+   f->compile_mu) leaves *s NULL and *counted false. */
 static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t static_len,
                                   jit_array *const *args, const char *who, jit_sig **out,
                                   bool *counted, bool *missed) {
@@ -249,17 +277,29 @@ static jit_status find_or_compile(jit_fn *f, const void *static_args, size_t sta
   /* Calls refused above are not counted: calls == cache_hits + cache_misses always holds. */
   pthread_mutex_lock(&f->mu);
   f->stats.calls++;
-  jit_sig *s = sig_cache_find(&f->cache, hash, f->n_args, args, static_args, static_len);
-  if (s) {
-    f->stats.cache_hits++;
-  } else {
-    f->stats.cache_misses++;
-    *missed = true;
-    if (explain_misses_on()) explain_miss(f, args, static_args, static_len);
-    st = compile_sig(f, hash, args, static_args, static_len, &s);
-  }
+  jit_sig *s = find_ref(f, hash, args, static_args, static_len);
+  if (s) f->stats.cache_hits++;
   pthread_mutex_unlock(&f->mu);
-  if (st == JIT_OK) *out = s;
+  if (!s) {
+    /* Another thread may have compiled the key while this one waited for the compile lock. */
+    pthread_mutex_lock(&f->compile_mu);
+    pthread_mutex_lock(&f->mu);
+    s = find_ref(f, hash, args, static_args, static_len);
+    if (s) {
+      f->stats.cache_hits++;
+    } else {
+      f->stats.cache_misses++;
+      *missed = true;
+      if (explain_misses_on()) explain_miss(f, args, static_args, static_len);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (!s) st = compile_sig(f, hash, args, static_args, static_len, &s);
+    pthread_mutex_unlock(&f->compile_mu);
+  }
+  if (st == JIT_OK) {
+    sig_lru_touch(f->ctx, s);
+    *out = s;
+  }
   return st;
 fail:
   return st;
@@ -294,6 +334,7 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
     for (int i = 0; i < f->n_args && i < 64 && (st == JIT_OK || consumed); i++)
       if (f->donate_mask >> i & 1) array_delete_donated(args[i], f->name);
   }
+  sig_unref(s); /* an eviction while it ran left the freeing to this call */
   if (pt) prof_call(f, pt, missed, st);
   if (!counted) return st;
 
@@ -309,8 +350,10 @@ jit_status jit_precompile_static(jit_fn *f, const void *static_args, size_t stat
   if (!f) return jit_error(JIT_EINVAL, "jit_precompile: f is NULL");
   jit_sig *s = NULL;
   bool counted = false, missed = false;
-  return find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted,
-                         &missed);
+  jit_status st = find_or_compile(f, static_args, static_len, args, "jit_precompile", &s, &counted,
+                                  &missed);
+  sig_unref(s);
+  return st;
 }
 
 jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out) {

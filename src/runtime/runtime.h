@@ -4,6 +4,7 @@
 #define TJIT_RUNTIME_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,11 +17,17 @@
 #define JIT_MAX_FN_RESULTS 64 /* n_results of a jit_fn: 1..JIT_MAX_FN_RESULTS */
 #define JIT_MAX_DEVICES 4096  /* sanity bound on virtual devices */
 #define JIT_ARRAY_ALIGN 64    /* every array buffer starts on a cache line (and AVX-512 vector) */
+/* Compiled signatures a context keeps (over all its functions) unless TJIT_MAX_SIGNATURES says
+   otherwise. A tiny signature costs ~90 KB (IR, executable, code pages), a large one a few hundred:
+   1024 bounds a context at ~100-300 MB of them while staying far above the working set of a
+   program that does not recompile for every new shape. docs/CACHE.md. */
+#define JIT_DEFAULT_MAX_SIGNATURES 1024
 
 /* ---- context (ctx.c) --------------------------------------------------------------------------- */
 struct pool;
 struct cg_jit;
 struct cg_disk_cache;
+struct jit_sig;
 struct jit_ctx {
   int n_devices;     /* virtual CPU devices, >= 1 */
   int n_threads;     /* worker threads of the pool, >= 1 */
@@ -33,6 +40,14 @@ struct jit_ctx {
   struct pool *devices;       /* one thread per device, started by the first partitioned call */
   pthread_mutex_t devices_mu; /* guards starting them */
   char target[96];            /* what jit_ctx_target says: the CPU and vector width codegen uses */
+  /* The LRU bound on compiled signatures (sig_lru.c). Lock order: sigs_mu, then a jit_fn's mu;
+     nothing holding a jit_fn's mu takes sigs_mu. */
+  pthread_mutex_t sigs_mu;    /* guards sigs and n_sigs */
+  struct jit_sig *sigs;       /* every cached signature of every jit_fn, linked by lru_prev/next */
+  int n_sigs;
+  _Atomic int max_sigs;       /* the bound: $TJIT_MAX_SIGNATURES or JIT_DEFAULT_MAX_SIGNATURES;
+                                 0: none */
+  _Atomic uint64_t sig_clock; /* ticks once per call: signatures' last_use stamps */
 };
 /* The device threads (ctx->n_devices of them, the caller being device 0's), started on first
    use: a partitioned program runs device d on thread d, each device needing its own thread since
@@ -79,12 +94,18 @@ void array_delete_donated(jit_array *a, const char *fn_name);
 
 /* ---- signature cache (cache.c) ------------------------------------------------------------------
    One entry per compiled signature of a jit_fn, keyed by every arg's (dtype, rank, shape) and the
-   static bytes. Entries are never removed before jit_fn_free, and an entry's fields do not change
-   after insertion, so a caller may use an entry found under the lock after releasing it. */
+   static bytes. An entry's key and code do not change after insertion; it is counted (refs): the
+   cache holds one reference, and each call running it another, taken under the jit_fn's lock, so
+   that an entry evicted (sig_lru.c) or dropped while a call runs it is freed by its last user. */
 typedef struct jit_sig {
   struct jit_sig *next;       /* hash chain */
   uint64_t hash;
-  int index;                  /* position in the jit_fn's compile order: sigN in dump names */
+  int index;                  /* the jit_fn's compile count when it was made: sigN in dump names */
+  struct jit_fn *fn;          /* the owner, whose cache an eviction removes it from */
+  atomic_int refs;            /* the cache's reference + one per call using it */
+  _Atomic uint64_t last_use;  /* ctx->sig_clock at its last call: the LRU order */
+  struct jit_sig *lru_prev, *lru_next; /* in ctx->sigs while admitted (guarded by ctx->sigs_mu) */
+  bool admitted;              /* in ctx->sigs (guarded by ctx->sigs_mu) */
   int n_args;
   ir_type *arg_types;         /* n_args (malloc'd) */
   struct jit_sharding **arg_shardings; /* n_args counted references (NULL: uncommitted), or NULL
@@ -103,8 +124,9 @@ typedef struct jit_sig {
 typedef struct sig_cache {
   jit_sig **buckets;          /* n_buckets chains; n_buckets is 0 or a power of two */
   size_t n_buckets;
-  jit_sig **order;            /* every entry in insertion order (for index and "last") */
+  jit_sig **order;            /* every entry in insertion order (index ascending, for "last") */
   int n, cap;
+  int next_index;             /* entries ever inserted: the next one's index */
 } sig_cache;
 
 /* Hash of a call's key, computed from the args themselves so that a warm lookup allocates nothing. */
@@ -115,9 +137,31 @@ jit_sig *sig_cache_find(const sig_cache *c, uint64_t hash, int n_args, jit_array
 jit_status sig_new(uint64_t hash, int n_args, jit_array *const *args, const void *static_args,
                    size_t static_len, jit_sig **out);
 void sig_free(jit_sig *s);
-/* Inserts s (taking ownership) and sets s->index; on failure s is still the caller's. */
+/* Drops a reference; the last one frees s (its executable and code memory). NULL is a no-op. */
+void sig_unref(jit_sig *s);
+/* Inserts s (taking the reference it was made with) and sets s->index; on failure s is still the
+   caller's. */
 jit_status sig_cache_insert(sig_cache *c, jit_sig *s);
+/* Unlinks s from c, keeping the order of the others; the cache's reference is now the caller's. */
+void sig_cache_remove(sig_cache *c, jit_sig *s);
+/* Drops the cache's reference to every entry. */
 void sig_cache_free(sig_cache *c);
+
+/* ---- the LRU bound over a context's signatures (sig_lru.c) ---------------------------------------
+   Every signature a jit_fn caches is admitted into its context's list; when the list is longer
+   than ctx->max_sigs, the least recently called signatures of any function are removed from their
+   caches and unreferenced, so their code memory goes back to LLVM once no call runs them. */
+/* $TJIT_MAX_SIGNATURES (a whole number >= 0; 0: no bound) into ctx->max_sigs. */
+jit_status sig_lru_init(jit_ctx *ctx);
+/* Admits s, freshly inserted in its jit_fn's cache, and evicts past the bound (never s itself).
+   The caller holds no jit_fn's mu. */
+void sig_lru_admit(jit_ctx *ctx, jit_sig *s);
+/* Marks s as used now. Lock-free: the hot path of a warm call. */
+void sig_lru_touch(jit_ctx *ctx, jit_sig *s);
+/* Takes every signature of f out of the list (jit_fn_free, before its cache goes). */
+void sig_lru_forget(jit_ctx *ctx, const struct jit_fn *f);
+/* Sets the bound (0: none) and evicts down to it; for tests. Returns the previous bound. */
+int sig_lru_set_max(jit_ctx *ctx, int max);
 
 struct exec_stats;
 /* ---- partitioned calls (spmd_call.c) ----------------------------------------------------------
@@ -148,13 +192,16 @@ struct jit_fn {
   char *name;                 /* owned copy */
   int n_args, n_results;
   uint64_t donate_mask;
-  pthread_mutex_t mu;         /* guards cache and stats; held while a miss traces, never while running */
+  pthread_mutex_t mu;         /* guards cache and stats; held only briefly (never while compiling or
+                                 running), and no other lock is taken while it is held */
+  pthread_mutex_t compile_mu; /* held while a miss traces and compiles: one compile of f at a time */
   sig_cache cache;
   jit_fn_stats stats;
 };
 
 /* The signature args select (no static bytes), compiled now when it is new; counted in stats as
-   a jit_precompile is. who names the caller in messages. */
+   a jit_precompile is, with a reference the caller drops (sig_unref). who names the caller in
+   messages. */
 jit_status fn_signature(jit_fn *f, jit_array *const *args, const char *who, jit_sig **out);
 
 /* Validation shared by jit_call_static and jit_fn_dump: f's args each non-NULL and from f's ctx. */
