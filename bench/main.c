@@ -623,6 +623,7 @@ typedef struct machine {
   double mem_gib;
   char host[256];
   char load[64];            /* /proc/loadavg's 1-minute figure at start: others on the machine */
+  char target[128];         /* what codegen targets (jit_ctx_target: TJIT_CPU, TJIT_VECTOR_WIDTH) */
 } machine;
 
 static void machine_info(machine *m) {
@@ -655,6 +656,11 @@ static void machine_info(machine *m) {
   m->mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1 << 30);
   struct utsname u;
   if (uname(&u) == 0) snprintf(m->host, sizeof m->host, "%.64s %.64s %.64s", u.sysname, u.release, u.machine);
+  jit_ctx_opts co = jit_ctx_opts_default();
+  jit_ctx *ctx = NULL;
+  if (jit_ctx_create(&co, &ctx) == JIT_OK) snprintf(m->target, sizeof m->target, "%s", jit_ctx_target(ctx));
+  else snprintf(m->target, sizeof m->target, "none: %.100s", jit_last_error());
+  jit_ctx_destroy(ctx);
 }
 
 /* "12.3 ms" or "4.56 µs"; "-" for a negative value. */
@@ -684,6 +690,7 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
   fprintf(f, "tjit-bench  %s\n", m->date);
   fprintf(f, "machine     %s, %ld cores, %.1f GiB, %s; load average %s at start\n", m->cpu,
           m->cores, m->mem_gib, m->host, m->load[0] ? m->load : "?");
+  fprintf(f, "target      %s\n", m->target);
   fprintf(f, "build       %s, opt_level %d, mode %s, engine: %s\n", TJIT_BENCH_BUILD_TYPE,
           o->opt_level, o->quick ? "--quick" : "full", engine(rs, n));
   fprintf(f, "\nfloors (this run)                                      1 thread   2 threads\n");
@@ -828,6 +835,8 @@ static int write_json(const char *path, const machine *m, const options *o,
   json_str(f, m->host);
   fprintf(f, ", \"loadavg_at_start\": ");
   json_str(f, m->load);
+  fprintf(f, ", \"target\": ");
+  json_str(f, m->target);
   fprintf(f, "},\n  \"build_type\": ");
   json_str(f, TJIT_BENCH_BUILD_TYPE);
   fprintf(f, ",\n  \"opt_level\": %d,\n  \"mode\": \"%s\",\n  \"engine\": ", o->opt_level,

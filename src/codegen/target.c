@@ -4,6 +4,7 @@
  * would die of SIGILL on its first call. */
 #include "codegen/target.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -170,7 +171,7 @@ jit_status cg_target_from_env(cg_target *out) {
     char *end = NULL;
     errno = 0;
     long v = strtol(w, &end, 10);
-    if (end == w || *end || errno || v <= 0 || v > 4096)
+    if (!isdigit((unsigned char)*w) || *end || errno || v <= 0 || v > 4096)
       return jit_error(JIT_EINVAL, "TJIT_VECTOR_WIDTH='%s': must be 128, 256 or 512", w);
     bits = (int)v;
   }
