@@ -346,24 +346,29 @@ static jit_status dylib_take(cg_jit *jit, cg_dylib **out) {
   return JIT_OK;
 }
 
-jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib) {
+jit_status cg_add_objects(cg_jit *jit, const void *const *objs, const size_t *lens, int n,
+                          cg_dylib **lib) {
   jit_status st = JIT_OK;
   cg_dylib *l = NULL;
   LLVMErrorRef e;
-  if (!jit || !obj || !lib) return jit_error(JIT_EINVAL, "cg_add_object: NULL argument");
+  if (!jit || !objs || !lens || !lib || n < 1)
+    return jit_error(JIT_EINVAL, "cg_add_object: NULL argument");
   *lib = NULL;
-  if (len == 0) return jit_error(JIT_ECOMPILE, "cg_add_object: empty object");
+  for (int i = 0; i < n; i++)
+    if (!objs[i] || lens[i] == 0) return jit_error(JIT_ECOMPILE, "cg_add_object: empty object");
   TRY(dylib_take(jit, &l));
-  l->rt = LLVMOrcJITDylibCreateResourceTracker(l->jd);
-  LLVMMemoryBufferRef buf =
-      LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)obj, len, "tjit.object");
-  if (!buf) {
-    st = jit_error(JIT_ENOMEM, "cg_add_object: out of memory (%zu bytes)", len);
-    goto fail;
-  }
-  if ((e = LLVMOrcLLJITAddObjectFileWithRT(jit->lljit, l->rt, buf))) { /* takes buf */
-    st = llvm_err(e, "cg_add_object");
-    goto fail;
+  l->rt = LLVMOrcJITDylibCreateResourceTracker(l->jd); /* one for all: they leave together */
+  for (int i = 0; i < n; i++) {
+    LLVMMemoryBufferRef buf =
+        LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)objs[i], lens[i], "tjit.object");
+    if (!buf) {
+      st = jit_error(JIT_ENOMEM, "cg_add_object: out of memory (%zu bytes)", lens[i]);
+      goto fail;
+    }
+    if ((e = LLVMOrcLLJITAddObjectFileWithRT(jit->lljit, l->rt, buf))) { /* takes buf */
+      st = llvm_err(e, "cg_add_object");
+      goto fail;
+    }
   }
   pthread_mutex_lock(&jit->mu);
   l->prev = NULL;
@@ -376,6 +381,11 @@ jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **li
 fail:
   dylib_give_back(l);
   return st;
+}
+
+jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib) {
+  if (!obj) return jit_error(JIT_EINVAL, "cg_add_object: NULL argument");
+  return cg_add_objects(jit, &obj, &len, 1, lib);
 }
 
 /* Removes what l's tracker holds (the object's code memory goes back to the memory manager, its

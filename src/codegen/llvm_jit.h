@@ -43,6 +43,10 @@ jit_status cg_emit_object(cg_jit *jit, LLVMModuleRef m, void **obj, size_t *len)
    resolves symbols of the process (libc, libm). A malformed object may only fail at the
    first cg_lookup, which then reports JIT_ECOMPILE. */
 jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **lib);
+/* cg_add_object of n objects into one JITDylib: they link to each other's symbols and are
+   removed together. */
+jit_status cg_add_objects(cg_jit *jit, const void *const *objs, const size_t *lens, int n,
+                          cg_dylib **lib);
 /* Address of the function or global NAME (the IR name, unmangled) in LIB; links on first use. */
 jit_status cg_lookup(cg_dylib *lib, const char *name, void **fn);
 /* Removes LIB's code and data (its code memory goes back to LLVM's memory manager) and frees the

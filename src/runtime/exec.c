@@ -35,11 +35,6 @@
    the L3 of the machines measured (32 MiB), which such an output would not stay in anyway. */
 #define EXEC_STREAM_MIN ((size_t)32 << 20)
 
-#define TRY_RET(expr)                 \
-  do {                                \
-    jit_status try_ret_ = (expr);     \
-    if (try_ret_ != JIT_OK) return try_ret_; \
-  } while (0)
 
 static double now_ms(void) {
   struct timespec ts;
@@ -548,29 +543,47 @@ done:
 /* A scan step gets a native loop when its body has a native entry to call. */
 static bool scan_has_loop(const estep *s) { return s->kind == ES_SCAN && s->body && s->body->entry; }
 
-/* The signature's module: the loop kernels, a matmul kernel per compiled dot, and the entry.
-   Its text depends only on f (names are kernel indices), as the disk cache key needs. */
-static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
-                               LLVMContextRef c, LLVMModuleRef *out) {
+static jit_status mark_streams(const exec *e, LLVMModuleRef m);
+
+/* Part 0: the loop kernels, the scan loops and the entry, which declares the matmul kernels it
+   calls; parts 1..: one matmul kernel each. Their text depends only on f (names are kernel
+   indices), as the disk cache key needs. */
+static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
+                              exec_part **out, int *n_out) {
   jit_status st = JIT_OK;
-  LLVMModuleRef m = NULL;
-  TRY(lp_emit_llvm(lfs, n, c, f->name, &m));
+  int np = 1;
+  for (uint32_t i = 0; i < e->n_steps; i++) np += e->steps[i].kind == ES_DOT;
+  exec_part *parts = calloc((size_t)np, sizeof *parts);
+  if (!parts) return oom();
+  for (int i = 0; i < np; i++)
+    if (!(parts[i].c = LLVMContextCreate())) TRY(oom());
+  parts[0].name = f->name ? f->name : "fn";
+  parts[0].after_optimize = mark_streams;
+  TRY(lp_emit_llvm(lfs, n, parts[0].c, parts[0].name, &parts[0].m));
+  LLVMContextRef c0 = parts[0].c;
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c0, 0), i64 = LLVMInt64TypeInContext(c0);
+  LLVMTypeRef kty = LLVMFunctionType(LLVMVoidTypeInContext(c0), (LLVMTypeRef[]){ptr, i64, i64}, 3, 0);
+  int k = 1;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
     if (s->kind != ES_DOT) continue;
+    exec_part *p = &parts[k++];
+    p->name = s->name;
+    if (!(p->m = LLVMModuleCreateWithNameInContext(s->name, p->c))) TRY(oom());
     cg_matmul_desc d;
-    if (s->epi) cg_epi_desc(s->epi, m, &d, tile_vec_bytes(e));
+    if (s->epi) cg_epi_desc(s->epi, p->m, &d, tile_vec_bytes(e));
     else cg_matmul_desc_from_ir(&d, f, s->dot, 0, tile_vec_bytes(e));
-    TRY(cg_matmul_emit(m, s->name, &d));
+    TRY(cg_matmul_emit(p->m, s->name, &d));
+    if (!LLVMAddFunction(parts[0].m, s->name, kty)) TRY(oom()); /* defined by part k */
   }
   for (uint32_t i = 0; i < e->n_steps; i++)
-    if (scan_has_loop(&e->steps[i])) TRY(exec_emit_scan_loop(&e->steps[i], m));
-  TRY(exec_emit_entry(e, m));
-  *out = m;
+    if (scan_has_loop(&e->steps[i])) TRY(exec_emit_scan_loop(&e->steps[i], parts[0].m));
+  TRY(exec_emit_entry(e, parts[0].m));
+  *out = parts;
+  *n_out = np;
   return JIT_OK;
 fail:
-  if (m) LLVMDisposeModule(m);
-  *out = NULL;
+  exec_parts_free(parts, np);
   return st;
 }
 
@@ -598,56 +611,30 @@ static jit_status mark_streams(const exec *e, LLVMModuleRef m) {
   return JIT_OK;
 }
 
-/* Builds the module, takes the object from the disk cache or compiles (and stores) it, loads it
-   and binds the entry and every kernel step to its function. */
+/* Builds the parts, takes their objects from the disk cache or compiles (and stores) them, loads
+   them into one JITDylib and binds the entry and every kernel step to its function. */
 static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, exec_stats *stats) {
   jit_status st = JIT_OK;
   cg_jit *jit = e->ctx->jit;
   if (!has_native(e)) return JIT_OK;
   if (!jit) return jit_error(JIT_EINTERNAL, "jit_call: no JIT in a context with opt_level %d", e->ctx->opt_level);
   double t0 = now_ms();
-  LLVMContextRef c = LLVMContextCreate();
-  LLVMModuleRef m = NULL;
-  void *obj = NULL;
-  size_t len = 0;
-  char *text = NULL, *key = NULL;
-  size_t key_len = 0;
+  exec_part *parts = NULL;
+  int np = 0;
+  const void **objs = NULL;
+  size_t *lens = NULL;
   uint64_t pt = prof_begin();
-  TRY(build_module(e, f, lfs, n, c, &m));
-  prof_end(pt, "compile", "llvm module", 0, NULL);
-  if (e->ctx->disk) {
-    /* the key is the module before optimization: code generation rewrites it in place */
-    if (!(text = cg_module_text(m))) TRY(oom());
-    TRY(cg_disk_cache_key(jit, text, &key, &key_len));
-    free(text);
-    text = NULL;
-  }
+  TRY(build_parts(e, f, lfs, n, &parts, &np));
+  prof_end(pt, "compile", "llvm module", 1, &(prof_arg){"modules", NULL, np});
   double t1 = now_ms();
-  pt = prof_begin();
-  bool hit = key && cg_disk_cache_get(e->ctx->disk, key, key_len, &obj, &len);
-  if (key) {
-    stats->disk_cache_lookups++;
-    prof_end(pt, "compile", "disk cache lookup", 1, &(prof_arg){"hit", NULL, hit});
-  }
-  if (hit) {
-    stats->disk_cache_hits++;
-  } else {
-    pt = prof_begin();
-    TRY(cg_optimize(jit, m));
-    TRY(mark_streams(e, m));
-    prof_end(pt, "compile", "llvm optimize", 0, NULL);
-    pt = prof_begin();
-    TRY(cg_emit_object(jit, m, &obj, &len));
-    prof_end(pt, "compile", "llvm emit", 1, &(prof_arg){"bytes", NULL, (int64_t)len});
-    if (key) {
-      pt = prof_begin();
-      cg_disk_cache_put(e->ctx->disk, key, key_len, obj, len);
-      prof_end(pt, "compile", "disk cache store", 1, &(prof_arg){"bytes", NULL, (int64_t)len});
-    }
-  }
+  TRY(exec_compile_parts(e, parts, np, stats));
   double t2 = now_ms();
   pt = prof_begin();
-  TRY(cg_add_object(jit, obj, len, &e->lib));
+  objs = malloc((size_t)np * sizeof *objs);
+  lens = malloc((size_t)np * sizeof *lens);
+  if (!objs || !lens) TRY(oom());
+  for (int i = 0; i < np; i++) objs[i] = parts[i].obj, lens[i] = parts[i].len;
+  TRY(cg_add_objects(jit, objs, lens, np, &e->lib));
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
     if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s)) continue;
@@ -673,11 +660,9 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   stats->load_ms += now_ms() - t2;
   stats->llvm_ms += now_ms() - t1;
 fail:
-  free(text);
-  free(key);
-  free(obj);
-  if (m) LLVMDisposeModule(m);
-  LLVMContextDispose(c);
+  free(objs);
+  free(lens);
+  exec_parts_free(parts, np);
   return st;
 }
 
@@ -1095,8 +1080,8 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
   fz_prog *p = NULL;
   lp_func **lfs = NULL;
   exec *e = NULL;
-  LLVMContextRef c = NULL;
-  LLVMModuleRef m = NULL;
+  exec_part *parts = NULL;
+  int np = 0;
   if (stage == JIT_DUMP_FUSED) {
     TRY(ir_fuse(f, &p));
     st = fz_print(p, out);
@@ -1122,19 +1107,19 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     }
     goto fail;
   }
-  c = LLVMContextCreate();
-  TRY(build_module(e, f, lfs, p->n_kernels, c, &m));
-  if (ctx && ctx->jit) {
-    TRY(cg_optimize(ctx->jit, m));
-    TRY(mark_streams(e, m));
+  TRY(build_parts(e, f, lfs, p->n_kernels, &parts, &np));
+  for (int i = 0; i < np; i++) {
+    if (ctx && ctx->jit) {
+      TRY(cg_optimize(ctx->jit, parts[i].m));
+      if (parts[i].after_optimize) TRY(parts[i].after_optimize(e, parts[i].m));
+    }
+    char *text = cg_module_text(parts[i].m);
+    if (!text) TRY(oom());
+    fputs(text, out);
+    free(text);
   }
-  char *text = cg_module_text(m);
-  if (!text) TRY(oom());
-  fputs(text, out);
-  free(text);
 fail:
-  if (m) LLVMDisposeModule(m);
-  if (c) LLVMContextDispose(c);
+  exec_parts_free(parts, np);
   free_lowered(p, lfs);
   exec_free(e);
   if (st == JIT_OK && ferror(out)) st = jit_error(JIT_EIO, "jit_fn_dump: write failed");

@@ -14,6 +14,12 @@
 #include "ir/ir.h"
 #include "runtime/exec.h"
 
+#define TRY_RET(expr)                        \
+  do {                                       \
+    jit_status try_ret_ = (expr);            \
+    if (try_ret_ != JIT_OK) return try_ret_; \
+  } while (0)
+
 struct cg_dylib;
 struct cg_epi_plan;
 struct ffi_entry;
@@ -137,5 +143,28 @@ void exec_plan_free(exec *e, struct fz_prog *p, struct lp_func **lfs);
 jit_status exec_emit_entry(const exec *e, LLVMModuleRef m);
 /* Adds step s's (an ES_SCAN's) loop, named s->name, to m. */
 jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m);
+
+/* One module of a signature's code (exec_compile.c): the loop kernels and the entry, or one
+   matmul kernel, each in an LLVMContext of its own so that parts compile on separate threads. */
+typedef struct exec_part {
+  LLVMContextRef c; /* owned, with m */
+  LLVMModuleRef m;
+  const char *name; /* for the profile: the module's name */
+  jit_status (*after_optimize)(const exec *e, LLVMModuleRef m); /* or NULL */
+  void *obj;        /* the object: from the disk cache or compiled (malloc'd) */
+  size_t len;
+  char *key;        /* disk-cache key (NULL: the context has no disk cache) */
+  size_t key_len;
+  bool hit;         /* obj came from the disk cache */
+  jit_status st;    /* the part's compile status and message (set by whichever thread ran it) */
+  char msg[512];
+} exec_part;
+enum { EXEC_MAX_COMPILE_THREADS = 16 };
+/* Looks every part up in the disk cache and compiles the rest (optimize, after_optimize, emit,
+   store) on up to ctx->n_threads threads, the caller's among them. On failure, the first failed
+   part's status and message. */
+jit_status exec_compile_parts(const exec *e, exec_part *parts, int n, exec_stats *stats);
+/* Frees the parts' modules, contexts, keys and objects, then the array. */
+void exec_parts_free(exec_part *parts, int n);
 
 #endif /* TJIT_RUNTIME_EXEC_INTERNAL_H */
