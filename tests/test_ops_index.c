@@ -415,6 +415,96 @@ static void test_rev(void **state) {
   ot_free(&x);
 }
 
+/* ---- vmap against a loop over the examples ---------------------------------------------------------- */
+typedef struct vmap_case {
+  const char *name;
+  jit_trace_fn body;
+  void *user;
+  int n_args;
+  int in_axes[4]; /* 0: batched (leading dim), -1: shared */
+} vmap_case;
+
+static void vmapped_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const vmap_case *c = user;
+  jit_vmap(t, c->body, c->user, c->n_args, a, c->in_axes, 1, r, (const int[]){0});
+}
+
+/* Example b of a (its leading dim dropped). */
+static ot_array example(const ot_array *a, int64_t b) {
+  ot_array e = ot_zeros(a->dt, a->rank - 1, a->shape + 1);
+  if (e.n) memcpy(e.v, a->v + b * e.n, (size_t)e.n * sizeof *e.v);
+  return e;
+}
+
+static void check_vmap(const vmap_case *c, const ot_array *args, int64_t batch) {
+  ot_array got, want = {0};
+  OT_ASSERT_OK(ot_run(c->name, vmapped_fn, (void *)c, c->n_args, args, 1, &got));
+  for (int64_t b = 0; b < batch; b++) {
+    ot_array ex[4], y;
+    for (int i = 0; i < c->n_args; i++) ex[i] = c->in_axes[i] == 0 ? example(&args[i], b) : args[i];
+    OT_ASSERT_OK(ot_run(c->name, c->body, c->user, c->n_args, ex, 1, &y));
+    if (b == 0) {
+      int64_t sh[JIT_MAX_RANK] = {batch};
+      memcpy(sh + 1, y.shape, (size_t)y.rank * sizeof *sh);
+      want = ot_zeros(y.dt, y.rank + 1, sh);
+    }
+    if (y.n) memcpy(want.v + b * y.n, y.v, (size_t)y.n * sizeof *y.v);
+    ot_free(&y);
+    for (int i = 0; i < c->n_args; i++)
+      if (c->in_axes[i] == 0) ot_free(&ex[i]);
+  }
+  assert_true(ot_expect(c->name, &got, &want));
+}
+
+static void take_along0_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_take_along_axis(t, a[0], a[1], 0);
+}
+
+static void test_vmap(void **state) {
+  (void)state;
+  const int64_t B = 3;
+  take_case tc = {1, 0};
+  scatter_case sa = {true, 0}, ss = {false, 1};
+  static const int64_t sizes[2] = {2, 3};
+  static const pad_case pc = {{1, -1}, {0, 2}, {1, 0}};
+  ot_array x = ot_random(JIT_F32, 3, (int64_t[]){B, 4, 5}, 120, -1, 1),
+           x1 = example(&x, 1),
+           idx = ot_random(JIT_I32, 2, (int64_t[]){B, 6}, 121, -7, 7),
+           idx1 = example(&idx, 0),
+           u_take = ot_random(JIT_F32, 3, (int64_t[]){B, 6, 5}, 122, -1, 1),
+           u1 = example(&u_take, 2),
+           u_set = ot_random(JIT_F32, 3, (int64_t[]){B, 4, 6}, 123, -1, 1),
+           starts = ot_values(JIT_I32, 1, (int64_t[]){B}, (double[]){-1, 2, 9}),
+           start1 = ot_values(JIT_I64, 0, NULL, (double[]){1}),
+           pads = ot_values(JIT_F32, 1, (int64_t[]){B}, (double[]){5, 6, 7}),
+           pad1 = ot_values(JIT_F32, 0, NULL, (double[]){-3}),
+           along = ot_random(JIT_I32, 3, (int64_t[]){B, 2, 5}, 124, -5, 5);
+  const struct {
+    vmap_case c;
+    ot_array args[4];
+  } cases[] = {
+      {{"vmap_take_x", take_fn, &tc, 2, {0, -1}}, {x, idx1}},
+      {{"vmap_take_idx", take_fn, &tc, 2, {-1, 0}}, {x1, idx}},
+      {{"vmap_take_both", take_fn, &tc, 2, {0, 0}}, {x, idx}},
+      {{"vmap_take_along", take_along0_fn, NULL, 2, {0, 0}}, {x, along}},
+      {{"vmap_scatter_add_x", scatter_fn, &sa, 3, {0, -1, -1}}, {x, idx1, u1}},
+      {{"vmap_scatter_add_idx", scatter_fn, &sa, 3, {-1, 0, 0}}, {x1, idx, u_take}},
+      {{"vmap_scatter_add_all", scatter_fn, &sa, 3, {0, 0, 0}}, {x, idx, u_take}},
+      {{"vmap_scatter_set_u", scatter_fn, &ss, 3, {-1, -1, 0}}, {x1, idx1, u_set}},
+      {{"vmap_dynamic_slice", dslice_fn, (void *)sizes, 3, {0, 0, -1}}, {x, starts, start1}},
+      {{"vmap_dynamic_update", dupdate_fn, NULL, 4, {0, -1, 0, -1}},
+       {x, start1, starts, ot_random(JIT_F32, 2, (int64_t[]){2, 3}, 125, -1, 1)}},
+      {{"vmap_pad", pad_fn, (void *)&pc, 2, {0, -1}}, {x, pad1}},
+      {{"vmap_pad_value", pad_fn, (void *)&pc, 2, {-1, 0}}, {x1, pads}},
+      {{"vmap_rev", rev_fn, NULL, 1, {0}}, {ot_random(JIT_I32, 4, (int64_t[]){B, 3, 4, 5}, 126, -9, 9)}},
+  };
+  for (int k = 0; k < N_OF(cases); k++) check_vmap(&cases[k].c, cases[k].args, B);
+  ot_array owned[] = {x, x1, idx, idx1, u_take, u1, u_set, starts, start1, pads, pad1, along,
+                      cases[9].args[3], cases[12].args[0]};
+  for (int i = 0; i < N_OF(owned); i++) ot_free(&owned[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_take),
@@ -425,6 +515,7 @@ int main(void) {
       cmocka_unit_test(test_dynamic_slice),
       cmocka_unit_test(test_pad),
       cmocka_unit_test(test_rev),
+      cmocka_unit_test(test_vmap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
