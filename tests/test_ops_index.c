@@ -505,6 +505,63 @@ static void test_vmap(void **state) {
   for (int i = 0; i < N_OF(owned); i++) ot_free(&owned[i]);
 }
 
+/* ---- a sharded call equals the unsharded one --------------------------------------------------------- */
+static void mixed_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val y = jit_take(t, a[0], a[1], 0);                                   /* [12,16] */
+  jit_val z = jit_scatter_add(t, a[0], a[1], jit_mul(t, y, jit_scalar(t, 2)), 0); /* [8,16] */
+  jit_val w = jit_pad(t, z, jit_scalar(t, 0), (const int64_t[]){0, 1}, (const int64_t[]){0, 2}, NULL);
+  r[0] = jit_rev(t, w, 1, (const int[]){1});                              /* [8,19] */
+  r[1] = jit_exp(t, y);
+}
+
+static jit_array *put(const jit_array *a, const jit_mesh *m, const char *spec) {
+  jit_sharding *s = NULL;
+  OT_ASSERT_OK(jit_sharding_create(m, spec, &s));
+  jit_array *b = NULL;
+  OT_ASSERT_OK(jit_device_put(a, s, &b));
+  jit_sharding_free(s);
+  return b;
+}
+
+static void test_sharded(void **state) {
+  (void)state;
+  jit_ctx *ctx = ot_ctx_with(2, 2, 3);
+  const int64_t xs[2] = {8, 16}, is[1] = {12}, two[1] = {2};
+  jit_array *x = ot_f32_array(ctx, 2, xs, 130), *idx = NULL;
+  int32_t iv[12] = {0, 7, -1, 3, 3, 9, -12, 5, 2, 2, 6, 1};
+  OT_ASSERT_OK(jit_array_from_host(ctx, JIT_I32, 1, is, iv, &idx));
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "mixed", .n_args = 2, .n_results = 2};
+  OT_ASSERT_OK(jit_compile(ctx, mixed_fn, NULL, &o, &f));
+  jit_array *want[2];
+  OT_ASSERT_OK(jit_call(f, (jit_array *[]){x, idx}, want));
+  static const char *const specs[][2] = {{"x,_", "_"}, {"_,x", "x"}, {"x,_", "x"}, {"_,_", "x"}};
+  jit_mesh *m = NULL;
+  OT_ASSERT_OK(jit_mesh_create(ctx, 1, two, (const char *[]){"x"}, NULL, &m));
+  for (int k = 0; k < N_OF(specs); k++) {
+    jit_array *px = put(x, m, specs[k][0]), *pi = put(idx, m, specs[k][1]), *got[2];
+    OT_ASSERT_OK(jit_call(f, (jit_array *[]){px, pi}, got));
+    for (int j = 0; j < 2; j++) {
+      ot_array g = ot_download(got[j]), w = ot_download(want[j]);
+      bool ok = ot_equal(specs[k][0], &g, &w);
+      ot_free(&g);
+      ot_free(&w);
+      assert_true(ok);
+      jit_array_free(got[j]);
+    }
+    jit_array_free(px);
+    jit_array_free(pi);
+  }
+  jit_mesh_free(m);
+  jit_array_free(want[0]);
+  jit_array_free(want[1]);
+  jit_array_free(x);
+  jit_array_free(idx);
+  jit_fn_free(f);
+  jit_ctx_destroy(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_take),
@@ -516,6 +573,7 @@ int main(void) {
       cmocka_unit_test(test_pad),
       cmocka_unit_test(test_rev),
       cmocka_unit_test(test_vmap),
+      cmocka_unit_test(test_sharded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -190,6 +190,44 @@ static void scan_result_guess(const part *P, const ir_ins *sc, uint32_t k, spec 
 /* The spec op i produces from operands laid out as ops[k] (NULL: unknown, only while
    propagating; at least one is known). Axes of a reduced or contracted split are set in
    *partial. false: the op decides nothing from its operands (constants, iota). */
+/* The dims operand k of rev, pad or gather shares with the result (same size, same elements
+   along it): pairs (operand dim xd[j], result dim rd[j]); their count. Split alike, the op runs
+   on local blocks with no communication: rev and pad on dims they leave alone, a gather on its
+   indices' batch dims (the operand replicated). Scatter and every other dim: replicated. */
+static int index_pairs(const part *P, const ir_ins *in, uint32_t k, int *xd, int *rd) {
+  int n = 0;
+  const ir_type *x = gtype(P, in->args[k]);
+  switch (in->op) {
+  case IR_REV:
+    for (int d = 0, q = 0; d < x->rank; d++) {
+      if (q < in->attr.dims.n && in->attr.dims.d[q] == d) {
+        q++;
+        continue;
+      }
+      xd[n] = rd[n] = d, n++;
+    }
+    break;
+  case IR_PAD:
+    for (int d = 0; k == 0 && d < x->rank; d++)
+      if (!in->attr.pad.lo[d] && !in->attr.pad.hi[d] && !in->attr.pad.interior[d]) xd[n] = rd[n] = d, n++;
+    break;
+  case IR_GATHER: {
+    const ir_gather *g = &in->attr.gather;
+    if (k != 1) break;
+    for (int r = 0, i = 0; r < P->f->types[in->ty].rank; r++) {
+      bool off = false;
+      for (int q = 0; q < g->offset_dims.n; q++) off |= g->offset_dims.d[q] == r;
+      if (off) continue;
+      if (i == g->index_dim) i++;
+      xd[n] = i++, rd[n] = r, n++;
+    }
+    break;
+  }
+  default: break;
+  }
+  return n;
+}
+
 static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsigned *partial) {
   const ir_ins *in = &P->f->ins[i];
   const ir_type *t = gtype(P, i);
@@ -276,6 +314,15 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
       }
     break;
   }
+  case IR_REV:
+  case IR_PAD:
+  case IR_GATHER: {
+    int xd[IR_MAX_RANK], rd[IR_MAX_RANK];
+    uint32_t k = in->op == IR_GATHER;
+    int n = ops[k] ? index_pairs(P, in, k, xd, rd) : 0;
+    for (int j = 0; j < n; j++) copy_dim(out, rd[j], ops[k], xd[j]);
+    break;
+  }
   case IR_CONCAT: {
     const spec *best = NULL;
     for (uint32_t k = 0; k < in->n_args && !best; k++) best = ops[k];
@@ -340,6 +387,13 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
     for (int d = 0; d < t->rank; d++)
       if (d != in->attr.axis) copy_dim(out, d, s, d);
     break;
+  case IR_REV:
+  case IR_PAD:
+  case IR_GATHER: {
+    int xd[IR_MAX_RANK], rd[IR_MAX_RANK], n = index_pairs(P, in, k, xd, rd);
+    for (int j = 0; j < n; j++) copy_dim(out, xd[j], s, rd[j]);
+    break;
+  }
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: {
