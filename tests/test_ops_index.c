@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ir/ir.h"
 #include "support/optest.h"
 #include "tjit.h"
 
@@ -562,6 +563,95 @@ static void test_sharded(void **state) {
   jit_ctx_destroy(ctx);
 }
 
+/* ---- errors: status, op name and the user's line ---------------------------------------------------- */
+static int err_line;
+
+static void bad_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val x = a[0], i = a[1], s = jit_full(t, JIT_I32, 0, NULL, 1);
+  const int64_t big[2] = {5, 9}, lo[2] = {-3, 0}, hi[2] = {-2, 0};
+  switch (*(const int *)user) {
+  case 0: err_line = __LINE__; r[0] = jit_take(t, x, i, 2); break;
+  case 1: err_line = __LINE__; r[0] = jit_take(t, x, x, 0); break;
+  case 2: err_line = __LINE__; r[0] = jit_take_along_axis(t, x, i, 0); break;
+  case 3: err_line = __LINE__; r[0] = jit_scatter_add(t, x, i, x, 0); break;
+  case 4: err_line = __LINE__; r[0] = jit_scatter_set(t, x, i, jit_convert(t, jit_take(t, x, i, 0), JIT_F64), 0); break;
+  case 5: err_line = __LINE__; r[0] = jit_dynamic_slice(t, x, (jit_val[]){s, s}, big); break;
+  case 6: err_line = __LINE__; r[0] = jit_dynamic_slice(t, x, (jit_val[]){s, x}, (const int64_t[]){1, 1}); break;
+  case 7: err_line = __LINE__; r[0] = jit_pad(t, x, jit_scalar(t, 0), lo, hi, NULL); break;
+  case 8: err_line = __LINE__; r[0] = jit_pad(t, x, x, hi, hi, NULL); break;
+  case 9: err_line = __LINE__; r[0] = jit_rev(t, x, 2, (const int[]){1, -1}); break;
+  default: err_line = __LINE__; r[0] = jit_dynamic_update_slice(t, x, i, (jit_val[]){s, s}); break;
+  }
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  static const struct {
+    jit_status want;
+    const char *op, *text;
+  } cases[] = {
+      {JIT_ESHAPE, "take", "axis 2 out of range"},
+      {JIT_EDTYPE, "take", "indices must be integers"},
+      {JIT_ESHAPE, "take_along_axis", "rank of the operand"},
+      {JIT_ESHAPE, "scatter_add", "do not fit"},
+      {JIT_EDTYPE, "scatter_set", "do not fit"},
+      {JIT_ESHAPE, "dynamic_slice", "do not fit"},
+      {JIT_ESHAPE, "dynamic_slice", "integer scalar"},
+      {JIT_ESHAPE, "pad", "crop more"},
+      {JIT_ESHAPE, "pad", "scalar"},
+      {JIT_ESHAPE, "rev", "not distinct"},
+      {JIT_ESHAPE, "dynamic_update_slice", "does not fit"},
+  };
+  ot_array args[2] = {ot_random(JIT_F32, 2, (int64_t[]){4, 5}, 140, -1, 1),
+                      ot_values(JIT_I32, 1, (int64_t[]){3}, (double[]){0, 1, 2})};
+  for (int k = 0; k < N_OF(cases); k++) {
+    ot_array out;
+    err_line = 0;
+    jit_status st = ot_run("bad", bad_fn, &k, 2, args, 1, &out);
+    if (st != cases[k].want) print_error("case %d: %s: %s\n", k, jit_status_str(st), jit_last_error());
+    assert_int_equal(st, cases[k].want);
+    assert_true(ot_error_has(cases[k].op, "tests/test_ops_index.c", err_line));
+    assert_true(ot_error_contains(cases[k].text));
+  }
+  ot_free(&args[0]);
+  ot_free(&args[1]);
+}
+
+/* The IR text: malformed indexing attributes are parse errors with a position, never a crash. */
+static void test_ir_text_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *line, *want;
+  } cases[] = {
+      {"%2 = gather %0, %1 offset_dims=[1] collapsed=[0] start_map=[0] index_dim=1 mode=clip : f32[3,5]",
+       "needs attribute 'sizes'"},
+      {"%2 = gather %0, %1 offset_dims=[1] collapsed=[0] start_map=[0] index_dim=1 sizes=[1,5] mode=wrap : f32[3,5]",
+       "a mode (clip or fill)"},
+      {"%2 = gather %0, %1 offset_dims=[1] collapsed=[0] start_map=[0] index_dim=1 sizes=[1,6] mode=clip : f32[3,6]",
+       "slice size 6 out of range"},
+      {"%2 = gather %0, %1 window_dims=[1] collapsed=[0] start_map=[0] index_dim=1 sizes=[1,5] mode=clip : f32[3,5]",
+       "unknown attribute 'window_dims'"},
+      {"%2 = gather %0, %1 offset_dims=[1] collapsed=[0] start_map=[0,1] index_dim=1 sizes=[1,5] mode=clip : f32[3,5]",
+       "start_map has 2 entries"},
+      {"%2 = gather %0, %0 offset_dims=[1] collapsed=[0] start_map=[0] index_dim=2 sizes=[1,5] mode=clip : f32[4,5,5]",
+       "indices must be integers"},
+      {"%2 = pad %0, %0 lo=[0,0] hi=[0,0] interior=[0,0] : f32[4,5]", "must be a scalar"},
+      {"%2 = rev %0 axes=[1,0] : f32[4,5]", "increasing"},
+  };
+  for (int k = 0; k < N_OF(cases); k++) {
+    char text[512];
+    snprintf(text, sizeof text, "func @f(%%0: f32[4,5], %%1: i32[3]) -> f32[4,5] {\n  %s\n  return %%0\n}\n",
+             cases[k].line);
+    ir_func **fs = NULL;
+    uint32_t n = 0;
+    jit_status st = ir_parse(text, strlen(text), &fs, &n);
+    if (st == JIT_OK || !strstr(jit_last_error(), cases[k].want) || !strstr(jit_last_error(), "2:"))
+      print_error("case %d: %s: %s\n", k, jit_status_str(st), jit_last_error());
+    assert_int_equal(st, JIT_EINVAL);
+    assert_non_null(strstr(jit_last_error(), cases[k].want));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_take),
@@ -574,6 +664,8 @@ int main(void) {
       cmocka_unit_test(test_rev),
       cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_sharded),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_ir_text_errors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
