@@ -298,7 +298,7 @@ static void test_scatter(void **state) {
 static void test_scatter_threads(void **state) {
   (void)state;
   jit_ctx *ctx = ot_ctx_with(1, 4, 3);
-  const int64_t xs[2] = {4096, 16}, is[1] = {700}, us[2] = {700, 16};
+  const int64_t xs[2] = {4096, 64}, is[1] = {700}, us[2] = {700, 64};
   ot_array args[3] = {ot_random(JIT_I32, 2, xs, 80, -100, 100), ot_random(JIT_I32, 1, is, 81, -4200, 4200),
                       ot_random(JIT_I32, 2, us, 82, -100, 100)};
   for (int i = 0; i < 700; i += 3) args[1].v[i] = 17; /* a heavily shared row */

@@ -102,17 +102,15 @@ static jit_status infer_gather(const ir_type *ot, const ir_type *it, const ir_ga
                   (long long)g->sizes[d]);
   }
   *out = (ir_type){.dtype = ot->dtype, .rank = rank};
-  int b = 0, o = 0, od = 0;
+  int b = 0, od = 0; /* the next batch dim, the next operand dim to look at */
   for (int r = 0; r < rank; r++) {
     if (in_dims(&g->offset_dims, r)) {
       while (in_dims(&g->collapsed, od)) od++;
       out->dims[r] = g->sizes[od++];
-      o++;
     } else {
       out->dims[r] = bd[b++];
     }
   }
-  (void)o;
   return JIT_OK;
 }
 
@@ -237,7 +235,8 @@ static bool window_start(const ir_gather *g, const ir_type *ot, const ir_type *i
   for (int d = 0; d < ot->rank; d++) start[d] = 0;
   bool ok = true;
   for (int k = 0; k < g->start_map.n; k++) {
-    int64_t v = ir_load_i64(it->dtype, indices, base + (g->index_dim < it->rank ? k * istr[g->index_dim] : 0));
+    int64_t at = base + (g->index_dim < it->rank ? k * istr[g->index_dim] : 0);
+    int64_t v = ir_load_i64(it->dtype, indices, at);
     int d = g->start_map.d[k];
     int64_t hi = ot->dims[d] - win[d];
     if (v < 0 || v > hi) {
@@ -249,8 +248,8 @@ static bool window_start(const ir_gather *g, const ir_type *ot, const ir_type *i
   return ok || g->mode == IR_INDEX_CLIP;
 }
 
-/* Splits the index of an array with window dims wdims (the rest batch dims) into the batch
-   position and the window offsets, placed at the operand dims not in skip. */
+/* Splits index idx of the gather's result (the scatter's updates) into the batch position (its
+   dims not in offset_dims) and the window offsets, placed at the operand dims not collapsed. */
 static void split_index(const ir_gather *g, int rank, const int64_t *idx, int op_rank,
                         int64_t *pos, int64_t *off) {
   int b = 0, w = 0;
