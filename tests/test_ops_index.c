@@ -238,7 +238,7 @@ static void scatter_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
 static ot_array ref_scatter(const ot_array *x, const ot_array *idx, const ot_array *u, int axis,
                             bool add) {
   ot_array y = ot_zeros(x->dt, x->rank, x->shape);
-  memcpy(y.v, x->v, (size_t)x->n * sizeof *y.v);
+  if (x->n) memcpy(y.v, x->v, (size_t)x->n * sizeof *y.v);
   int64_t ui[JIT_MAX_RANK], xi[JIT_MAX_RANK], ii[JIT_MAX_RANK];
   for (int64_t e = 0; e < u->n; e++) {
     ot_unravel(e, u->rank, u->shape, ui);
@@ -554,6 +554,21 @@ static void test_sharded(void **state) {
     jit_array_free(px);
     jit_array_free(pi);
   }
+  /* an embedding table split along its features: each device gathers its own columns */
+  jit_fn *tf = NULL;
+  take_case tc = {0, 0};
+  jit_fn_opts to = {.name = "take_split", .n_args = 2, .n_results = 1};
+  OT_ASSERT_OK(jit_compile(ctx, take_fn, &tc, &to, &tf));
+  jit_array *px = put(x, m, "_,x"), *got = NULL;
+  OT_ASSERT_OK(jit_call(tf, (jit_array *[]){px, idx}, &got));
+  char *text = ot_fn_dump(tf, (jit_array *[]){px, idx}, JIT_DUMP_PARTITIONED);
+  if (strstr(text, "all_gather") || !strstr(text, "sizes=[1,8]")) print_error("%s", text);
+  assert_null(strstr(text, "all_gather"));
+  assert_non_null(strstr(text, "sizes=[1,8]"));
+  free(text);
+  jit_array_free(got);
+  jit_array_free(px);
+  jit_fn_free(tf);
   jit_mesh_free(m);
   jit_array_free(want[0]);
   jit_array_free(want[1]);
