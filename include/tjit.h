@@ -260,6 +260,24 @@ jit_val jit_broadcast_to(jit_trace *t, jit_val x, int rank, const int64_t *shape
 jit_val jit_slice(jit_trace *t, jit_val x, const int64_t *start, const int64_t *limit,
                   const int64_t *stride /* NULL: 1 */);
 jit_val jit_concat(jit_trace *t, int n, const jit_val *xs, int axis);
+/* lax.pad: lo/hi/interior per dim (NULL interior: 0); negative lo/hi crop */
+jit_val jit_pad(jit_trace *t, jit_val x, jit_val pad_value /* scalar */, const int64_t *lo,
+                const int64_t *hi, const int64_t *interior);
+jit_val jit_rev(jit_trace *t, jit_val x, int n_axes, const int *axes);          /* lax.rev */
+/* x[idx] along axis (jnp.take with JAX's indexing semantics): result shape
+   x.shape[:axis] + idx.shape + x.shape[axis+1:]; idx is any integer dtype; negative entries
+   count from the end; entries still out of range are clamped */
+jit_val jit_take(jit_trace *t, jit_val x, jit_val idx, int axis);
+/* jnp.take_along_axis: idx has x's rank; other dims broadcast as in NumPy; clamped as jit_take */
+jit_val jit_take_along_axis(jit_trace *t, jit_val x, jit_val idx, int axis);
+/* x.at[idx].add(u) / x.at[idx].set(u) along axis: u has jit_take(x, idx, axis)'s shape;
+   duplicate indices add up (add) or one of them wins (set); out-of-range entries are dropped */
+jit_val jit_scatter_add(jit_trace *t, jit_val x, jit_val idx, jit_val updates, int axis);
+jit_val jit_scatter_set(jit_trace *t, jit_val x, jit_val idx, jit_val updates, int axis);
+/* lax.dynamic_slice / dynamic_update_slice: one integer scalar start per dim of x; starts are
+   clamped so that the window lies inside x */
+jit_val jit_dynamic_slice(jit_trace *t, jit_val x, const jit_val *start, const int64_t *sizes);
+jit_val jit_dynamic_update_slice(jit_trace *t, jit_val x, jit_val update, const jit_val *start);
 jit_val jit_reduce_sum(jit_trace *t, jit_val x, int n_axes, const int *axes);
 jit_val jit_reduce_max(jit_trace *t, jit_val x, int n_axes, const int *axes);
 jit_val jit_reduce_min(jit_trace *t, jit_val x, int n_axes, const int *axes);
@@ -354,6 +372,14 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_broadcast_to(t, ...) jit_broadcast_to(JIT__AT(t), __VA_ARGS__)
 #define jit_slice(t, ...) jit_slice(JIT__AT(t), __VA_ARGS__)
 #define jit_concat(t, ...) jit_concat(JIT__AT(t), __VA_ARGS__)
+#define jit_pad(t, ...) jit_pad(JIT__AT(t), __VA_ARGS__)
+#define jit_rev(t, ...) jit_rev(JIT__AT(t), __VA_ARGS__)
+#define jit_take(t, ...) jit_take(JIT__AT(t), __VA_ARGS__)
+#define jit_take_along_axis(t, ...) jit_take_along_axis(JIT__AT(t), __VA_ARGS__)
+#define jit_scatter_add(t, ...) jit_scatter_add(JIT__AT(t), __VA_ARGS__)
+#define jit_scatter_set(t, ...) jit_scatter_set(JIT__AT(t), __VA_ARGS__)
+#define jit_dynamic_slice(t, ...) jit_dynamic_slice(JIT__AT(t), __VA_ARGS__)
+#define jit_dynamic_update_slice(t, ...) jit_dynamic_update_slice(JIT__AT(t), __VA_ARGS__)
 #define jit_reduce_sum(t, ...) jit_reduce_sum(JIT__AT(t), __VA_ARGS__)
 #define jit_reduce_max(t, ...) jit_reduce_max(JIT__AT(t), __VA_ARGS__)
 #define jit_reduce_min(t, ...) jit_reduce_min(JIT__AT(t), __VA_ARGS__)

@@ -246,6 +246,33 @@ static void test_math(void **state) {
   jit_ctx_destroy(c);
 }
 
+/* gather (fused into its consumer), scatter-add, pad and rev: loads at indices read from data */
+static void indexing(jit_trace *t, const jit_val *a, jit_val *r, void *u) {
+  (void)u;
+  jit_val y = jit_take(t, a[0], a[1], 0);
+  r[0] = jit_exp(t, y);
+  r[1] = jit_rev(t, jit_scatter_add(t, a[0], a[1], y, 0), 1, (const int[]){1});
+  r[2] = jit_pad(t, a[0], jit_scalar(t, 1.5), (const int64_t[]){1, -1}, (const int64_t[]){0, 2},
+                 (const int64_t[]){1, 0});
+}
+
+static void test_indexing(void **state) {
+  (void)state;
+  if (!have_cc()) skip();
+  jit_ctx *c = ot_ctx_with(1, 2, 3);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "indexing", .n_args = 2, .n_results = 3};
+  assert_int_equal(jit_compile(c, indexing, NULL, &o, &f), JIT_OK);
+  int32_t iv[9] = {3, -1, 40, 0, 3, -50, 7, 7, 2};
+  jit_array *a[2] = {random_array(c, JIT_F32, 2, (const int64_t[]){9, 33}, 11, -1, 1), NULL};
+  assert_int_equal(jit_array_from_host(c, JIT_I32, 1, (const int64_t[]){9}, iv, &a[1]), JIT_OK);
+  export_and_compare(f, "indexing", 2, a, 3, "", 1e-6);
+  jit_array_free(a[0]);
+  jit_array_free(a[1]);
+  jit_fn_free(f);
+  jit_ctx_destroy(c);
+}
+
 static void scan_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *nc, jit_val *y,
                       void *u) {
   (void)u;
@@ -301,6 +328,7 @@ int main(void) {
       cmocka_unit_test(test_w2),
       cmocka_unit_test(test_w4),
       cmocka_unit_test(test_math),
+      cmocka_unit_test(test_indexing),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, make_dir, remove_dir);

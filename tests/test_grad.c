@@ -130,6 +130,29 @@ static jit_val op_two_contract(jit_trace *t, const jit_val *x, const vcase *c) {
   return jit_dot_general(t, x[0], x[1], 0, NULL, NULL, 1, (const int[]){2}, (const int[]){0});
 }
 
+/* Indices (i32[6]) with duplicates, negative and out-of-range entries for an axis of 3:
+   (3 i mod 5) - 4 = -4 -1 -3 0 -2 -4. */
+static jit_val test_indices(jit_trace *t) {
+  jit_val i = jit_iota(t, JIT_I32, 1, (const int64_t[]){6}, 0);
+  return jit_sub(t, jit_rem(t, jit_mul(t, i, jit_scalar(t, 3)), jit_scalar(t, 5)), jit_scalar(t, 4));
+}
+static jit_val op_index(jit_trace *t, const jit_val *x, const vcase *c) {
+  jit_val s1 = jit_full(t, JIT_I32, 0, NULL, 1), s5 = jit_full(t, JIT_I64, 0, NULL, 5);
+  switch (c->k) {
+  case 0: return jit_take(t, x[0], test_indices(t), 0);            /* [3,4] -> [6,4] */
+  case 1: return jit_take(t, jit_exp(t, x[0]), test_indices(t), 1); /* [4,3] -> [4,6] */
+  case 2: return jit_scatter_add(t, x[0], test_indices(t), x[1], 0); /* [3,4] += [6,4] */
+  case 3: return jit_scatter_set(t, x[0], test_indices(t), x[1], 0); /* duplicates: one wins */
+  case 4: return jit_take_along_axis(t, x[0], jit_reshape(t, test_indices(t), 2, (const int64_t[]){2, 3}), 1);
+  case 5: return jit_dynamic_slice(t, x[0], (jit_val[]){s1, s5}, (const int64_t[]){2, 3});
+  case 6: return jit_dynamic_update_slice(t, x[0], x[1], (jit_val[]){s1, s5});
+  case 7:
+    return jit_pad(t, x[0], x[1], (const int64_t[]){1, -1}, (const int64_t[]){-1, 2},
+                   (const int64_t[]){2, 1});
+  default: return jit_rev(t, x[0], 2, (const int[]){0, 1});
+  }
+}
+
 #define S1(a) {1, {a}}
 #define S2(a, b) {2, {a, b}}
 #define S3(a, b, c) {3, {a, b, c}}
@@ -189,6 +212,15 @@ static const vcase cases[] = {
     {"dot_permuted", op_dot_general, 2, {S3(4, 2, 3), S3(3, 5, 2)}, -1, 1, 0, 0, 1},
     {"dot_two_contract", op_two_contract, 2, {S3(3, 4, 2), S3(2, 5, 4)}, -1, 1, 0, 0, 0},
     {"dot_two_free", op_two_contract, 2, {S3(3, 3, 4), S3(4, 3, 3)}, -1, 1, 0, 0, 1},
+    {"take", op_index, 1, {S2(3, 4)}, -1, 1, 0, 0, 0},
+    {"take_axis1", op_index, 1, {S2(4, 3)}, -1, 1, 0, 0, 1},
+    {"scatter_add", op_index, 2, {S2(3, 4), S2(6, 4)}, -1, 1, 0, 0, 2},
+    {"scatter_set", op_index, 2, {S2(3, 4), S2(6, 4)}, -1, 1, 0, 0, 3},
+    {"take_along_axis", op_index, 1, {S2(2, 3)}, -1, 1, 0, 0, 4},
+    {"dynamic_slice", op_index, 1, {S2(3, 6)}, -1, 1, 0, 0, 5},
+    {"dynamic_update_slice", op_index, 2, {S2(3, 6), S2(2, 3)}, -1, 1, 0, 0, 6},
+    {"pad", op_index, 2, {S2(3, 4), {0, {0}}}, -1, 1, 0, 0, 7},
+    {"rev", op_index, 1, {S2(3, 4)}, -1, 1, 0, 0, 8},
 };
 
 /* args: x[0..n_in), r */

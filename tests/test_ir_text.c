@@ -166,6 +166,26 @@ static void every_op_roundtrips(void **state) {
   ir_attr io = {0};
   io.axis = 1;
   emit(f, IR_IOTA, T(f, JIT_I64, 2, 2, 3), 0, NULL, &io, noloc);
+  /* m[iv] along dim 0, added back into m; a pad with a crop and interior; a rev */
+  ir_attr ga = {0};
+  ga.gather.offset_dims = (ir_dims){2, {1, 2}};
+  ga.gather.collapsed = (ir_dims){1, {0}};
+  ga.gather.start_map = (ir_dims){1, {0}};
+  ga.gather.index_dim = 1;
+  ga.gather.sizes[0] = 1, ga.gather.sizes[1] = 2, ga.gather.sizes[2] = 3;
+  ir_ref gargs[3] = {m, iv, IR_NOREF};
+  gargs[2] = emit(f, IR_GATHER, T(f, JIT_F32, 3, 3, 2, 3), 2, gargs, &ga, at);
+  memset(ga.gather.sizes, 0, sizeof ga.gather.sizes);
+  ga.gather.combine = IR_COMBINE_ADD;
+  ga.gather.mode = IR_INDEX_FILL;
+  emit(f, IR_SCATTER, T(f, JIT_F32, 3, 4, 2, 3), 3, gargs, &ga, noloc);
+  ir_attr pa = {0};
+  pa.pad.lo[0] = 1, pa.pad.lo[1] = -1, pa.pad.hi[1] = 2, pa.pad.interior[0] = 1;
+  ir_ref pargs[2] = {x, s0};
+  emit(f, IR_PAD, T(f, JIT_F32, 2, 4, 4), 2, pargs, &pa, noloc);
+  ir_attr ra = {0};
+  ra.dims = (ir_dims){1, {1}};
+  emit(f, IR_REV, f23, 1, &x, &ra, noloc);
   ir_ref res[3] = {sel, d, cmps[JIT_GE]};
   assert_int_equal(ir_set_results(f, 3, res), JIT_OK);
   if (ir_verify(f, NULL) != JIT_OK) fail_msg("%s", jit_last_error());
@@ -187,6 +207,12 @@ static void every_op_roundtrips(void **state) {
   assert_non_null(strstr(text, " dims=[] : f32[2,3]"));
   assert_non_null(strstr(text, " axes=[] : f32[4,2,3]"));
   assert_non_null(strstr(text, " start=[1,0] limit=[2,3] stride=[1,2] : f32[1,2]"));
+  assert_non_null(strstr(text, " offset_dims=[1,2] collapsed=[0] start_map=[0] index_dim=1 "
+                               "sizes=[1,2,3] mode=clip : f32[3,2,3]"));
+  assert_non_null(strstr(text, " window_dims=[1,2] inserted=[0] start_map=[0] index_dim=1 "
+                               "combine=add mode=fill : f32[4,2,3]"));
+  assert_non_null(strstr(text, " lo=[1,-1] hi=[0,2] interior=[1,0] : f32[4,4]"));
+  assert_non_null(strstr(text, " axes=[1] : f32[2,3]"));
   free(text);
   ir_func_free(f);
 }

@@ -38,6 +38,10 @@ typedef struct fz_map {
    exists (a reshape that moves elements, a dot operand, an op that reads no operand). */
 bool fz_map_operand(const ir_func *f, ir_ref u, uint32_t slot, const fz_map *mu, fz_map *out);
 bool fz_map_equal(const fz_map *a, const fz_map *b);
+/* The map of a gather's (scatter's) indices for entry 0 of each index vector, when its result
+   (updates) of type vt is read at mv: the indices' batch dims follow vt's non-offset dims. */
+void fz_map_indices(const ir_gather *g, const ir_type *it, const ir_type *vt, const fz_map *mv,
+                    fz_map *out);
 /* True when m reads no inner index. */
 bool fz_map_row_level(const fz_map *m);
 

@@ -568,6 +568,143 @@ static jit_status gen_concat(lower *L, ir_ref v, const fz_map *m, int32_t *out) 
   return JIT_OK;
 }
 
+/* ---- gather, pad, scatter: loads at data-dependent indices -------------------------------------- */
+
+static int32_t ew_op(lower *L, ir_op op, jit_dtype dt, jit_dtype in_dt, int32_t a, int32_t b,
+                     int32_t c) {
+  lp_ins e = mk(LP_EW, dt, a, b, c);
+  e.ew = (uint8_t)op;
+  e.in_dt = (uint8_t)in_dt;
+  return emit(L, e);
+}
+
+static int32_t and_ok(lower *L, int32_t ok, int32_t b) {
+  return ok < 0 ? b : ew_op(L, IR_AND, JIT_BOOL, JIT_BOOL, ok, b, -1);
+}
+
+/* x clamped into [0, hi]; *ok (-1: true) ANDed with x being there already. */
+static int32_t clamp_index(lower *L, int32_t x, int64_t hi, int32_t *ok) {
+  int32_t c = iop(L, LP_IMIN, iop(L, LP_IMAX, x, iconst(L, 0)), iconst(L, hi < 0 ? 0 : hi));
+  if (ok && c != x) {
+    lp_ins eq = mk(LP_EW, JIT_BOOL, c, x, -1);
+    eq.ew = IR_CMP;
+    eq.cmp = JIT_EQ;
+    eq.in_dt = JIT_I64;
+    *ok = and_ok(L, *ok, emit(L, eq));
+  }
+  return c;
+}
+
+/* The window starts (per operand dim, clamped into [0, dim - win]) of a gather or scatter whose
+   indices are read at im (entry 0 of each index vector); *ok: every start was in range. */
+static jit_status window_starts(lower *L, ir_ref indices, const ir_gather *g, const ir_type *ot,
+                                const int64_t *win, fz_map im, bool clamp, int32_t *start,
+                                int32_t *ok) {
+  const ir_type *it = ir_type_of(L->f, indices);
+  for (int d = 0; d < ot->rank; d++) start[d] = iconst(L, 0);
+  *ok = -1;
+  for (int k = 0; k < g->start_map.n; k++) {
+    if (g->index_dim < it->rank) im.off[g->index_dim] = k;
+    int32_t x;
+    jit_status st = gen(L, indices, &im, clamp, &x);
+    if (st != JIT_OK) return st;
+    if (it->dtype != JIT_I64) x = ew_op(L, IR_CONVERT, JIT_I64, it->dtype, x, -1, -1);
+    int d = g->start_map.d[k];
+    start[d] = clamp_index(L, x, ot->dims[d] - win[d], g->mode == IR_INDEX_FILL ? ok : NULL);
+  }
+  return JIT_OK;
+}
+
+/* The element offset in operand (type ot) of start + offsets, where offsets are value dims
+   (result or updates, read at map m) in the positions offset_dims, placed at the operand's
+   dims not in collapsed. */
+static int32_t window_address(lower *L, const ir_gather *g, const ir_type *ot, const int32_t *start,
+                              const fz_map *m) {
+  int32_t idx[IR_MAX_RANK];
+  for (int d = 0, w = 0; d < ot->rank; d++) {
+    bool collapsed = false;
+    for (int k = 0; k < g->collapsed.n; k++) collapsed |= g->collapsed.d[k] == d;
+    idx[d] = collapsed ? start[d] : iop(L, LP_IADD, start[d], dim_index(L, m, g->offset_dims.d[w++]));
+  }
+  int32_t a = iconst(L, 0);
+  int64_t stride = 1;
+  for (int d = ot->rank; d-- > 0;) {
+    a = iop(L, LP_IADD, a, iop(L, LP_IMUL, idx[d], iconst(L, stride)));
+    stride *= ot->dims[d];
+  }
+  return a;
+}
+
+/* An element of buffer value v (through its base) at element offset a. */
+static int32_t load_at(lower *L, ir_ref v, int32_t a, bool clamp) {
+  const ir_type *t = ir_type_of(L->f, v);
+  if (clamp) { /* a concat evaluates every operand at every point */
+    int64_t n = ir_type_numel(t);
+    a = iop(L, LP_IMIN, iop(L, LP_IMAX, a, iconst(L, 0)), iconst(L, n > 0 ? n - 1 : 0));
+  }
+  ir_ref b = L->p->base[v];
+  note_read(L, b);
+  lp_ins ld = mk(LP_LOAD, t->dtype, a, -1, -1);
+  ld.buf = (int32_t)b;
+  return emit(L, ld);
+}
+
+static jit_status gen_gather(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
+  const ir_ins *in = &L->f->ins[v];
+  const ir_gather *g = &in->attr.gather;
+  const ir_type *ot = ir_type_of(L->f, in->args[0]), *rt = ir_type_of(L->f, v);
+  fz_map im;
+  fz_map_indices(g, ir_type_of(L->f, in->args[1]), rt, m, &im);
+  int32_t start[IR_MAX_RANK], ok;
+  jit_status st = window_starts(L, in->args[1], g, ot, g->sizes, im, clamp, start, &ok);
+  if (st != JIT_OK) return st;
+  int32_t x = load_at(L, in->args[0], window_address(L, g, ot, start, m), clamp);
+  *out = ok < 0 ? x : ew_op(L, IR_SELECT, rt->dtype, rt->dtype, ok, x, value_const(L, rt->dtype, 0));
+  return JIT_OK;
+}
+
+/* lax.pad: per dim, the operand index (o - lo) / (interior + 1) when that divides and lies in
+   the operand, else the pad value. */
+static jit_status gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
+  const ir_ins *in = &L->f->ins[v];
+  const ir_pad *p = &in->attr.pad;
+  const ir_type *ot = ir_type_of(L->f, in->args[0]), *rt = ir_type_of(L->f, v);
+  fz_map pm = *m;
+  pm.rank = 0;
+  int32_t pad;
+  jit_status st = gen(L, in->args[1], &pm, clamp, &pad);
+  if (st != JIT_OK) return st;
+  if (ir_type_numel(ot) == 0) { /* nothing but padding */
+    *out = pad;
+    return JIT_OK;
+  }
+  int32_t ok = -1, a = iconst(L, 0);
+  int64_t stride = 1;
+  for (int d = ot->rank; d-- > 0;) {
+    int64_t step = p->interior[d] + 1, n = ot->dims[d];
+    int32_t i = iop(L, LP_ISUB, dim_index(L, m, d), iconst(L, p->lo[d]));
+    int32_t at = i;
+    if (step > 1) {
+      int32_t ic = iop(L, LP_IMAX, i, iconst(L, 0));
+      int32_t rem = iop(L, LP_IREM, ic, iconst(L, step));
+      lp_ins eq = mk(LP_EW, JIT_BOOL, rem, iconst(L, 0), -1);
+      eq.ew = IR_CMP;
+      eq.cmp = JIT_EQ;
+      eq.in_dt = JIT_I64;
+      ok = and_ok(L, ok, emit(L, eq));
+      at = iop(L, LP_IDIV, ic, iconst(L, step));
+      /* i < 0 maps to 0 here: the check below sees i itself */
+      at = iop(L, LP_IADD, at, iop(L, LP_ISUB, i, iop(L, LP_IMAX, i, iconst(L, 0))));
+    }
+    int32_t c = clamp_index(L, at, n - 1, (p->lo[d] > 0 || p->hi[d] > 0 || step > 1) ? &ok : NULL);
+    a = iop(L, LP_IADD, a, iop(L, LP_IMUL, c, iconst(L, stride)));
+    stride *= n;
+  }
+  int32_t x = load_at(L, in->args[0], a, false);
+  *out = ok < 0 ? x : ew_op(L, IR_SELECT, rt->dtype, rt->dtype, ok, x, pad);
+  return JIT_OK;
+}
+
 static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
   jit_status st = JIT_OK;
   /* row-level values are shared by a row's loops, except in column mode where a row dim
@@ -633,6 +770,7 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
     case IR_BROADCAST:
     case IR_TRANSPOSE:
     case IR_SLICE:
+    case IR_REV:
     case IR_RESHAPE: {
       fz_map om;
       if (!fz_map_operand(f, v, 0, m, &om))
@@ -641,6 +779,8 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
       break;
     }
     case IR_CONCAT: TRY(gen_concat(L, v, m, &id)); break;
+    case IR_GATHER: TRY(gen_gather(L, v, m, clamp, &id)); break;
+    case IR_PAD: TRY(gen_pad(L, v, m, clamp, &id)); break;
     case IR_REDUCE_SUM:
     case IR_REDUCE_MAX:
     case IR_REDUCE_MIN: TRY(gen_reduce(L, v, m, clamp, &id)); break;
@@ -889,6 +1029,90 @@ static jit_status write_columns(lower *L) {
   return st;
 }
 
+/* ---- scatter ------------------------------------------------------------------------------------
+   A kernel of its own over buffers. Its rows are chunks of the operand's leading dim: row r
+   copies its chunk of the operand into the result, then walks every update in order and
+   combines those that land in its chunk. Each element is written by one row only, so rows may
+   run on any threads, and duplicates combine in update order as in the interpreter. An update
+   outside the chunk (or dropped) rewrites an element of the chunk with its own value. */
+#define LP_SCATTER_CHUNKS 4
+
+static jit_status write_scatter(lower *L) {
+  const ir_ins *in = &L->f->ins[L->k->root];
+  const ir_gather *g = &in->attr.gather;
+  ir_ref r = L->k->root;
+  const ir_type *ot = ir_type_of(L->f, r), *it = ir_type_of(L->f, in->args[1]),
+                *ut = ir_type_of(L->f, in->args[2]);
+  jit_dtype dt = ot->dtype;
+  int64_t n0 = ot->rank ? ot->dims[0] : 1, inner = n0 ? ir_type_numel(ot) / n0 : 0;
+  /* several chunks only when the copy outweighs the walks over the updates they repeat */
+  int64_t chunks = ir_type_numel(ut) * LP_SCATTER_CHUNKS <= ir_type_numel(ot) ? LP_SCATTER_CHUNKS : 1;
+  if (chunks > n0) chunks = n0;
+  int64_t per = chunks ? (n0 + chunks - 1) / chunks : 0;
+  L->n_row = 1;
+  L->row_ext[0] = chunks;
+  L->lf->n_rows = chunks;
+  int32_t lo = iop(L, LP_IMUL, row_val(L, 0), iconst(L, per));
+  int32_t hi = iop(L, LP_IMIN, iop(L, LP_IADD, lo, iconst(L, per)), iconst(L, n0));
+  /* the chunk's copy */
+  saved_nest sv;
+  int32_t trip = iop(L, LP_IMUL, iop(L, LP_ISUB, hi, lo), iconst(L, inner));
+  open_nest(L, 1, &trip, &sv);
+  int32_t a = iop(L, LP_IADD, iop(L, LP_IMUL, lo, iconst(L, inner)), L->inner_idx[0]);
+  lp_ins cp = mk(LP_STORE, dt, a, load_at(L, in->args[0], a, false), -1);
+  cp.buf = (int32_t)r;
+  emit_at(L, cp, L->depth - 1);
+  close_nest(L, &sv);
+  /* the updates, in order */
+  int32_t trips[IR_MAX_RANK];
+  for (int d = 0; d < ut->rank; d++) trips[d] = iconst(L, ut->dims[d]);
+  open_nest(L, ut->rank, trips, &sv);
+  fz_map um;
+  memset(&um, 0, sizeof um);
+  um.rank = ut->rank;
+  um.n_inner = ut->rank;
+  for (int d = 0; d < ut->rank; d++) {
+    um.src[d] = (int8_t)FZ_INNER(d);
+    um.scale[d] = 1;
+    um.inner_ext[d] = ut->dims[d];
+  }
+  int64_t win[IR_MAX_RANK];
+  for (int d = 0, w = 0; d < ot->rank; d++) {
+    bool inserted = false;
+    for (int k = 0; k < g->collapsed.n; k++) inserted |= g->collapsed.d[k] == d;
+    win[d] = inserted ? 1 : ut->dims[g->offset_dims.d[w++]];
+  }
+  fz_map im;
+  fz_map_indices(g, it, ut, &um, &im);
+  int32_t start[IR_MAX_RANK], ok;
+  jit_status st = window_starts(L, in->args[1], g, ot, win, im, false, start, &ok);
+  if (st != JIT_OK) {
+    close_nest(L, &sv);
+    return st;
+  }
+  int32_t target = window_address(L, g, ot, start, &um);
+  /* in this row's chunk: lo * inner <= target < hi * inner */
+  int32_t t0 = iop(L, LP_IMUL, lo, iconst(L, inner));
+  int32_t rel = iop(L, LP_ISUB, target, t0);
+  int32_t span = iop(L, LP_IMUL, iop(L, LP_ISUB, hi, lo), iconst(L, inner));
+  lp_ins lt0 = mk(LP_ILT, JIT_BOOL, rel, iconst(L, 0), -1), ltn = mk(LP_ILT, JIT_BOOL, rel, span, -1);
+  int32_t below = emit(L, lt0), inside = emit(L, ltn);
+  int32_t in_chunk = ew_op(L, IR_AND, JIT_BOOL, JIT_BOOL, inside,
+                           ew_op(L, IR_NOT, JIT_BOOL, JIT_BOOL, below, -1, -1), -1);
+  ok = and_ok(L, ok, in_chunk);
+  int32_t dst = ew_op(L, IR_SELECT, JIT_I64, JIT_I64, ok, target, t0);
+  lp_ins ld = mk(LP_LOAD, dt, dst, -1, -1); /* not CSE'd: the loop stores to it */
+  ld.buf = (int32_t)r;
+  int32_t old = emit_at(L, ld, L->depth - 1);
+  int32_t u = load_at(L, in->args[2], address(L, in->args[2], &um), false);
+  int32_t val = g->combine == IR_COMBINE_ADD ? ew_op(L, IR_ADD, dt, dt, old, u, -1) : u;
+  lp_ins stv = mk(LP_STORE, dt, dst, ew_op(L, IR_SELECT, dt, dt, ok, val, old), -1);
+  stv.buf = (int32_t)r;
+  emit_at(L, stv, L->depth - 1);
+  close_nest(L, &sv);
+  return L->oom ? jit_error(JIT_ENOMEM, "codegen: out of memory") : JIT_OK;
+}
+
 jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   jit_status st = JIT_OK;
   *out = NULL;
@@ -920,7 +1144,8 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   L.stack[1] = L.lf->row;
   L.depth = 2;
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
-  if (column_mode(&L)) TRY(write_columns(&L));
+  if (p->f->ins[k->root].op == IR_SCATTER) TRY(write_scatter(&L));
+  else if (column_mode(&L)) TRY(write_columns(&L));
   else TRY(write_values(&L));
   L.lf->row_work = block_work(L.lf, L.lf->row);
 

@@ -981,6 +981,12 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
     case IR_BROADCAST: st = eval_broadcast(f, r, a, out); break;
     case IR_SLICE: st = eval_slice(f, r, a, out); break;
     case IR_CONCAT: st = eval_concat(f, r, a, out); break;
+    case IR_GATHER: ir_eval_gather(&in->attr, a[0].t, a[0].data, a[1].t, a[1].data, t, out); break;
+    case IR_SCATTER:
+      ir_eval_scatter(&in->attr, a[0].t, a[0].data, a[1].t, a[1].data, a[2].t, a[2].data, out);
+      break;
+    case IR_PAD: ir_eval_pad(&in->attr, a[0].t, a[0].data, a[1].data, t, out); break;
+    case IR_REV: ir_eval_rev(&in->attr, a[0].t, a[0].data, out); break;
     case IR_REDUCE_SUM:
     case IR_REDUCE_MAX:
     case IR_REDUCE_MIN: st = eval_reduce(f, r, a, out); break;

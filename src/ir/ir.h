@@ -29,6 +29,9 @@
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
      drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free).
+     GATHER (operand, indices) and SCATTER (operand, indices, updates) gather: XLA's dimension
+     numbers (see ir_gather and gather.c); PAD (operand, scalar pad value) pad; REV dims (the
+     reversed axes, increasing).
      SHARDING sharding: the identity, pinning its value's sharding (jit_with_sharding_constraint;
      the partitioner consumes it). ALL_REDUCE .. AXIS_INDEX coll: the collectives of a
      partitioned (per-device) function, see ir_coll; they need the function's mesh. SCAN scan (see ir_scan; any number of operands, 0 included); GET axis (the index of
@@ -86,6 +89,10 @@
   _(BROADCAST, 1, 0, "broadcast")                  \
   _(SLICE, 1, 0, "slice")                          \
   _(CONCAT, -1, 0, "concat")                       \
+  _(GATHER, 2, 0, "gather")                        \
+  _(SCATTER, 3, 0, "scatter")                      \
+  _(PAD, 2, 0, "pad")                              \
+  _(REV, 1, 0, "rev")                              \
   _(REDUCE_SUM, 1, IR_REDUCE, "reduce_sum")        \
   _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
   _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
@@ -195,6 +202,38 @@ typedef struct ir_shard_map {
   struct jit_sharding **specs; /* n_args + n_out */
 } ir_shard_map;
 
+/* XLA's gather / scatter dimension numbers (see gather.c for the semantics). Indices: an integer
+   array whose dim index_dim holds one index vector per position of its other (batch) dims;
+   index_dim == its rank means a vector of length 1. Index vector entry k is the start in operand
+   dim start_map.d[k] (other dims start at 0).
+     GATHER: result dims = the indices' batch dims, in order, with the slice's non-collapsed dims
+     at the positions offset_dims (increasing); sizes[d] is the slice's size in operand dim d
+     (1 in the collapsed dims). Starts are clamped to [0, dim - size] (mode CLIP), or a slice
+     with a start outside that range reads zeros (mode FILL).
+     SCATTER: updates dims = the indices' batch dims with the window dims at the positions
+     offset_dims (update_window_dims); the window spans the operand dims not in collapsed
+     (inserted_window_dims), its sizes are the updates' window dims (1 in the inserted dims). The
+     result is the operand with each update window combined (set or add) in at its start, in
+     row-major order of the updates; a window with a start outside [0, dim - size] is dropped
+     (mode FILL) or clamped (mode CLIP). */
+typedef enum ir_index_mode { IR_INDEX_CLIP, IR_INDEX_FILL } ir_index_mode;
+typedef enum ir_combine { IR_COMBINE_SET, IR_COMBINE_ADD } ir_combine;
+typedef struct ir_gather {
+  ir_dims offset_dims;       /* gather offset_dims / scatter update_window_dims (increasing) */
+  ir_dims collapsed;         /* collapsed_slice_dims / inserted_window_dims (increasing) */
+  ir_dims start_map;         /* start_index_map / scatter_dims_to_operand_dims (distinct) */
+  uint8_t index_dim;         /* index_vector_dim: 0..indices rank */
+  uint8_t mode;              /* ir_index_mode */
+  uint8_t combine;           /* SCATTER: ir_combine */
+  int64_t sizes[IR_MAX_RANK]; /* GATHER: slice_sizes, one per operand dim */
+} ir_gather;
+
+/* lax.pad: per dim, lo / hi elements of the pad value before / after (negative: cropped) and
+   interior ones between neighbours (>= 0). Result dim = lo + hi + n + max(n - 1, 0) * interior. */
+typedef struct ir_pad {
+  int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], interior[IR_MAX_RANK];
+} ir_pad;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -204,6 +243,8 @@ typedef struct ir_attr {
   ir_dims dims;        /* TRANSPOSE, BROADCAST, REDUCE_* */
   ir_dot_dims dot;     /* DOT */
   ir_slice slice;      /* SLICE */
+  ir_gather gather;    /* GATHER, SCATTER */
+  ir_pad pad;          /* PAD */
   ir_coll coll;        /* ALL_REDUCE .. AXIS_INDEX */
   struct jit_sharding *sharding; /* SHARDING: the function holds a reference (see ir_func) */
   ir_scan scan;        /* SCAN */
@@ -406,6 +447,21 @@ const ir_device *ir_set_thread_device(const ir_device *dev);
    out_dt. CONVERT, CMP (attr->cmp) and SELECT (operand 0 is the predicate) included. */
 double ir_eval_elementwise(ir_op op, const ir_attr *attr, jit_dtype in_dt, jit_dtype out_dt,
                            const double *operands);
+
+/* ---- gather, scatter, pad, rev (gather.c) ---------------------------------------------------
+   Their type rules (ir_infer_type's, same contract) and the interpreter's semantics (on dense
+   row-major buffers of the given types; the attributes already checked by the type rule). */
+jit_status ir_infer_index_op(ir_op op, uint32_t n_args, const ir_type *const *args,
+                             const ir_attr *attr, ir_type *out, char *why, size_t why_n);
+void ir_eval_gather(const ir_attr *a, const ir_type *ot, const void *operand, const ir_type *it,
+                    const void *indices, const ir_type *rt, void *out);
+void ir_eval_scatter(const ir_attr *a, const ir_type *ot, const void *operand, const ir_type *it,
+                     const void *indices, const ir_type *ut, const void *updates, void *out);
+void ir_eval_pad(const ir_attr *a, const ir_type *ot, const void *operand, const void *pad_value,
+                 const ir_type *rt, void *out);
+void ir_eval_rev(const ir_attr *a, const ir_type *ot, const void *operand, void *out);
+/* The length of the index vector of indices type it (1 when index_dim == its rank). */
+int64_t ir_gather_index_len(const ir_type *it, int index_dim);
 
 /* ---- liveness (liveness.c) -------------------------------------------------------------------
    The bytes of live intermediate values at the peak of f's instruction order: a value is live

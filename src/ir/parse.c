@@ -412,7 +412,7 @@ static unsigned attrs_allowed(ir_op op) {
   case IR_CMP: return A_DIR;
   case IR_TRANSPOSE: return A_PERM;
   case IR_BROADCAST: return A_DIMS;
-  case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: return A_AXES;
+  case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: case IR_REV: return A_AXES;
   case IR_SLICE: return A_START | A_LIMIT | A_STRIDE;
   case IR_DOT: return A_BATCH | A_CONTRACT;
   case IR_SCAN: return A_CONSTS | A_CARRY | A_LENGTH | A_REVERSE;
@@ -725,6 +725,77 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
   }
 }
 
+/* gather / scatter / pad keys, all required where allowed: bit i of *seen is index_keys[i]. */
+enum { K_GATHER = 1, K_SCATTER = 2, K_PAD = 4 };
+static const struct { const char *name; unsigned ops; } index_keys[] = {
+    {"offset_dims", K_GATHER}, {"window_dims", K_SCATTER}, {"collapsed", K_GATHER},
+    {"inserted", K_SCATTER},   {"start_map", K_GATHER | K_SCATTER},
+    {"index_dim", K_GATHER | K_SCATTER}, {"sizes", K_GATHER}, {"combine", K_SCATTER},
+    {"mode", K_GATHER | K_SCATTER}, {"lo", K_PAD}, {"hi", K_PAD}, {"interior", K_PAD},
+};
+enum { N_INDEX_KEYS = sizeof index_keys / sizeof index_keys[0] };
+
+static unsigned index_op_bit(ir_op op) {
+  return op == IR_GATHER ? K_GATHER : op == IR_SCATTER ? K_SCATTER : op == IR_PAD ? K_PAD : 0;
+}
+
+/* One word among names (n of them) into *out. */
+static jit_status parse_choice(parser *p, const char *const *names, int n, const char *what, uint8_t *out) {
+  for (int i = 0; i < n; i++)
+    if (is_word(p, names[i])) {
+      *out = (uint8_t)i;
+      lex(p);
+      return JIT_OK;
+    }
+  return expected(p, what);
+}
+
+static jit_status parse_index_attr(parser *p, ir_op op, const ir_type *operand, ir_attr *a,
+                                   unsigned *seen) {
+  tok key = p->t;
+  int k = -1;
+  for (int i = 0; i < N_INDEX_KEYS; i++)
+    if ((index_keys[i].ops & index_op_bit(op)) && is_word(p, index_keys[i].name)) k = i;
+  if (k < 0)
+    return err_at(key.line, key.col, "unknown attribute '%.*s' for '%s'", (int)key.n, key.s,
+                  ir_op_name[op]);
+  if (*seen >> k & 1)
+    return err_at(key.line, key.col, "attribute '%.*s' given twice", (int)key.n, key.s);
+  *seen |= 1u << k;
+  lex(p);
+  jit_status st = expect_punct(p, '=', "'=' after the attribute's name");
+  if (st) return st;
+  int rank = operand ? operand->rank : 0;
+  ir_gather *g = &a->gather;
+  static const char *const modes[] = {"clip", "fill"}, *const combiners[] = {"set", "add"};
+  switch (k) {
+  case 0:
+  case 1: return parse_axes(p, g->offset_dims.d, &g->offset_dims.n);
+  case 2:
+  case 3: return parse_axes(p, g->collapsed.d, &g->collapsed.n);
+  case 4: return parse_axes(p, g->start_map.d, &g->start_map.n);
+  case 5: {
+    int64_t v = 0;
+    st = parse_int(p, "an index dim (0..8)", 0, IR_MAX_RANK, &v);
+    g->index_dim = (uint8_t)v;
+    return st;
+  }
+  case 6: return parse_i64s(p, "sizes", g->sizes, rank);
+  case 7: return parse_choice(p, combiners, 2, "a combiner (set or add)", &g->combine);
+  case 8: return parse_choice(p, modes, 2, "a mode (clip or fill)", &g->mode);
+  case 9: return parse_i64s(p, "lo", a->pad.lo, rank);
+  case 10: return parse_i64s(p, "hi", a->pad.hi, rank);
+  default: return parse_i64s(p, "interior", a->pad.interior, rank);
+  }
+}
+
+/* The first index key op needs and *seen lacks, or NULL. */
+static const char *missing_index_key(ir_op op, unsigned seen) {
+  for (int i = 0; i < N_INDEX_KEYS; i++)
+    if ((index_keys[i].ops & index_op_bit(op)) && !(seen >> i & 1)) return index_keys[i].name;
+  return NULL;
+}
+
 /* ---- instructions and functions --------------------------------------------------------------- */
 /* A "# FILE:LINE" comment: FILE is the text before the last ':' (after the spaces that follow
    '#'), LINE is digits. Anything else is an ordinary comment. */
@@ -909,8 +980,17 @@ static jit_status parse_ins(parser *p) {
   uint32_t n_specs = 0;
   if (op == IR_SHARDING && (st = parse_sharding_attr(p, &a, &held))) return st;
   if (op == IR_SHARD_MAP && (st = parse_smap_attrs(p, n, &a, &specs, &n_specs))) goto done;
+  unsigned index_seen = 0;
   while (p->t.k == T_IDENT)
-    if ((st = parse_attr(p, op, operand, &a, &seen))) goto done;
+    if ((st = index_op_bit(op) && !is_word(p, "remat")
+                  ? parse_index_attr(p, op, operand, &a, &index_seen)
+                  : parse_attr(p, op, operand, &a, &seen)))
+      goto done;
+  const char *lacking = index_op_bit(op) ? missing_index_key(op, index_seen) : NULL;
+  if (lacking) {
+    st = err_at(p->t.line, p->t.col, "'%s' needs attribute '%s'", ir_op_name[op], lacking);
+    goto done;
+  }
   if (ir_op_is_collective(op) && (seen & A_DIM)) {
     if (a.axis < 0 || a.axis >= IR_MAX_RANK) {
       st = err_at(p->t.line, p->t.col, "dim %lld is out of range", (long long)a.axis);

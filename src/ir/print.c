@@ -181,6 +181,7 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
+  case IR_REV:
     puts_(l, " axes=");
     put_dims(l, a->dims.d, clamp_n(a->dims.n));
     break;
@@ -198,6 +199,39 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
     put_i64s(l, a->slice.limit, n);
     puts_(l, " stride=");
     put_i64s(l, a->slice.stride, n);
+    break;
+  }
+  case IR_GATHER:
+  case IR_SCATTER: {
+    const ir_gather *g = &a->gather;
+    bool gather = in->op == IR_GATHER;
+    puts_(l, gather ? " offset_dims=" : " window_dims=");
+    put_dims(l, g->offset_dims.d, clamp_n(g->offset_dims.n));
+    puts_(l, gather ? " collapsed=" : " inserted=");
+    put_dims(l, g->collapsed.d, clamp_n(g->collapsed.n));
+    puts_(l, " start_map=");
+    put_dims(l, g->start_map.d, clamp_n(g->start_map.n));
+    lprintf(l, " index_dim=%u", (unsigned)g->index_dim);
+    if (gather) {
+      int n = 0;
+      if (in->n_args == 2 && in->args[0] < f->n_ins && f->ins[in->args[0]].ty < f->n_types)
+        n = f->types[f->ins[in->args[0]].ty].rank;
+      puts_(l, " sizes=");
+      put_i64s(l, g->sizes, clamp_n(n));
+    } else {
+      lprintf(l, " combine=%s", g->combine == IR_COMBINE_ADD ? "add" : "set");
+    }
+    lprintf(l, " mode=%s", g->mode == IR_INDEX_FILL ? "fill" : "clip");
+    break;
+  }
+  case IR_PAD: {
+    int n = in->ty < f->n_types ? clamp_n(f->types[in->ty].rank) : 0;
+    puts_(l, " lo=");
+    put_i64s(l, a->pad.lo, n);
+    puts_(l, " hi=");
+    put_i64s(l, a->pad.hi, n);
+    puts_(l, " interior=");
+    put_i64s(l, a->pad.interior, n);
     break;
   }
   case IR_DOT:

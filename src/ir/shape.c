@@ -427,6 +427,10 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
   case IR_BROADCAST: st = infer_broadcast(args[0], attr, declared, out, why, why_n); break;
   case IR_SLICE: st = infer_slice(args[0], attr, out, why, why_n); break;
   case IR_CONCAT: st = infer_concat(n_args, args, attr, out, why, why_n); break;
+  case IR_GATHER:
+  case IR_SCATTER:
+  case IR_PAD:
+  case IR_REV: st = ir_infer_index_op(op, n_args, args, attr, out, why, why_n); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: st = infer_reduce(op, args[0], attr, out, why, why_n); break;

@@ -400,6 +400,15 @@ jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, con
   return ot_run_static(name, fn, user, NULL, 0, n_args, args, n_results, results);
 }
 
+jit_status ot_run_in(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user, int n_args,
+                     const ot_array *args, int n_results, ot_array *results) {
+  jit_ctx *saved = shared_ctx;
+  shared_ctx = ctx;
+  jit_status st = ot_run_static(name, fn, user, NULL, 0, n_args, args, n_results, results);
+  shared_ctx = saved;
+  return st;
+}
+
 /* ---- comparing ----------------------------------------------------------------------------------- */
 ot_tol ot_tol_of(jit_dtype dt) {
   switch (dt) {

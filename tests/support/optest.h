@@ -77,6 +77,10 @@ jit_status ot_run_static(const char *name, jit_trace_fn fn, void *user, const vo
 jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
                   int n_results, ot_array *results);
 
+/* ot_run in context ctx (e.g. one of ot_ctx_with's: the interpreter at opt_level 0). */
+jit_status ot_run_in(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user, int n_args,
+                     const ot_array *args, int n_results, ot_array *results);
+
 /* Fails the test with jit_last_error() when st is not JIT_OK. */
 #define OT_ASSERT_OK(st) ot_assert_ok((st), #st, __FILE__, __LINE__)
 void ot_assert_ok(jit_status st, const char *what, const char *file, int line);

@@ -299,13 +299,66 @@ static void step_int(gen *g, pv a) {
   }
 }
 
+/* Indexing: rev, pad, take (a gather along an axis at i32 indices iota * m + o, so that some
+   are clamped) and dynamic_slice (a gather of a window at one start per dim). */
+static void step_index(gen *g, pv a) {
+  const ir_type *t = ty(g, a.r);
+  ir_attr at = {0};
+  if (t->rank == 0) return;
+  switch (rng(&g->s) % 4) {
+  case 0:
+    for (int d = 0; d < t->rank; d++)
+      if (rng(&g->s) % 2) at.dims.d[at.dims.n++] = (uint8_t)d;
+    if (!at.dims.n) at.dims.d[at.dims.n++] = (uint8_t)(t->rank - 1);
+    push(g, emit_op(g, IR_REV, 1, &a.r, &at, NULL), a.exact, a.bound);
+    return;
+  case 1: {
+    for (int d = 0; d < t->rank; d++) {
+      at.pad.lo[d] = irange(&g->s, -1, 2);
+      at.pad.hi[d] = irange(&g->s, -1, 2);
+      at.pad.interior[d] = irange(&g->s, 0, 1);
+    }
+    ir_type st = {.dtype = t->dtype};
+    double v = ir_dtype_is_float(t->dtype) ? 0.5 : 3;
+    ir_ref x[2] = {a.r, mk_const(g, &st, t->dtype == JIT_BOOL ? 1 : v)};
+    push(g, emit_op(g, IR_PAD, 2, x, &at, NULL), a.exact, a.bound > 3 ? a.bound : 3);
+    return;
+  }
+  default: {
+    bool take = rng(&g->s) % 4 != 3;
+    int axis = (int)(rng(&g->s) % (uint64_t)t->rank);
+    ir_gather *ga = &at.gather;
+    ir_type it = {.dtype = JIT_I32, .rank = 1, .dims = {take ? irange(&g->s, 1, 9) : t->rank}};
+    ir_attr io = {0};
+    ir_ref idx = emit_op(g, IR_IOTA, 0, NULL, &io, &it);
+    ir_ref m = mk_const(g, &it, (double)irange(&g->s, -2, 3)), o = mk_const(g, &it, (double)irange(&g->s, -3, 4));
+    idx = binary(g, IR_ADD, binary(g, IR_MUL, idx, m), o);
+    for (int d = 0; d < t->rank; d++) {
+      ga->sizes[d] = take && d == axis ? 1 : take ? t->dims[d] : irange(&g->s, 0, t->dims[d]);
+      if (!take) ga->offset_dims.d[ga->offset_dims.n++] = (uint8_t)d, ga->start_map.d[ga->start_map.n++] = (uint8_t)d;
+      else if (d != axis) ga->offset_dims.d[ga->offset_dims.n++] = (uint8_t)d; /* the indices dim sits at axis */
+    }
+    if (take) {
+      if (t->dims[axis] == 0) return;
+      ga->collapsed = (ir_dims){1, {(uint8_t)axis}};
+      ga->start_map = (ir_dims){1, {(uint8_t)axis}};
+      ga->index_dim = 1;
+    }
+    ir_ref x[2] = {a.r, idx};
+    push(g, emit_op(g, IR_GATHER, 2, x, &at, NULL), a.exact, a.bound);
+    return;
+  }
+  }
+}
+
 /* Movement and reductions (any dtype). */
 static void step_shape(gen *g, pv a) {
   const ir_type *t = ty(g, a.r);
   ir_type nt = *t;
   ir_attr at = {0};
   bool fl = ir_dtype_is_float(t->dtype);
-  switch (rng(&g->s) % 7) {
+  switch (rng(&g->s) % 8) {
+  case 7: step_index(g, a); return;
   case 0: { /* transpose */
     int rk = t->rank < IR_MAX_RANK ? t->rank : IR_MAX_RANK;
     if (rk < 2) return;

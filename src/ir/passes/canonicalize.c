@@ -187,6 +187,11 @@ static int movement(const ir_func *nf, cand *c, ir_ref *out) {
         return KEEP;
     return replace(nf, c, a, out);
   }
+  case IR_REV: /* rev(rev(x)) over the same axes is x */
+    if (p->op == IR_REV && p->attr.dims.n == c->attr.dims.n &&
+        memcmp(p->attr.dims.d, c->attr.dims.d, c->attr.dims.n) == 0)
+      return replace(nf, c, p->args[0], out);
+    break;
   case IR_CONCAT: {
     if (c->n_args == 1) return replace(nf, c, a, out);
     double v0;
@@ -242,7 +247,11 @@ static int rules(const ir_func *nf, cand *c, ir_ref *out) {
   case IR_BROADCAST:
   case IR_SLICE:
   case IR_CONCAT:
+  case IR_REV:
     return movement(nf, c, out);
+  case IR_GATHER: /* clamped, it reads a splat's value wherever it reads (filled: zeros too) */
+    if (c->attr.gather.mode == IR_INDEX_CLIP) return movement(nf, c, out);
+    break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:

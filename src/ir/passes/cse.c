@@ -74,6 +74,7 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
+  case IR_REV:
     h = mix(h, a->dims.n);
     for (int i = 0; i < a->dims.n && i < IR_MAX_RANK; i++) h = mix(h, a->dims.d[i]);
     break;
@@ -91,6 +92,15 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
     break;
   case IR_GET: h = mix(h, (uint64_t)a->axis); break;
   case IR_SCAN: h = mix(h, a->scan.body); break;
+  case IR_GATHER:
+  case IR_SCATTER: /* a few fields: same_attr compares them all */
+    h = mix(mix(mix(mix(h, a->gather.offset_dims.n), a->gather.index_dim), a->gather.mode),
+            a->gather.combine);
+    break;
+  case IR_PAD:
+    for (int i = 0; i < rank_of(nf, c->ty); i++)
+      h = mix(mix(mix(h, (uint64_t)a->pad.lo[i]), (uint64_t)a->pad.hi[i]), (uint64_t)a->pad.interior[i]);
+    break;
   case IR_ALL_REDUCE:
   case IR_ALL_GATHER:
   case IR_REDUCE_SCATTER:
@@ -119,7 +129,22 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
   case IR_BROADCAST:
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: return same_dims(&x->dims, &y->dims);
+  case IR_REDUCE_MIN:
+  case IR_REV: return same_dims(&x->dims, &y->dims);
+  case IR_GATHER:
+  case IR_SCATTER: {
+    const ir_gather *p = &x->gather, *q = &y->gather;
+    return same_dims(&p->offset_dims, &q->offset_dims) && same_dims(&p->collapsed, &q->collapsed) &&
+           same_dims(&p->start_map, &q->start_map) && p->index_dim == q->index_dim &&
+           p->mode == q->mode && p->combine == q->combine &&
+           memcmp(p->sizes, q->sizes, sizeof p->sizes) == 0;
+  }
+  case IR_PAD:
+    for (int i = 0; i < rank_of(nf, ty); i++)
+      if (x->pad.lo[i] != y->pad.lo[i] || x->pad.hi[i] != y->pad.hi[i] ||
+          x->pad.interior[i] != y->pad.interior[i])
+        return false;
+    return true;
   case IR_SLICE:
     for (int i = 0; i < rank_of(nf, ty); i++)
       if (x->slice.start[i] != y->slice.start[i] || x->slice.limit[i] != y->slice.limit[i] ||

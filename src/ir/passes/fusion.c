@@ -10,6 +10,10 @@
  *     are in several kernels they are duplicated into each (they cost nothing) and then read only
  *     buffers, consts and iotas. Concat always reads only those (computing every branch of a
  *     concat would waste work).
+ *   - rev is an index map too (a negative scale).
+ *   - a gather or pad is computed in its consumer's loop as an indexed load from its operand,
+ *     which is materialized (its index depends on data); a gather's indices are computed inline
+ *     when its index vector has one entry. A scatter is a kernel of its own over buffers.
  *   - any other reshape is a view: the bytes of its (materialized) operand under a new shape.
  *   - a reduction joins a kernel when it is read once per row of it (its map uses exactly the
  *     row dims): the kernel becomes a row kernel; a dot joins its epilogue at the identity map.
@@ -41,7 +45,7 @@ static void set_entry(fz_map *m, int d, int src, int64_t scale, int64_t off) {
 
 static bool is_move(ir_op op) {
   return op == IR_BROADCAST || op == IR_TRANSPOSE || op == IR_SLICE || op == IR_CONCAT ||
-         op == IR_RESHAPE;
+         op == IR_RESHAPE || op == IR_REV;
 }
 
 static bool is_reduce(ir_op op) { return (ir_op_flags[op] & IR_REDUCE) != 0; }
@@ -92,6 +96,19 @@ bool fz_map_operand(const ir_func *f, ir_ref u, uint32_t slot, const fz_map *mu,
       set_entry(&m, i, mu->src[i], mu->scale[i] * st, lo + st * mu->off[i]);
     }
     break;
+  case IR_REV: /* x[n - 1 - i] in the reversed dims */
+    for (int k = 0; k < in->attr.dims.n; k++) {
+      int i = in->attr.dims.d[k];
+      set_entry(&m, i, mu->src[i], -mu->scale[i], at->dims[i] - 1 - mu->off[i]);
+    }
+    break;
+  case IR_PAD: /* the scalar pad value (the operand has no index map) */
+    if (slot != 1) return false;
+    break;
+  case IR_GATHER: /* the indices, when each index vector has one entry */
+    if (slot != 1 || ir_gather_index_len(at, in->attr.gather.index_dim) != 1) return false;
+    fz_map_indices(&in->attr.gather, at, ut, mu, &m);
+    break;
   case IR_RESHAPE: {
     if (!reshape_is_trivial(at, ut)) return false;
     int j = 0;
@@ -140,6 +157,21 @@ bool fz_map_operand(const ir_func *f, ir_ref u, uint32_t slot, const fz_map *mu,
   }
   *out = m;
   return true;
+}
+
+void fz_map_indices(const ir_gather *g, const ir_type *it, const ir_type *vt, const fz_map *mv,
+                    fz_map *out) {
+  fz_map m = *mv;
+  m.rank = it->rank;
+  for (int r = 0, i = 0; r < vt->rank; r++) {
+    bool off = false;
+    for (int k = 0; k < g->offset_dims.n; k++) off |= g->offset_dims.d[k] == r;
+    if (off) continue;
+    if (i == g->index_dim) i++;
+    set_entry(&m, i++, mv->src[r], mv->scale[r], mv->off[r]);
+  }
+  if (g->index_dim < it->rank) set_entry(&m, g->index_dim, FZ_CONST, 0, 0);
+  *out = m;
 }
 
 bool fz_map_equal(const fz_map *a, const fz_map *b) {
@@ -400,6 +432,17 @@ static jit_status visit(fuse *z, ir_ref v) {
   if (op == IR_GET) { /* written by its scan's step, read by kernels like a param */
     z->st[v] = ST_SCAN_OUT;
     return JIT_OK;
+  }
+  if (op == IR_GATHER || op == IR_PAD || op == IR_SCATTER) {
+    /* read at indices that depend on data: from buffers (see fz_map_operand for the rest) */
+    z->must_mat[in->args[0]] = true;
+    if (op == IR_GATHER &&
+        ir_gather_index_len(ir_type_of(f, in->args[1]), in->attr.gather.index_dim) != 1)
+      z->must_mat[in->args[1]] = true;
+    if (op == IR_SCATTER) {
+      mark_operands(z, v, z->must_mat);
+      return new_group(z, v);
+    }
   }
   if (op == IR_RESHAPE && !reshape_is_trivial(ir_type_of(f, in->args[0]), ir_type_of(f, v))) {
     z->st[v] = ST_VIEW;

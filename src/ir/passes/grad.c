@@ -405,6 +405,96 @@ static void vjp_concat(grad *g, const ir_ins *in, ir_ref ct) {
   }
 }
 
+/* ---- gather, scatter, pad, rev (JAX's transposes in lax/slicing.py and lax.py) ------------------ */
+
+static const ir_type *body_type(const grad *g, ir_ref r) { return &g->body->types[g->body->ins[r].ty]; }
+
+/* a summed over all its dims. */
+static ir_ref sum_all(grad *g, ir_ref a) {
+  int axes[IR_MAX_RANK], n = type_of(g, a).rank;
+  for (int i = 0; i < n; i++) axes[i] = i;
+  return reduce_sum(g, a, n, axes);
+}
+
+/* The gather that reads the windows a scatter with dimension numbers s writes, updates of type
+   ut; the attributes into *out. */
+static void gather_of_scatter(const ir_gather *s, const ir_type *x, const ir_type *ut, ir_attr *out) {
+  memset(out, 0, sizeof *out);
+  out->gather = *s;
+  out->gather.combine = 0;
+  for (int d = 0, w = 0; d < x->rank; d++) {
+    bool inserted = false;
+    for (int k = 0; k < s->collapsed.n; k++) inserted |= s->collapsed.d[k] == d;
+    out->gather.sizes[d] = inserted ? 1 : ut->dims[s->offset_dims.d[w++]];
+  }
+}
+
+/* gather: the cotangent added back into zeros at the windows it read, with the same mode (a
+   clamped window is clamped again, a filled one dropped). */
+static void vjp_gather(grad *g, const ir_ins *in, ir_ref ct) {
+  ir_attr at = {0};
+  at.gather = in->attr.gather;
+  memset(at.gather.sizes, 0, sizeof at.gather.sizes);
+  at.gather.combine = IR_COMBINE_ADD;
+  ir_ref args[3] = {cst(g, body_type(g, in->args[0]), 0), primal(g, in->args[1]), ct};
+  accum(g, in->args[0], emit(g, IR_SCATTER, 3, args, &at, NULL));
+}
+
+/* scatter-add: the operand's cotangent passes through, each update's is read back at its
+   window. scatter-set: only the update that won a position gets its cotangent (found, as JAX
+   does, by scattering the updates' ids the same way and reading them back), and the operand's
+   is zero where it was overwritten. */
+static void vjp_scatter(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_type *x = body_type(g, in->args[0]), *ut = body_type(g, in->args[2]);
+  ir_ref idx = primal(g, in->args[1]), u = in->args[2];
+  ir_attr ga;
+  gather_of_scatter(&in->attr.gather, x, ut, &ga);
+  ir_ref read[2] = {ct, idx};
+  if (in->attr.gather.combine == IR_COMBINE_ADD) {
+    accum(g, in->args[0], ct);
+    if (g->dep[u]) accum(g, u, emit(g, IR_GATHER, 2, read, &ga, NULL));
+    return;
+  }
+  jit_dtype it = ir_type_numel(ut) < INT32_MAX ? JIT_I32 : JIT_I64;
+  int64_t n = ir_type_numel(ut);
+  ir_type flat = {.dtype = it, .rank = 1, .dims = {n}}, xi = *x;
+  xi.dtype = it;
+  ir_attr io = {0};
+  ir_ref ids = emit(g, IR_IOTA, 0, NULL, &io, &flat);
+  ids = reshape(g, bin(g, IR_ADD, ids, cst(g, &flat, 1)), ut->rank, ut->dims); /* 1..n */
+  ir_ref sargs[3] = {cst(g, &xi, 0), idx, ids};
+  ir_attr sa = {0};
+  sa.gather = in->attr.gather;
+  ir_ref won = emit(g, IR_SCATTER, 3, sargs, &sa, NULL);
+  if (g->dep[in->args[0]])
+    accum(g, in->args[0], sel(g, cmp(g, JIT_EQ, won, cst_like(g, won, 0)), ct, cst_like(g, ct, 0)));
+  if (g->dep[u]) {
+    ir_ref back[2] = {won, idx};
+    ir_ref mine = cmp(g, JIT_EQ, emit(g, IR_GATHER, 2, back, &ga, NULL), ids);
+    ir_ref got = emit(g, IR_GATHER, 2, read, &ga, NULL);
+    accum(g, u, sel(g, mine, got, cst_like(g, got, 0)));
+  }
+}
+
+/* pad: the cotangent cropped back (a pad by -lo, -hi) and strided past the interior; the pad
+   value's is everything else. */
+static void vjp_pad(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_type *x = body_type(g, in->args[0]);
+  const ir_pad *p = &in->attr.pad;
+  ir_attr un_pad = {0}, sl = {0};
+  for (int d = 0; d < x->rank; d++) {
+    un_pad.pad.lo[d] = -p->lo[d];
+    un_pad.pad.hi[d] = -p->hi[d];
+    sl.slice.limit[d] = x->dims[d] ? (x->dims[d] - 1) * (p->interior[d] + 1) + 1 : 0;
+    sl.slice.stride[d] = p->interior[d] + 1;
+  }
+  ir_ref args[2] = {ct, cst(g, body_type(g, in->args[1]), 0)};
+  ir_ref cropped = emit(g, IR_PAD, 2, args, &un_pad, NULL);
+  ir_ref dx = emit(g, IR_SLICE, 1, &cropped, &sl, NULL);
+  if (g->dep[in->args[0]]) accum(g, in->args[0], dx);
+  if (g->dep[in->args[1]]) accum(g, in->args[1], bin(g, IR_SUB, sum_all(g, ct), sum_all(g, dx)));
+}
+
 /* The dims of x kept by a reduction over axes (increasing). */
 static int kept_dims(const ir_type *x, const ir_dims *axes, int *out) {
   int n = 0;
@@ -627,6 +717,15 @@ static void vjp(grad *g, ir_ref i) {
   case IR_BROADCAST: vjp_broadcast(g, in, ct); break;
   case IR_SLICE: vjp_slice(g, in, ct); break;
   case IR_CONCAT: vjp_concat(g, in, ct); break;
+  case IR_GATHER: vjp_gather(g, in, ct); break;
+  case IR_SCATTER: vjp_scatter(g, in, ct); break;
+  case IR_PAD: vjp_pad(g, in, ct); break;
+  case IR_REV: {
+    ir_attr ra = {0};
+    ra.dims = in->attr.dims;
+    accum(g, x0, emit(g, IR_REV, 1, &ct, &ra, NULL));
+    break;
+  }
   case IR_REDUCE_SUM: vjp_reduce(g, in, ct, IR_NOREF); break;
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: vjp_reduce(g, in, ct, primal(g, i)); break;

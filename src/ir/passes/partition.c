@@ -190,6 +190,55 @@ static void scan_result_guess(const part *P, const ir_ins *sc, uint32_t k, spec 
 /* The spec op i produces from operands laid out as ops[k] (NULL: unknown, only while
    propagating; at least one is known). Axes of a reduced or contracted split are set in
    *partial. false: the op decides nothing from its operands (constants, iota). */
+/* The dims operand k of rev, pad or gather shares with the result (same size, same elements
+   along it): pairs (operand dim xd[j], result dim rd[j]); their count. Split alike, the op runs
+   on local blocks with no communication: rev and pad on dims they leave alone, a gather on its
+   indices' batch dims, and on the operand dims its windows take whole (an embedding table
+   split along its features). Scatter and every other dim: replicated. */
+static int index_pairs(const part *P, const ir_ins *in, uint32_t k, int *xd, int *rd) {
+  int n = 0;
+  const ir_type *x = gtype(P, in->args[k]);
+  switch (in->op) {
+  case IR_REV:
+    for (int d = 0, q = 0; d < x->rank; d++) {
+      if (q < in->attr.dims.n && in->attr.dims.d[q] == d) {
+        q++;
+        continue;
+      }
+      xd[n] = rd[n] = d, n++;
+    }
+    break;
+  case IR_PAD:
+    for (int d = 0; k == 0 && d < x->rank; d++)
+      if (!in->attr.pad.lo[d] && !in->attr.pad.hi[d] && !in->attr.pad.interior[d]) xd[n] = rd[n] = d, n++;
+    break;
+  case IR_GATHER: {
+    const ir_gather *g = &in->attr.gather;
+    if (k == 0) {
+      for (int d = 0, w = 0; d < x->rank; d++) {
+        bool collapsed = false, started = false;
+        for (int q = 0; q < g->collapsed.n; q++) collapsed |= g->collapsed.d[q] == d;
+        for (int q = 0; q < g->start_map.n; q++) started |= g->start_map.d[q] == d;
+        if (collapsed) continue;
+        if (!started && g->sizes[d] == x->dims[d]) xd[n] = d, rd[n] = g->offset_dims.d[w], n++;
+        w++;
+      }
+      break;
+    }
+    for (int r = 0, i = 0; r < P->f->types[in->ty].rank; r++) {
+      bool off = false;
+      for (int q = 0; q < g->offset_dims.n; q++) off |= g->offset_dims.d[q] == r;
+      if (off) continue;
+      if (i == g->index_dim) i++;
+      xd[n] = i++, rd[n] = r, n++;
+    }
+    break;
+  }
+  default: break;
+  }
+  return n;
+}
+
 static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsigned *partial) {
   const ir_ins *in = &P->f->ins[i];
   const ir_type *t = gtype(P, i);
@@ -276,6 +325,16 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
       }
     break;
   }
+  case IR_REV:
+  case IR_PAD:
+  case IR_GATHER:
+    for (uint32_t k = 0; k < (in->op == IR_GATHER ? 2u : 1u); k++) {
+      int xd[IR_MAX_RANK], rd[IR_MAX_RANK];
+      int n = ops[k] ? index_pairs(P, in, k, xd, rd) : 0;
+      for (int j = 0; j < n; j++)
+        if (!out->n[rd[j]]) copy_dim(out, rd[j], ops[k], xd[j]);
+    }
+    break;
   case IR_CONCAT: {
     const spec *best = NULL;
     for (uint32_t k = 0; k < in->n_args && !best; k++) best = ops[k];
@@ -340,6 +399,13 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
     for (int d = 0; d < t->rank; d++)
       if (d != in->attr.axis) copy_dim(out, d, s, d);
     break;
+  case IR_REV:
+  case IR_PAD:
+  case IR_GATHER: {
+    int xd[IR_MAX_RANK], rd[IR_MAX_RANK], n = index_pairs(P, in, k, xd, rd);
+    for (int j = 0; j < n; j++) copy_dim(out, xd[j], s, rd[j]);
+    break;
+  }
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: {
@@ -715,6 +781,11 @@ static jit_status rewrite(part *P, ir_ref i) {
   if (in->op == IR_SLICE)
     for (int d = 0; d < t->rank; d++)
       if (nat.n[d]) a.slice.limit[d] = lt.dims[d];
+  if (in->op == IR_GATHER) { /* a window over a whole split dim takes the local dim whole */
+    const ir_type *gx = gtype(P, in->args[0]), *lx = ir_type_of(P->g, args[0]);
+    for (int d = 0; d < gx->rank; d++)
+      if (a.gather.sizes[d] == gx->dims[d]) a.gather.sizes[d] = lx->dims[d];
+  }
   ir_ref r;
   TRY(emit(P, in->op, n, args, &a, &lt, &nat, in->loc, &r));
   /* a partial sum whose result is wanted split over some of the summed axes: a reduce_scatter

@@ -253,6 +253,135 @@ static void rule_reduce(vm *v, ir_ref r, const ir_ins *in) {
   v->bd[r] = (int8_t)(k - before);
 }
 
+/* ---- gather, scatter, pad, rev (JAX's rules in lax/slicing.py) ---------------------------------- */
+
+static void rule_rev(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]];
+  ir_attr a = {0};
+  a.dims.n = in->attr.dims.n;
+  for (int i = 0; i < a.dims.n; i++) a.dims.d[i] = (uint8_t)shift(in->attr.dims.d[i], k);
+  v->map[r] = emit(v, IR_REV, 1, &v->map[in->args[0]], &a, NULL);
+  v->bd[r] = (int8_t)k;
+}
+
+/* pad: the batch dim is not padded. A batched pad value: pad with 0, then select the pad value
+   where a padded mask of ones is 0. */
+static void rule_pad(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_type *xt = &v->body->types[v->body->ins[in->args[0]].ty], *rt = &v->body->types[in->ty];
+  bool pv_batched = v->bd[in->args[1]] >= 0;
+  int k = pv_batched ? 0 : v->bd[in->args[0]];
+  ir_attr a = {0};
+  for (int j = 0; j <= xt->rank; j++) {
+    if (j == k) continue;
+    int d = j < k ? j : j - 1;
+    a.pad.lo[j] = in->attr.pad.lo[d];
+    a.pad.hi[j] = in->attr.pad.hi[d];
+    a.pad.interior[j] = in->attr.pad.interior[d];
+  }
+  ir_type scalar = {.dtype = xt->dtype}, decl;
+  ir_ref args[2] = {batched_at(v, in->args[0], k), pv_batched ? IR_NOREF : v->map[in->args[1]]};
+  if (pv_batched) {
+    ir_attr z = {0};
+    args[1] = emit(v, IR_CONST, 0, NULL, &z, &scalar);
+  }
+  ir_ref padded = emit(v, IR_PAD, 2, args, &a, NULL);
+  v->bd[r] = (int8_t)k;
+  if (!pv_batched) {
+    v->map[r] = padded;
+    return;
+  }
+  ir_type ones_t = *xt, off_t = {.dtype = JIT_BOOL};
+  ones_t.dtype = JIT_BOOL;
+  ir_attr one = {0}, bc = {0};
+  one.value = 1;
+  ir_ref mask_args[2] = {emit(v, IR_CONST, 0, NULL, &one, &ones_t), emit(v, IR_CONST, 0, NULL, &bc, &off_t)};
+  ir_attr pa = in->attr;
+  pa.remat = 0;
+  ir_ref mask = emit(v, IR_PAD, 2, mask_args, &pa, NULL);
+  if (!batched_type(v, rt, 0, &decl)) return;
+  ir_type mdecl = decl;
+  mdecl.dtype = JIT_BOOL;
+  bc.dims.n = (uint8_t)rt->rank;
+  for (int i = 0; i < rt->rank; i++) bc.dims.d[i] = (uint8_t)(i + 1);
+  ir_ref sel[3] = {emit(v, IR_BROADCAST, 1, &mask, &bc, &mdecl), padded, IR_NOREF};
+  ir_attr pb = {0};
+  pb.dims.n = 1;
+  sel[2] = emit(v, IR_BROADCAST, 1, &v->map[in->args[1]], &pb, &decl);
+  v->map[r] = emit(v, IR_SELECT, 3, sel, NULL, NULL);
+}
+
+/* Body indices idx (batched or not) batched at 0 with an explicit index vector dim (*dim), led
+   by a counter over the batch: each example then names its own operand slice. */
+static ir_ref counted_indices(vm *v, ir_ref idx, int index_dim, int *dim) {
+  ir_ref x = batched_at(v, idx, 0);
+  if (x == IR_NOREF) return x;
+  ir_type t = *ir_type_of(v->dst, x);
+  *dim = index_dim + 1;
+  if (*dim == t.rank) { /* the implicit trailing dim of length 1, made explicit */
+    if (t.rank == IR_MAX_RANK) {
+      vfail(v, JIT_ESHAPE, "batched indices would need rank %d (at most %d)", t.rank + 1, IR_MAX_RANK);
+      return IR_NOREF;
+    }
+    t.dims[t.rank++] = 1;
+    x = emit(v, IR_RESHAPE, 1, &x, NULL, &t);
+  }
+  if (jit_dtype_size(t.dtype) < 4) { /* room for the counter */
+    t.dtype = JIT_I32;
+    x = emit(v, IR_CONVERT, 1, &x, NULL, &t);
+  }
+  ir_type ct = t;
+  ct.dims[*dim] = 1;
+  ir_attr io = {0}, cat = {0};
+  ir_ref parts[2] = {emit(v, IR_IOTA, 0, NULL, &io, &ct), x};
+  cat.axis = *dim;
+  return emit(v, IR_CONCAT, 2, parts, &cat, NULL);
+}
+
+/* The dims of d shifted past a new leading operand dim (lead: also the new dim 0 first). */
+static ir_dims shifted(const ir_dims *d, bool lead) {
+  ir_dims o = {0};
+  if (lead) o.d[o.n++] = 0;
+  for (int i = 0; i < d->n && o.n < IR_MAX_RANK; i++) o.d[o.n++] = (uint8_t)(d->d[i] + 1);
+  return o;
+}
+
+/* gather and scatter: the operand (and updates) batched at 0. Batched indices get a counter
+   (the operand's batch dim collapsed / inserted); otherwise the batch dim is a window dim of
+   the whole batch. The result is batched at 0. */
+static void rule_gather_scatter(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_gather *g = &in->attr.gather;
+  bool scatter = in->op == IR_SCATTER, idx_batched = v->bd[in->args[1]] >= 0;
+  bool x_batched = scatter || v->bd[in->args[0]] >= 0;
+  ir_attr a = {0};
+  ir_gather *n = &a.gather;
+  *n = *g;
+  ir_ref args[3] = {x_batched ? batched_at(v, in->args[0], 0) : v->map[in->args[0]],
+                    v->map[in->args[1]], scatter ? batched_at(v, in->args[2], 0) : IR_NOREF};
+  if (x_batched && !idx_batched) { /* the batch dim: a window over all of it */
+    n->offset_dims = shifted(&g->offset_dims, true);
+    n->collapsed = shifted(&g->collapsed, false);
+    n->start_map = shifted(&g->start_map, false);
+    n->sizes[0] = v->batch;
+    for (int d = 0; d + 1 < IR_MAX_RANK; d++) n->sizes[d + 1] = g->sizes[d];
+  } else if (!x_batched) { /* batched indices only: a leading batch dim of the result */
+    args[1] = batched_at(v, in->args[1], 0);
+    n->index_dim = (uint8_t)(g->index_dim + 1);
+    n->offset_dims = shifted(&g->offset_dims, false);
+  } else {
+    int dim = 0;
+    args[1] = counted_indices(v, in->args[1], g->index_dim, &dim);
+    n->index_dim = (uint8_t)dim;
+    n->offset_dims = shifted(&g->offset_dims, false);
+    n->collapsed = shifted(&g->collapsed, true);
+    n->start_map = shifted(&g->start_map, true);
+    n->sizes[0] = 1;
+    for (int d = 0; d + 1 < IR_MAX_RANK; d++) n->sizes[d + 1] = g->sizes[d];
+  }
+  if (scatter) memset(n->sizes, 0, sizeof n->sizes);
+  v->map[r] = emit(v, in->op, scatter ? 3 : 2, args, &a, NULL);
+  v->bd[r] = 0;
+}
+
 /* Index of dst dim k among the free dims (neither batch nor contracting) of a dot operand. */
 static int free_index(int k, const uint8_t *batch, const uint8_t *contract, int nb, int nc) {
   int idx = 0;
@@ -508,6 +637,10 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_BROADCAST: rule_broadcast(v, r, in); break;
   case IR_SLICE: rule_slice(v, r, in); break;
   case IR_CONCAT: rule_concat(v, r, in); break;
+  case IR_REV: rule_rev(v, r, in); break;
+  case IR_PAD: rule_pad(v, r, in); break;
+  case IR_GATHER:
+  case IR_SCATTER: rule_gather_scatter(v, r, in); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: rule_reduce(v, r, in); break;
