@@ -270,6 +270,7 @@ static int64_t int_op(ir_op op, jit_dtype d, int64_t a, int64_t b) {
   case IR_AND: return wrap_int(d, ua & ub);
   case IR_OR: return wrap_int(d, ua | ub);
   case IR_XOR: return wrap_int(d, ua ^ ub);
+  case IR_THREEFRY: return (int64_t)ir_threefry2x32(ua, ub);
   case IR_SHL:
   case IR_SHR_LOGICAL:
   case IR_SHR_ARITH: return int_shift(op, d, a, b);
@@ -645,12 +646,12 @@ static jit_status eval_reduce(const ir_func *f, ir_ref r, const opnd *a, unsigne
       dstr[i] = tstr[j++];
     }
   }
-  ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  ir_op comb = ir_reduce_combiner(in->op);
   scalar init;
   if (ir_dtype_is_float(dt))
-    init.f = comb == IR_ADD ? 0.0 : comb == IR_MAX ? -INFINITY : INFINITY;
+    init.f = comb == IR_ADD ? 0.0 : comb == IR_MUL ? 1.0 : comb == IR_MAX ? -INFINITY : INFINITY;
   else
-    init.i = comb == IR_ADD ? 0 : comb == IR_MAX ? int_min(dt) : int_max(dt);
+    init.i = comb == IR_ADD ? 0 : comb == IR_MUL ? 1 : comb == IR_MAX ? int_min(dt) : int_max(dt);
   int64_t rn = ir_type_numel(t);
   scalar *acc = malloc((size_t)(rn ? rn : 1) * sizeof *acc); /* rn * 8 <= the operand's bytes * 8 */
   if (!acc) return jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
@@ -983,7 +984,8 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
     case IR_CONCAT: st = eval_concat(f, r, a, out); break;
     case IR_REDUCE_SUM:
     case IR_REDUCE_MAX:
-    case IR_REDUCE_MIN: st = eval_reduce(f, r, a, out); break;
+    case IR_REDUCE_MIN:
+    case IR_REDUCE_PROD: st = eval_reduce(f, r, a, out); break;
     case IR_DOT: st = eval_dot(f, r, a, out); break;
     case IR_SHARDING:
       if (bytes) memcpy(out, a[0].data, bytes);

@@ -24,7 +24,8 @@
    _(NAME, n_operands (-1: variadic, >= 1), flags, "text name")
    Attributes each op uses (ir_attr member):
      Elementwise ops (IR_EW) follow lax's semantics (see interp.c); CLAMP's operands are lo, x,
-     hi; ROUND rounds half to even; IS_FINITE gives bool.
+     hi; ROUND rounds half to even; IS_FINITE gives bool. THREEFRY (u64 key, u64 counter) -> u64:
+     threefry2x32 of the key words (hi, lo) on the counter words (hi, lo), see threefry.c.
      CONST value (a splat of any shape); IOTA axis (the counting dim); CMP cmp; TRANSPOSE dims
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
@@ -81,6 +82,7 @@
   _(REM, 2, IR_EW, "rem")                          \
   _(ATAN2, 2, IR_EW, "atan2")                      \
   _(CLAMP, 3, IR_EW, "clamp")                      \
+  _(THREEFRY, 2, IR_EW, "threefry2x32")            \
   _(RESHAPE, 1, 0, "reshape")                      \
   _(TRANSPOSE, 1, 0, "transpose")                  \
   _(BROADCAST, 1, 0, "broadcast")                  \
@@ -89,6 +91,7 @@
   _(REDUCE_SUM, 1, IR_REDUCE, "reduce_sum")        \
   _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
   _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
+  _(REDUCE_PROD, 1, IR_REDUCE, "reduce_prod")      \
   _(DOT, 2, 0, "dot")                              \
   _(SHARDING, 1, 0, "sharding")                    \
   _(ALL_REDUCE, 1, 0, "all_reduce")                \
@@ -267,6 +270,10 @@ typedef struct ir_mesh {
 jit_status ir_set_mesh(ir_func *f, const ir_mesh *m);
 /* The group size of a collective over the axes of mask in m (0: an axis out of range). */
 int64_t ir_mesh_group(const ir_mesh *m, unsigned mask);
+/* The binary op a reduction (IR_REDUCE) folds its elements with. */
+static inline ir_op ir_reduce_combiner(ir_op op) {
+  return op == IR_REDUCE_SUM ? IR_ADD : op == IR_REDUCE_MAX ? IR_MAX : op == IR_REDUCE_MIN ? IR_MIN : IR_MUL;
+}
 /* True for the ops whose result depends on the device (ALL_REDUCE .. AXIS_INDEX). */
 static inline bool ir_op_is_collective(int op) { return op >= IR_ALL_REDUCE && op <= IR_AXIS_INDEX; }
 
@@ -337,6 +344,11 @@ int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i);
    saturate (NaN -> 0), bool = (v != 0). */
 void   ir_store_f64(jit_dtype d, void *buf, int64_t i, double v);
 void   ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v); /* ints wrap to width */
+
+/* ---- threefry (threefry.c) -------------------------------------------------------------------
+   Random123's threefry2x32 with 20 rounds, as JAX's threefry2x32_p: key = (k0 << 32) | k1,
+   count = (x0 << 32) | x1; returns (y0 << 32) | y1. */
+uint64_t ir_threefry2x32(uint64_t key, uint64_t count);
 
 /* ---- printer (print.c) ---------------------------------------------------------------------------
    The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */

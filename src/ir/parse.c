@@ -412,7 +412,7 @@ static unsigned attrs_allowed(ir_op op) {
   case IR_CMP: return A_DIR;
   case IR_TRANSPOSE: return A_PERM;
   case IR_BROADCAST: return A_DIMS;
-  case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: return A_AXES;
+  case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: case IR_REDUCE_PROD: return A_AXES;
   case IR_SLICE: return A_START | A_LIMIT | A_STRIDE;
   case IR_DOT: return A_BATCH | A_CONTRACT;
   case IR_SCAN: return A_CONSTS | A_CARRY | A_LENGTH | A_REVERSE;

@@ -181,6 +181,7 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD:
     puts_(l, " axes=");
     put_dims(l, a->dims.d, clamp_n(a->dims.n));
     break;

@@ -148,6 +148,9 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
     if (!ir_dtype_is_int(a->dtype))
       return FAIL(JIT_EDTYPE, "needs int operands, got %s", ty(a).s);
     return JIT_OK;
+  case IR_THREEFRY:
+    if (a->dtype != JIT_U64) return FAIL(JIT_EDTYPE, "needs u64 operands, got %s", ty(a).s);
+    return JIT_OK;
   case IR_ATAN2:
     if (!ir_dtype_is_float(a->dtype))
       return FAIL(JIT_EDTYPE, "needs float operands, got %s", ty(a).s);
@@ -258,7 +261,7 @@ static jit_status infer_concat(uint32_t n, const ir_type *const *args, const ir_
 static jit_status infer_reduce(ir_op op, const ir_type *a, const ir_attr *attr, ir_type *out,
                                char *why, size_t why_n) {
   const ir_dims *d = &attr->dims;
-  if (op == IR_REDUCE_SUM && !is_num(a->dtype))
+  if ((op == IR_REDUCE_SUM || op == IR_REDUCE_PROD) && !is_num(a->dtype))
     return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
   bool ok = d->n <= a->rank;
   for (int i = 0; ok && i < d->n; i++)
@@ -429,7 +432,8 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
   case IR_CONCAT: st = infer_concat(n_args, args, attr, out, why, why_n); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: st = infer_reduce(op, args[0], attr, out, why, why_n); break;
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: st = infer_reduce(op, args[0], attr, out, why, why_n); break;
   case IR_DOT: st = infer_dot(args[0], args[1], attr, out, why, why_n); break;
   case IR_SHARDING:
     if (!attr->sharding) return FAIL(JIT_EINVAL, "has no sharding");

@@ -74,6 +74,7 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD:
     h = mix(h, a->dims.n);
     for (int i = 0; i < a->dims.n && i < IR_MAX_RANK; i++) h = mix(h, a->dims.d[i]);
     break;
@@ -119,7 +120,8 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
   case IR_BROADCAST:
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: return same_dims(&x->dims, &y->dims);
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: return same_dims(&x->dims, &y->dims);
   case IR_SLICE:
     for (int i = 0; i < rank_of(nf, ty); i++)
       if (x->slice.start[i] != y->slice.start[i] || x->slice.limit[i] != y->slice.limit[i] ||

@@ -115,7 +115,8 @@ bool fz_map_operand(const ir_func *f, ir_ref u, uint32_t slot, const fz_map *mu,
   }
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: {
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: {
     const ir_dims *ax = &in->attr.dims;
     int k = 0, kept = 0;
     m.n_inner = 0;

@@ -417,6 +417,26 @@ static int kept_dims(const ir_type *x, const ir_dims *axes, int *out) {
   return n;
 }
 
+/* reduce_prod: each element's cotangent is ct times the product of the others, which is
+   prod / x without zeros, the product of the non-zeros at a lone zero, and 0 where two or more
+   elements of the group are zero (what JAX's exclusive-cumprod rule computes). */
+static void vjp_prod(grad *g, const ir_ins *in, ir_ref ct, int nk, const int *kept, ir_type *xt) {
+  ir_ref xv = primal(g, in->args[0]);
+  ir_ref zero = cst_like(g, xv, 0), one = cst_like(g, xv, 1);
+  ir_ref is0 = cmp(g, JIT_EQ, xv, zero);
+  ir_ref nz = sel(g, is0, one, xv);
+  ir_attr at = {0};
+  at.dims = in->attr.dims;
+  ir_ref p = broadcast(g, emit(g, IR_REDUCE_PROD, 1, &nz, &at, NULL), nk, kept, xt);
+  int axes[IR_MAX_RANK];
+  for (int i = 0; i < in->attr.dims.n; i++) axes[i] = in->attr.dims.d[i];
+  ir_ref z = broadcast(g, reduce_sum(g, convert(g, is0, xt->dtype), in->attr.dims.n, axes), nk,
+                       kept, xt);
+  ir_ref at_zero = sel(g, is0, sel(g, cmp(g, JIT_EQ, z, one), p, zero), zero);
+  ir_ref others = sel(g, cmp(g, JIT_EQ, z, zero), bin(g, IR_DIV, p, nz), at_zero);
+  accum(g, in->args[0], bin(g, IR_MUL, broadcast(g, ct, nk, kept, xt), others));
+}
+
 static void vjp_reduce(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
   const ir_type *x = &g->body->types[g->body->ins[in->args[0]].ty];
   ir_type xt = *x;
@@ -424,6 +444,10 @@ static void vjp_reduce(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
   int nk = kept_dims(x, &in->attr.dims, kept);
   if (in->op == IR_REDUCE_SUM) {
     accum(g, in->args[0], broadcast(g, ct, nk, kept, &xt));
+    return;
+  }
+  if (in->op == IR_REDUCE_PROD) {
+    vjp_prod(g, in, ct, nk, kept, &xt);
     return;
   }
   /* max/min: an even share to every position equal to the result */
@@ -629,7 +653,8 @@ static void vjp(grad *g, ir_ref i) {
   case IR_CONCAT: vjp_concat(g, in, ct); break;
   case IR_REDUCE_SUM: vjp_reduce(g, in, ct, IR_NOREF); break;
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: vjp_reduce(g, in, ct, primal(g, i)); break;
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
   case IR_GET: /* marks its scan: the scan's rule gathers its GETs' cotangents */
     if (g->ct[x0] == IR_NOREF) g->ct[x0] = ct;

@@ -232,7 +232,8 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
     break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: {
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: {
     if (!ops[0]) break;
     const ir_type *x = gtype(P, in->args[0]);
     int j = 0;
@@ -342,7 +343,8 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
     break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: {
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: {
     unsigned used = spec_mask(s, t->rank);
     int j = 0;
     for (int d = 0, r = 0; d < x->rank; d++) {
@@ -352,7 +354,7 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
         continue;
       }
       r++;
-      bool clash = false;
+      bool clash = in->op == IR_REDUCE_PROD; /* no product collective: reduce whole dims */
       for (int q = 0; q < cur->n[d]; q++) clash |= (used >> cur->ax[d][q]) & 1;
       if (!clash) copy_dim(out, d, cur, d);
     }

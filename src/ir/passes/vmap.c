@@ -510,7 +510,8 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_CONCAT: rule_concat(v, r, in); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: rule_reduce(v, r, in); break;
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: rule_reduce(v, r, in); break;
   case IR_DOT: rule_dot(v, r, in); break;
   case IR_SCAN: rule_scan(v, r, in); break;
   case IR_GET: rule_get(v, r, in); break;
