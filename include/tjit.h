@@ -275,6 +275,11 @@ jit_val jit_cumsum(jit_trace *t, jit_val x, int axis, int reverse);
 jit_val jit_cumprod(jit_trace *t, jit_val x, int axis, int reverse);
 jit_val jit_cummax(jit_trace *t, jit_val x, int axis, int reverse);
 jit_val jit_cummin(jit_trace *t, jit_val x, int axis, int reverse);
+/* lax.sort: n operands of one shape, sorted together along axis by the first n_keys of them
+   (lexicographically), ascending, stable; NaNs last. out[i] is xs[i] reordered. */
+void jit_sort(jit_trace *t, int n, const jit_val *xs, int axis, int n_keys, jit_val *out);
+/* lax.top_k along the last axis: the k largest, largest first, ties by lower index; i32 indices */
+void jit_top_k(jit_trace *t, jit_val x, int k, jit_val *values, jit_val *indices);
 jit_val jit_matmul(jit_trace *t, jit_val a, jit_val b);   /* NumPy matmul semantics */
 jit_val jit_dot_general(jit_trace *t, jit_val a, jit_val b,
                         int n_batch, const int *a_batch, const int *b_batch,
@@ -392,6 +397,8 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_cumprod(t, ...) jit_cumprod(JIT__AT(t), __VA_ARGS__)
 #define jit_cummax(t, ...) jit_cummax(JIT__AT(t), __VA_ARGS__)
 #define jit_cummin(t, ...) jit_cummin(JIT__AT(t), __VA_ARGS__)
+#define jit_sort(t, ...) jit_sort(JIT__AT(t), __VA_ARGS__)
+#define jit_top_k(t, ...) jit_top_k(JIT__AT(t), __VA_ARGS__)
 #define jit_matmul(t, ...) jit_matmul(JIT__AT(t), __VA_ARGS__)
 #define jit_dot_general(t, ...) jit_dot_general(JIT__AT(t), __VA_ARGS__)
 #define jit_vmap(t, ...) jit_vmap(JIT__AT(t), __VA_ARGS__)

@@ -155,6 +155,11 @@ static void every_op_roundtrips(void **state) {
   rd.dims.n = 1;
   rd.dims.d[0] = 1;
   emit(f, IR_REDUCE_PROD, T(f, JIT_F32, 2, 4, 3), 1, &m, &rd, noloc);
+  ir_attr so = {0};
+  so.axis = 1;
+  so.sort = (ir_sort){2, 2, 1};
+  ir_ref sargs2[3] = {x, p, y};
+  emit(f, IR_SORT, f23, 3, sargs2, &so, at);
   ir_attr dt = {0};
   dt.dot.n_batch = 1;
   dt.dot.n_contract = 1;

@@ -19,7 +19,8 @@
 #define THIS_FILE "tests/test_ops_sort_cum.c"
 
 typedef enum kind {
-  K_PROD, K_AND, K_OR, K_ARGMAX, K_ARGMIN, K_CUMSUM, K_CUMPROD, K_CUMMAX, K_CUMMIN
+  K_PROD, K_AND, K_OR, K_ARGMAX, K_ARGMIN, K_CUMSUM, K_CUMPROD, K_CUMMAX, K_CUMMIN,
+  K_SORT, K_TOPK /* top_k's values, k = 2 (axis must be the last) */
 } kind;
 
 typedef struct opcase {
@@ -41,6 +42,16 @@ static jit_val apply(jit_trace *t, const opcase *c, jit_val x) {
   case K_CUMPROD: return jit_cumprod(t, x, c->axis, c->reverse);
   case K_CUMMAX: return jit_cummax(t, x, c->axis, c->reverse);
   case K_CUMMIN: return jit_cummin(t, x, c->axis, c->reverse);
+  case K_SORT: {
+    jit_val y;
+    jit_sort(t, 1, &x, c->axis, 1, &y);
+    return y;
+  }
+  case K_TOPK: {
+    jit_val v, i;
+    jit_top_k(t, x, 2, &v, &i);
+    return v;
+  }
   }
   return (jit_val){0};
 }
@@ -72,8 +83,45 @@ static double wrapped(jit_dtype dt, uint64_t v) {
 
 static bool nan_or_gt(double a, double b) { return isnan(a) ? !isnan(b) : a > b; }
 
+/* lax's total order: NaN last, -0 before +0. */
+static int total_cmp(double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);
+  if (a != b) return a < b ? -1 : 1;
+  return (signbit(b) != 0) - (signbit(a) != 0);
+}
+
+/* Row-wise stable insertion sort (descending: of the reversed order), values reordered. */
+static ot_array sort_ref(const ot_array *x, int ax, bool descending, int64_t keep) {
+  int64_t outer = 1, n = x->shape[ax], inner = 1;
+  for (int d = 0; d < ax; d++) outer *= x->shape[d];
+  for (int d = ax + 1; d < x->rank; d++) inner *= x->shape[d];
+  int64_t s[JIT_MAX_RANK];
+  memcpy(s, x->shape, sizeof s);
+  s[ax] = keep;
+  ot_array r = ot_zeros(x->dt, x->rank, s);
+  double *row = malloc((size_t)(n ? n : 1) * sizeof *row);
+  assert_non_null(row);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      for (int64_t j = 0; j < n; j++) {
+        double v = x->v[(o * n + j) * inner + i];
+        int64_t p = j;
+        while (p > 0 && (descending ? total_cmp(row[p - 1], v) < 0 : total_cmp(row[p - 1], v) > 0)) {
+          row[p] = row[p - 1];
+          p--;
+        }
+        row[p] = v;
+      }
+      for (int64_t j = 0; j < keep; j++) r.v[(o * keep + j) * inner + i] = row[j];
+    }
+  free(row);
+  return r;
+}
+
 /* The reference result of c on x (x's dtype rules: ints wrap, floats rounded per step). */
 static ot_array reference(const opcase *c, const ot_array *x) {
+  if (c->k == K_SORT) return sort_ref(x, c->axis, false, x->shape[c->axis]);
+  if (c->k == K_TOPK) return sort_ref(x, x->rank - 1, true, 2);
   int ax = c->axis;
   int64_t outer = 1, n = x->shape[ax], inner = 1;
   for (int d = 0; d < ax; d++) outer *= x->shape[d];
@@ -115,6 +163,7 @@ static ot_array reference(const opcase *c, const ot_array *x) {
           break;
         case K_CUMMAX: acc = j0 ? lax_max(acc, v, true) : v; break;
         case K_CUMMIN: acc = j0 ? lax_max(acc, v, false) : v; break;
+        default: break;
         }
         if (cum) r.v[(o * n + j) * inner + i] = acc;
       }
@@ -254,6 +303,84 @@ static void test_cumulative(void **state) {
   ot_free(&one);
 }
 
+/* ---- sorting ------------------------------------------------------------------------------------ */
+
+static void test_sort(void **state) {
+  (void)state;
+  int64_t s[2] = {3, 4};
+  ot_array f = ot_values(JIT_F32, 2, s, SPECIAL);
+  ot_array r = ot_random(JIT_F32, 2, (int64_t[]){6, 17}, 16, -1, 1);
+  ot_array i = ot_random(JIT_I32, 2, (int64_t[]){5, 9}, 17, -3, 3); /* many ties */
+  ot_array u = ot_random(JIT_U8, 2, (int64_t[]){4, 6}, 18, 0, 255);
+  ot_array b = ot_random(JIT_BOOL, 2, (int64_t[]){4, 5}, 19, 0, 1);
+  ot_array e = ot_zeros(JIT_F32, 2, (int64_t[]){0, 3});
+  for (int ax = 0; ax < 2; ax++) {
+    check((opcase){K_SORT, ax, 0, NULL}, &f, "sort special");
+    check((opcase){K_SORT, ax, 0, NULL}, &r, "sort f32");
+    check((opcase){K_SORT, ax, 0, NULL}, &i, "sort i32");
+    check((opcase){K_SORT, ax, 0, NULL}, &u, "sort u8");
+    check((opcase){K_SORT, ax, 0, NULL}, &b, "sort bool");
+    check((opcase){K_SORT, ax, 0, NULL}, &e, "sort empty");
+  }
+  check((opcase){K_TOPK, 1, 0, NULL}, &f, "top_k special");
+  check((opcase){K_TOPK, 1, 0, NULL}, &r, "top_k f32");
+  check((opcase){K_TOPK, 1, 0, NULL}, &i, "top_k i32");
+  ot_free(&f);
+  ot_free(&r);
+  ot_free(&i);
+  ot_free(&u);
+  ot_free(&b);
+  ot_free(&e);
+}
+
+/* sort by (a, b) carrying c; top_k's indices */
+static void multi_fn(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  (void)user;
+  jit_sort(t, 3, args, 1, 2, res);
+  jit_val v;
+  jit_top_k(t, args[0], 3, &v, &res[3]);
+}
+
+static void test_sort_multi(void **state) {
+  (void)state;
+  int64_t s[2] = {2, 6};
+  ot_array in[3] = {
+      ot_values(JIT_I32, 2, s, (double[]){2, 1, 2, 1, 2, 0, 5, 5, 5, 5, 5, 5}),
+      ot_values(JIT_F32, 2, s, (double[]){0.5, 1, 0.5, -1, NAN, 3, 1, -0.0, 0.0, 1, -0.0, -2}),
+      ot_values(JIT_F64, 2, s, (double[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}),
+  };
+  /* row 0 keys (2,.5)0 (1,1)1 (2,.5)2 (1,-1)3 (2,nan)4 (0,3)5 -> 5 3 1 0 2 4;
+     row 1 keys (5,1)6 (5,-0)7 (5,0)8 (5,1)9 (5,-0)10 (5,-2)11 -> 11 7 10 8 6 9 */
+  const double want_c[12] = {5, 3, 1, 0, 2, 4, 11, 7, 10, 8, 6, 9};
+  const double want_i[6] = {0, 2, 4, 0, 1, 2}; /* top 3 of row 0: 2 2 2 at 0 2 4; row 1 ties */
+  for (int opt = 0; opt <= 3; opt += 3) {
+    jit_ctx *ctx = ot_ctx_with(1, 2, opt);
+    jit_fn_opts o = {.name = "multi", .n_args = 3, .n_results = 4};
+    jit_fn *f = NULL;
+    OT_ASSERT_OK(jit_compile(ctx, multi_fn, NULL, &o, &f));
+    jit_array *a[3], *r[4];
+    for (int k = 0; k < 3; k++) {
+      jit_array *tmp = ot_upload(&in[k]);
+      unsigned char buf[96];
+      OT_ASSERT_OK(jit_array_to_host(tmp, buf, jit_array_nbytes(tmp)));
+      OT_ASSERT_OK(jit_array_from_host(ctx, in[k].dt, 2, s, buf, &a[k]));
+      jit_array_free(tmp);
+    }
+    OT_ASSERT_OK(jit_call(f, a, r));
+    double c[12];
+    int32_t idx[6];
+    OT_ASSERT_OK(jit_array_to_host(r[2], c, sizeof c));
+    OT_ASSERT_OK(jit_array_to_host(r[3], idx, sizeof idx));
+    for (int k = 0; k < 12; k++) assert_true(c[k] == want_c[k]);
+    for (int k = 0; k < 6; k++) assert_int_equal(idx[k], (int)want_i[k]);
+    for (int k = 0; k < 3; k++) jit_array_free(a[k]);
+    for (int k = 0; k < 4; k++) jit_array_free(r[k]);
+    jit_fn_free(f);
+    jit_ctx_destroy(ctx);
+  }
+  for (int k = 0; k < 3; k++) ot_free(&in[k]);
+}
+
 /* ---- vmap against a loop ------------------------------------------------------------------------ */
 
 typedef struct vcase {
@@ -275,7 +402,7 @@ static void test_vmap(void **state) {
   (void)state;
   ot_array x = ot_random(JIT_F32, 3, (int64_t[]){4, 5, 6}, 11, -1, 1);
   x.v[7] = NAN;
-  for (kind k = K_PROD; k <= K_CUMMIN; k++) {
+  for (kind k = K_PROD; k <= K_TOPK; k++) {
     if (k == K_AND || k == K_OR) continue;
     for (int in_axis = 0; in_axis < 3; in_axis += 2) {
       vcase v = {{k, 1, k == K_CUMPROD, NULL}, in_axis};
@@ -319,10 +446,10 @@ static void test_sharded(void **state) {
   for (int s = 0; s < 2; s++) {
     jit_sharding *sh = NULL;
     OT_ASSERT_OK(jit_sharding_create(mesh, specs[s], &sh));
-    for (kind k = K_PROD; k <= K_CUMMIN; k++)
+    for (kind k = K_PROD; k <= K_TOPK; k++)
       for (int ax = 0; ax < 2; ax++) {
         const ot_array *in = k == K_AND || k == K_OR ? &bx : &x;
-        opcase c = {k, ax, k == K_CUMMAX, NULL};
+        opcase c = {k, k == K_TOPK ? 1 : ax, k == K_CUMMAX, NULL};
         ot_array want = run_on(one, trace_op, &c, in);
         c.sharding = sh;
         ot_array got = run_on(two, trace_op, &c, in);
@@ -399,6 +526,9 @@ static void test_grads(void **state) {
       check_grad((opcase){k, 1, rev, NULL}, &x, "cumulative axis 1");
       check_grad((opcase){k, 0, rev, NULL}, &x, "cumulative axis 0");
     }
+  check_grad((opcase){K_SORT, 1, 0, NULL}, &x, "sort axis 1");
+  check_grad((opcase){K_SORT, 0, 0, NULL}, &x, "sort axis 0");
+  check_grad((opcase){K_TOPK, 1, 0, NULL}, &x, "top_k");
   ot_free(&z);
   ot_free(&x);
 }
@@ -434,6 +564,7 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reductions), cmocka_unit_test(test_cumulative),
+      cmocka_unit_test(test_sort),       cmocka_unit_test(test_sort_multi),
       cmocka_unit_test(test_vmap),       cmocka_unit_test(test_sharded),
       cmocka_unit_test(test_grads),      cmocka_unit_test(test_errors),
   };

@@ -483,6 +483,25 @@ typedef struct opnd {
   const unsigned char *data;
 } opnd;
 
+static jit_status eval_sort(const ir_ins *in, const opnd *a, void *out) {
+  enum { MAX_INLINE = 8 };
+  const ir_type *ts_small[MAX_INLINE], **ts = ts_small;
+  const void *ds_small[MAX_INLINE], **ds = ds_small;
+  if (in->n_args > MAX_INLINE && (!(ts = malloc(in->n_args * sizeof *ts)) ||
+                                  !(ds = malloc(in->n_args * sizeof *ds)))) {
+    if (ts != ts_small) free(ts);
+    return jit_error(JIT_ENOMEM, "interp: sort: out of memory");
+  }
+  for (uint32_t k = 0; k < in->n_args; k++) {
+    ts[k] = a[k].t;
+    ds[k] = a[k].data;
+  }
+  jit_status st = ir_sort_eval(ts, in->n_args, ds, (int)in->attr.axis, &in->attr.sort, out);
+  if (ts != ts_small) free(ts);
+  if (ds != ds_small) free(ds);
+  return st;
+}
+
 static jit_status eval_elementwise(const ir_func *f, ir_ref r, const opnd *a, unsigned char *out) {
   const ir_ins *in = &f->ins[r];
   const ir_type *t = ir_type_of(f, r);
@@ -987,6 +1006,7 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
     case IR_REDUCE_MIN:
     case IR_REDUCE_PROD: st = eval_reduce(f, r, a, out); break;
     case IR_DOT: st = eval_dot(f, r, a, out); break;
+    case IR_SORT: st = eval_sort(in, a, out); break;
     case IR_SHARDING:
       if (bytes) memcpy(out, a[0].data, bytes);
       break;

@@ -29,7 +29,7 @@
      CONST value (a splat of any shape); IOTA axis (the counting dim); CMP cmp; TRANSPOSE dims
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
-     drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free).
+     drops them); SLICE slice; CONCAT axis; SORT axis and sort (see ir_sort); DOT dot (result dims = batch, lhs free, rhs free).
      SHARDING sharding: the identity, pinning its value's sharding (jit_with_sharding_constraint;
      the partitioner consumes it). ALL_REDUCE .. AXIS_INDEX coll: the collectives of a
      partitioned (per-device) function, see ir_coll; they need the function's mesh. SCAN scan (see ir_scan; any number of operands, 0 included); GET axis (the index of
@@ -92,6 +92,7 @@
   _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
   _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
   _(REDUCE_PROD, 1, IR_REDUCE, "reduce_prod")      \
+  _(SORT, -1, 0, "sort")                           \
   _(DOT, 2, 0, "dot")                              \
   _(SHARDING, 1, 0, "sharding")                    \
   _(ALL_REDUCE, 1, 0, "all_reduce")                \
@@ -198,6 +199,17 @@ typedef struct ir_shard_map {
   struct jit_sharding **specs; /* n_args + n_out */
 } ir_shard_map;
 
+/* lax.sort of operands of one shape (dtypes may differ) along attr.axis: the order is the
+   lexicographic one of the first n_keys operands in lax's total order (NaN after everything,
+   -0 before +0; descending: the reverse), stable (equal keys keep their order). The result is
+   operand `index` reordered: a sort of n operands is n SORTs (CSE keeps one per index).
+   Text: `sort %1, %2 axis=1 keys=1 index=0 [descending=1]`. */
+typedef struct ir_sort {
+  uint8_t n_keys;      /* 1..n_args */
+  uint8_t index;       /* the operand the result is */
+  uint8_t descending;  /* 0 or 1 */
+} ir_sort;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -211,6 +223,7 @@ typedef struct ir_attr {
   struct jit_sharding *sharding; /* SHARDING: the function holds a reference (see ir_func) */
   ir_scan scan;        /* SCAN */
   ir_shard_map smap;   /* SHARD_MAP */
+  ir_sort sort;        /* SORT (with axis) */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */
@@ -349,6 +362,13 @@ void   ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v); /* ints wrap 
    Random123's threefry2x32 with 20 rounds, as JAX's threefry2x32_p: key = (k0 << 32) | k1,
    count = (x0 << 32) | x1; returns (y0 << 32) | y1. */
 uint64_t ir_threefry2x32(uint64_t key, uint64_t count);
+
+/* ---- sorting (sort.c) --------------------------------------------------------------------------
+   SORT on dense row-major buffers: ops[i] holds operand i (type t[i], all one shape), out gets
+   operand s->index reordered along axis. The interpreter's and compiled code's one sort (a
+   stable merge sort of each row's indices). JIT_ENOMEM. */
+jit_status ir_sort_eval(const ir_type *const *t, uint32_t n_ops, const void *const *ops, int axis,
+                        const ir_sort *s, void *out);
 
 /* ---- printer (print.c) ---------------------------------------------------------------------------
    The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */

@@ -280,6 +280,25 @@ static jit_status infer_reduce(ir_op op, const ir_type *a, const ir_attr *attr, 
   return JIT_OK;
 }
 
+static jit_status infer_sort(uint32_t n_args, const ir_type *const *args, const ir_attr *attr,
+                             ir_type *out, char *why, size_t why_n) {
+  const ir_sort *s = &attr->sort;
+  if (n_args < 1) return FAIL(JIT_EINVAL, "needs at least one operand");
+  if (s->n_keys < 1 || s->n_keys > n_args || s->index >= n_args || s->descending > 1)
+    return FAIL(JIT_EINVAL, "keys=%u index=%u descending=%u for %u operands", s->n_keys, s->index,
+                s->descending, n_args);
+  if (args[0]->rank < 1 || attr->axis < 0 || attr->axis >= args[0]->rank)
+    return FAIL(JIT_ESHAPE, "axis %lld out of range for %s", (long long)attr->axis, ty(args[0]).s);
+  for (uint32_t i = 0; i < n_args; i++) {
+    if (!same_shape(args[0], args[i]))
+      return FAIL(JIT_ESHAPE, "operand shapes differ: %s vs %s", ty(args[0]).s, ty(args[i]).s);
+    if (!ir_dtype_valid(args[i]->dtype))
+      return FAIL(JIT_EDTYPE, "operand %u has no valid dtype", i);
+  }
+  *out = *args[s->index];
+  return JIT_OK;
+}
+
 /* Checks one side's batch + contracting dim lists: in range and no dim used twice. */
 static bool dot_side_ok(const ir_type *t, int nb, const uint8_t *b, int nc, const uint8_t *c,
                         bool *used) {
@@ -430,6 +449,7 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
   case IR_BROADCAST: st = infer_broadcast(args[0], attr, declared, out, why, why_n); break;
   case IR_SLICE: st = infer_slice(args[0], attr, out, why, why_n); break;
   case IR_CONCAT: st = infer_concat(n_args, args, attr, out, why, why_n); break;
+  case IR_SORT: st = infer_sort(n_args, args, attr, out, why, why_n); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:

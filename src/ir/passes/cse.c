@@ -91,6 +91,9 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
       h = mix(mix(h, a->dot.lhs_contract[i]), a->dot.rhs_contract[i]);
     break;
   case IR_GET: h = mix(h, (uint64_t)a->axis); break;
+  case IR_SORT:
+    h = mix(mix(mix(mix(h, (uint64_t)a->axis), a->sort.n_keys), a->sort.index), a->sort.descending);
+    break;
   case IR_SCAN: h = mix(h, a->scan.body); break;
   case IR_ALL_REDUCE:
   case IR_ALL_GATHER:
@@ -139,6 +142,7 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
     return true;
   }
   case IR_GET: return x->axis == y->axis;
+  case IR_SORT: return x->axis == y->axis && !memcmp(&x->sort, &y->sort, sizeof x->sort);
   case IR_SCAN: /* each runs its own body: never merged */
   case IR_SHARD_MAP: return false;
   case IR_ALL_REDUCE:

@@ -431,8 +431,9 @@ static jit_status visit(fuse *z, ir_ref v) {
     }
     return JIT_OK;
   }
-  if (ir_op_is_collective(op) || op == IR_SHARDING) {
-    /* a kernel of its own (the runtime exchanges it between devices): operands in buffers */
+  if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT) {
+    /* a kernel of its own (the runtime exchanges it between devices; a sort runs ir_sort_eval
+       on whole rows): operands in buffers */
     mark_operands(z, v, z->must_mat);
     return new_group(z, v);
   }

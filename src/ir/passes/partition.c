@@ -230,6 +230,14 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
       for (int d = 0; d < t->rank; d++)
         if (slice_full(&in->attr.slice, gtype(P, in->args[0]), d)) copy_dim(out, d, ops[0], d);
     break;
+  case IR_SORT: /* laid out as its operands, the sorted axis whole */
+    for (uint32_t k = 0; k < in->n_args; k++)
+      if (ops[k]) {
+        *out = *ops[k];
+        break;
+      }
+    clear_dim(out, (int)in->attr.axis);
+    break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
@@ -338,6 +346,7 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
       if (slice_full(&in->attr.slice, x, d)) copy_dim(out, d, s, d);
     break;
   case IR_CONCAT:
+  case IR_SORT:
     for (int d = 0; d < t->rank; d++)
       if (d != in->attr.axis) copy_dim(out, d, s, d);
     break;

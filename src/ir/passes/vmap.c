@@ -236,7 +236,8 @@ static void rule_concat(vm *v, ir_ref r, const ir_ins *in) {
   for (uint32_t i = 0; i < in->n_args; i++) args[i] = batched_at(v, in->args[i], k);
   ir_attr a = {0};
   a.axis = shift((int)in->attr.axis, k);
-  v->map[r] = emit(v, IR_CONCAT, in->n_args, args, &a, NULL);
+  a.sort = in->attr.sort;
+  v->map[r] = emit(v, in->op, in->n_args, args, &a, NULL);
   v->bd[r] = (int8_t)k;
   free(args);
 }
@@ -507,7 +508,8 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_TRANSPOSE: rule_transpose(v, r, in); break;
   case IR_BROADCAST: rule_broadcast(v, r, in); break;
   case IR_SLICE: rule_slice(v, r, in); break;
-  case IR_CONCAT: rule_concat(v, r, in); break;
+  case IR_CONCAT:
+  case IR_SORT: rule_concat(v, r, in); break; /* every operand batched at one dim */
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
