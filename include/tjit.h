@@ -281,6 +281,23 @@ jit_val jit_dynamic_update_slice(jit_trace *t, jit_val x, jit_val update, const 
 jit_val jit_reduce_sum(jit_trace *t, jit_val x, int n_axes, const int *axes);
 jit_val jit_reduce_max(jit_trace *t, jit_val x, int n_axes, const int *axes);
 jit_val jit_reduce_min(jit_trace *t, jit_val x, int n_axes, const int *axes);
+jit_val jit_reduce_prod(jit_trace *t, jit_val x, int n_axes, const int *axes);
+jit_val jit_reduce_and(jit_trace *t, jit_val x, int n_axes, const int *axes);   /* bool: all */
+jit_val jit_reduce_or(jit_trace *t, jit_val x, int n_axes, const int *axes);    /* bool: any */
+/* index of the first maximum (minimum) along axis; NaN counts as the maximum (and minimum),
+   as jnp.argmax; the axis is removed */
+jit_val jit_argmax(jit_trace *t, jit_val x, int axis, jit_dtype index_dtype);
+jit_val jit_argmin(jit_trace *t, jit_val x, int axis, jit_dtype index_dtype);
+/* lax.cumsum & co.: inclusive, along axis, from the end when reverse != 0 */
+jit_val jit_cumsum(jit_trace *t, jit_val x, int axis, int reverse);
+jit_val jit_cumprod(jit_trace *t, jit_val x, int axis, int reverse);
+jit_val jit_cummax(jit_trace *t, jit_val x, int axis, int reverse);
+jit_val jit_cummin(jit_trace *t, jit_val x, int axis, int reverse);
+/* lax.sort: n operands of one shape, sorted together along axis by the first n_keys of them
+   (lexicographically), ascending, stable; NaNs last. out[i] is xs[i] reordered. */
+void jit_sort(jit_trace *t, int n, const jit_val *xs, int axis, int n_keys, jit_val *out);
+/* lax.top_k along the last axis: the k largest, largest first, ties by lower index; i32 indices */
+void jit_top_k(jit_trace *t, jit_val x, int k, jit_val *values, jit_val *indices);
 jit_val jit_matmul(jit_trace *t, jit_val a, jit_val b);   /* NumPy matmul semantics */
 jit_val jit_dot_general(jit_trace *t, jit_val a, jit_val b,
                         int n_batch, const int *a_batch, const int *b_batch,
@@ -289,6 +306,20 @@ int            jit_val_rank(jit_trace *t, jit_val x);       /* -1 for an invalid
 const int64_t *jit_val_shape(jit_trace *t, jit_val x);      /* NULL for an invalid value */
 jit_dtype      jit_val_dtype(jit_trace *t, jit_val x);
 void           jit_trace_fail(jit_trace *t, const char *message);
+
+/* random numbers (jax.random, bit for bit, jax_threefry_partitionable's layout). Keys are u32[2]
+   values, as jax.random.PRNGKey(seed) returns: {seed >> 32, seed & 0xffffffff}. */
+jit_val jit_random_key(jit_trace *t, uint64_t seed);                   /* u32[2] */
+jit_val jit_random_split(jit_trace *t, jit_val key, int64_t n);        /* u32[n,2] */
+jit_val jit_random_fold_in(jit_trace *t, jit_val key, jit_val data);   /* data: integer scalar */
+jit_val jit_random_bits(jit_trace *t, jit_val key, jit_dtype dt /* JIT_U32, JIT_U64 */,
+                        int rank, const int64_t *shape);
+/* jax.random.uniform in [lo, hi): the same floats as JAX, bit for bit */
+jit_val jit_random_uniform(jit_trace *t, jit_val key, jit_dtype dt, int rank, const int64_t *shape,
+                           double lo, double hi);
+/* jax.random.normal: within 2 ulp of JAX's values (it goes through erf_inv) */
+jit_val jit_random_normal(jit_trace *t, jit_val key, jit_dtype dt, int rank, const int64_t *shape);
+jit_val jit_random_bernoulli(jit_trace *t, jit_val key, double p, int rank, const int64_t *shape);
 
 /* ---- transformations (while tracing) ----------------------------------------------------------- */
 /* vmap: fn traced on one slice; in_axes[i] = -1: args[i] is not batched */
@@ -383,6 +414,17 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_reduce_sum(t, ...) jit_reduce_sum(JIT__AT(t), __VA_ARGS__)
 #define jit_reduce_max(t, ...) jit_reduce_max(JIT__AT(t), __VA_ARGS__)
 #define jit_reduce_min(t, ...) jit_reduce_min(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_prod(t, ...) jit_reduce_prod(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_and(t, ...) jit_reduce_and(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_or(t, ...) jit_reduce_or(JIT__AT(t), __VA_ARGS__)
+#define jit_argmax(t, ...) jit_argmax(JIT__AT(t), __VA_ARGS__)
+#define jit_argmin(t, ...) jit_argmin(JIT__AT(t), __VA_ARGS__)
+#define jit_cumsum(t, ...) jit_cumsum(JIT__AT(t), __VA_ARGS__)
+#define jit_cumprod(t, ...) jit_cumprod(JIT__AT(t), __VA_ARGS__)
+#define jit_cummax(t, ...) jit_cummax(JIT__AT(t), __VA_ARGS__)
+#define jit_cummin(t, ...) jit_cummin(JIT__AT(t), __VA_ARGS__)
+#define jit_sort(t, ...) jit_sort(JIT__AT(t), __VA_ARGS__)
+#define jit_top_k(t, ...) jit_top_k(JIT__AT(t), __VA_ARGS__)
 #define jit_matmul(t, ...) jit_matmul(JIT__AT(t), __VA_ARGS__)
 #define jit_dot_general(t, ...) jit_dot_general(JIT__AT(t), __VA_ARGS__)
 #define jit_vmap(t, ...) jit_vmap(JIT__AT(t), __VA_ARGS__)
@@ -396,6 +438,13 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_all_gather(t, ...) jit_all_gather(JIT__AT(t), __VA_ARGS__)
 #define jit_axis_index(t, ...) jit_axis_index(JIT__AT(t), __VA_ARGS__)
 #define jit_trace_fail(t, ...) jit_trace_fail(JIT__AT(t), __VA_ARGS__)
+#define jit_random_key(t, ...) jit_random_key(JIT__AT(t), __VA_ARGS__)
+#define jit_random_split(t, ...) jit_random_split(JIT__AT(t), __VA_ARGS__)
+#define jit_random_fold_in(t, ...) jit_random_fold_in(JIT__AT(t), __VA_ARGS__)
+#define jit_random_bits(t, ...) jit_random_bits(JIT__AT(t), __VA_ARGS__)
+#define jit_random_uniform(t, ...) jit_random_uniform(JIT__AT(t), __VA_ARGS__)
+#define jit_random_normal(t, ...) jit_random_normal(JIT__AT(t), __VA_ARGS__)
+#define jit_random_bernoulli(t, ...) jit_random_bernoulli(JIT__AT(t), __VA_ARGS__)
 #endif
 
 #if defined(__GNUC__)

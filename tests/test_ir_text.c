@@ -112,7 +112,8 @@ static void every_op_roundtrips(void **state) {
   ir_ref u = emit1(f, IR_CONVERT, u3, iv);
   for (int op = IR_AND; op <= IR_SHR_ARITH; op++) u = emit2(f, (ir_op)op, u3, u, u);
   ir_ty u64x3 = T(f, JIT_U64, 1, 3);
-  emit1(f, IR_NOT, u64x3, emit1(f, IR_CONVERT, u64x3, u));
+  ir_ref u64 = emit1(f, IR_NOT, u64x3, emit1(f, IR_CONVERT, u64x3, u));
+  emit2(f, IR_THREEFRY, u64x3, u64, u64);
   emit1(f, IR_CONVERT, T(f, JIT_F64, 2, 2, 3), sel);
   emit1(f, IR_CONVERT, T(f, JIT_F32, 1, 3), iv);
   emit1(f, IR_RESHAPE, T(f, JIT_F32, 1, 6), sel);
@@ -151,6 +152,14 @@ static void every_op_roundtrips(void **state) {
   emit(f, IR_REDUCE_MAX, T(f, JIT_F32, 2, 2, 3), 1, &m, &rd, noloc);
   rd.dims.n = 0;
   emit(f, IR_REDUCE_MIN, T(f, JIT_F32, 3, 4, 2, 3), 1, &m, &rd, noloc);
+  rd.dims.n = 1;
+  rd.dims.d[0] = 1;
+  emit(f, IR_REDUCE_PROD, T(f, JIT_F32, 2, 4, 3), 1, &m, &rd, noloc);
+  ir_attr so = {0};
+  so.axis = 1;
+  so.sort = (ir_sort){2, 2, 1};
+  ir_ref sargs2[3] = {x, p, y};
+  emit(f, IR_SORT, f23, 3, sargs2, &so, at);
   ir_attr dt = {0};
   dt.dot.n_batch = 1;
   dt.dot.n_contract = 1;

@@ -96,6 +96,23 @@ static const char prelude[] =
     "  if (b == -1) return 0;\n"
     "  return a % b;\n"
     "}\n"
+    "/* threefry2x32 (JAX's): key and counter words packed (hi << 32) | lo */\n"
+    "static inline uint64_t tjit_threefry(uint64_t key, uint64_t count) {\n"
+    "  static const unsigned rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};\n"
+    "  uint32_t ks[3] = {(uint32_t)(key >> 32), (uint32_t)key, 0};\n"
+    "  ks[2] = ks[0] ^ ks[1] ^ 0x1BD11BDAu;\n"
+    "  uint32_t x0 = (uint32_t)(count >> 32) + ks[0], x1 = (uint32_t)count + ks[1];\n"
+    "  for (unsigned g = 0; g < 5; g++) {\n"
+    "    for (unsigned r = 0; r < 4; r++) {\n"
+    "      unsigned n = rot[g & 1][r];\n"
+    "      x0 += x1;\n"
+    "      x1 = ((x1 << n) | (x1 >> (32 - n))) ^ x0;\n"
+    "    }\n"
+    "    x0 += ks[(g + 1) % 3];\n"
+    "    x1 += ks[(g + 2) % 3] + g + 1;\n"
+    "  }\n"
+    "  return (uint64_t)x0 << 32 | x1;\n"
+    "}\n"
     "/* lax.clamp on integers, in the signed or unsigned 64-bit type that holds the dtype */\n"
     "static inline int64_t tjit_sclamp(int64_t lo, int64_t x, int64_t hi) {\n"
     "  x = x < lo ? lo : x;\n"
@@ -335,6 +352,7 @@ static void put_ew_int(cw *w, const lp_ins *in) {
   case IR_AND: fprintf(o, "(%s)(v%d & v%d)", t, a, b); return;
   case IR_OR: fprintf(o, "(%s)(v%d | v%d)", t, a, b); return;
   case IR_XOR: fprintf(o, "(%s)(v%d ^ v%d)", t, a, b); return;
+  case IR_THREEFRY: fprintf(o, "tjit_threefry(v%d, v%d)", a, b); return;
   /* amounts outside [0, bits) as XLA, never C's undefined shifts */
   case IR_SHL:
     fprintf(o, "(uint64_t)v%d < %u ? (%s)((uint64_t)v%d << v%d) : 0", b, bits, t, a, b);
@@ -444,6 +462,8 @@ static void put_ins(cw *w, int32_t id, int depth) {
     return;
   case LP_ACC_ADD:
     if (in->ew == IR_ADD && is_f(d)) fprintf(o, "v%d += v%d;\n", in->a, in->b);
+    else if (in->ew == IR_MUL && is_f(d)) fprintf(o, "v%d *= v%d;\n", in->a, in->b);
+    else if (in->ew == IR_MUL) fprintf(o, "v%d = (%s)((uint64_t)v%d * (uint64_t)v%d);\n", in->a, ctype(d), in->a, in->b);
     else if (is_f(d)) fprintf(o, "v%d = (%s)tjit_%s(v%d, v%d);\n", in->a, ctype(d), in->ew == IR_MAX ? "max" : "min", in->a, in->b);
     else if (d == JIT_BOOL) fprintf(o, "v%d %s= v%d;\n", in->a, in->ew == IR_MIN ? "&" : "|", in->b);
     else if (in->ew == IR_ADD) fprintf(o, "v%d = (%s)((uint64_t)v%d + (uint64_t)v%d);\n", in->a, ctype(d), in->a, in->b);

@@ -269,6 +269,31 @@ static LLVMValueRef ipow(le *e, jit_dtype d, LLVMValueRef x, LLVMValueRef y) {
   return LLVMBuildCall2(e->b, fty, fn, args, 2, "");
 }
 
+/* threefry2x32 (see ir/threefry.c) on u64 key x and counter y: 20 rounds of 32-bit add, rotate
+   (funnel shift) and xor, straight-line code the loop vectorizer widens. */
+static LLVMValueRef threefry(le *e, LLVMValueRef key, LLVMValueRef count) {
+  static const unsigned rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  LLVMBuilderRef b = e->b;
+  LLVMTypeRef t = e->i32;
+  LLVMValueRef c32 = LLVMConstInt(e->i64, 32, 0);
+  LLVMValueRef ks[3] = {LLVMBuildTrunc(b, LLVMBuildLShr(b, key, c32, ""), t, ""),
+                        LLVMBuildTrunc(b, key, t, ""), NULL};
+  ks[2] = LLVMBuildXor(b, LLVMBuildXor(b, ks[0], ks[1], ""), LLVMConstInt(t, 0x1BD11BDA, 0), "");
+  LLVMValueRef x0 = LLVMBuildAdd(b, LLVMBuildTrunc(b, LLVMBuildLShr(b, count, c32, ""), t, ""), ks[0], "");
+  LLVMValueRef x1 = LLVMBuildAdd(b, LLVMBuildTrunc(b, count, t, ""), ks[1], "");
+  for (unsigned g = 0; g < 5; g++) {
+    for (unsigned r = 0; r < 4; r++) {
+      x0 = LLVMBuildAdd(b, x0, x1, "");
+      LLVMValueRef a[3] = {x1, x1, LLVMConstInt(t, rot[g & 1][r], 0)};
+      x1 = LLVMBuildXor(b, intrinsic(e, "llvm.fshl", &t, 1, a, 3), x0, "");
+    }
+    x0 = LLVMBuildAdd(b, x0, ks[(g + 1) % 3], "");
+    x1 = LLVMBuildAdd(b, x1, LLVMBuildAdd(b, ks[(g + 2) % 3], LLVMConstInt(t, g + 1, 0), ""), "");
+  }
+  LLVMValueRef hi = LLVMBuildShl(b, LLVMBuildZExt(b, x0, e->i64, ""), c32, "");
+  return LLVMBuildOr(b, hi, LLVMBuildZExt(b, x1, e->i64, ""), "");
+}
+
 static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef y) {
   LLVMBuilderRef b = e->b;
   jit_dtype d = in->dt;
@@ -317,6 +342,7 @@ static LLVMValueRef ew_int(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef
   case IR_AND: return LLVMBuildAnd(b, x, y, "");
   case IR_OR: return LLVMBuildOr(b, x, y, "");
   case IR_XOR: return LLVMBuildXor(b, x, y, "");
+  case IR_THREEFRY: return threefry(e, x, y);
   /* amounts outside [0, width) as XLA: no poison reaches the result (select ignores the arm it
      does not pick) */
   case IR_SHL:
@@ -426,7 +452,9 @@ static LLVMValueRef elem_ptr(le *e, jit_dtype d, int32_t buf, LLVMValueRef idx) 
 /* Float max/min accumulate as integers that order like the floats (NaN above everything for
    max, below for min; -0 < +0): an integer max is associative, so the vectorizer keeps several
    partial results instead of one chain of NaN-checking float maxima per vector. */
-static bool int_order(const lp_ins *in) { return is_f(in->dt) && in->ew != IR_ADD; }
+static bool int_order(const lp_ins *in) {
+  return is_f(in->dt) && in->ew != IR_ADD && in->ew != IR_MUL;
+}
 
 static LLVMTypeRef acc_type(le *e, const lp_ins *in) {
   if (!int_order(in)) return ctype(e, in->dt);
@@ -468,11 +496,17 @@ static LLVMValueRef combine(le *e, const lp_ins *in, LLVMValueRef acc, LLVMValue
       LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
       return r;
     }
+    if (in->ew == IR_MUL) { /* partial products in lanes, as the sums */
+      LLVMValueRef r = LLVMBuildFMul(b, acc, x, "");
+      LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc);
+      return r;
+    }
     return intr2(e, in->ew == IR_MAX ? "llvm.smax" : "llvm.smin", acc, to_ordered(e, in, x));
   }
   if (d == JIT_BOOL)
     return in->ew == IR_MIN ? LLVMBuildAnd(b, acc, x, "") : LLVMBuildOr(b, acc, x, "");
   if (in->ew == IR_ADD) return LLVMBuildAdd(b, acc, x, "");
+  if (in->ew == IR_MUL) return LLVMBuildMul(b, acc, x, "");
   bool s = is_signed(d);
   if (in->ew == IR_MAX) return intr2(e, s ? "llvm.smax" : "llvm.umax", acc, x);
   return intr2(e, s ? "llvm.smin" : "llvm.umin", acc, x);

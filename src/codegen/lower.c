@@ -423,6 +423,7 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
    u64 limits). */
 static double reduce_init(ir_op comb, jit_dtype dt) {
   if (comb == IR_ADD) return 0;
+  if (comb == IR_MUL) return 1;
   bool mx = comb == IR_MAX;
   if (ir_dtype_is_float(dt)) return mx ? -INFINITY : INFINITY;
   if (dt == JIT_BOOL || ir_dtype_is_unsigned(dt)) return mx ? 0 : 0x1p64;
@@ -458,6 +459,7 @@ static bool expensive(ir_op op) {
   case IR_LOG1P:
   case IR_EXPM1:
   case IR_ERF_INV:
+  case IR_THREEFRY:
   case IR_ATAN2: return true;
   default: return false;
   }
@@ -512,7 +514,7 @@ static jit_status gen_reduce(lower *L, ir_ref v, const fz_map *m, bool clamp, in
   jit_dtype dt = ir_type_of(L->f, v)->dtype;
   if (!fz_map_row_level(m))
     return jit_error(JIT_EINTERNAL, "codegen: reduction %%%u read inside a loop", v);
-  ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  ir_op comb = ir_reduce_combiner(in->op);
   double init = reduce_init(comb, dt);
   fz_map om;
   if (!fz_map_operand(L->f, v, 0, m, &om))
@@ -783,7 +785,8 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
     case IR_PAD: TRY(gen_pad(L, v, m, clamp, &id)); break;
     case IR_REDUCE_SUM:
     case IR_REDUCE_MAX:
-    case IR_REDUCE_MIN: TRY(gen_reduce(L, v, m, clamp, &id)); break;
+    case IR_REDUCE_MIN:
+    case IR_REDUCE_PROD: TRY(gen_reduce(L, v, m, clamp, &id)); break;
     default: return unsupported(L, v);
     }
   }
@@ -992,7 +995,7 @@ static jit_status write_columns(lower *L) {
   if (!fz_map_operand(L->f, r, 0, rm, &om))
     return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", r);
   L->column = true;
-  ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  ir_op comb = ir_reduce_combiner(in->op);
   double init = reduce_init(comb, dt);
   int32_t start = iop(L, LP_IMUL, row_val(L, c), iconst(L, b));
   int32_t trip = iop(L, LP_IMIN, iop(L, LP_ISUB, iconst(L, n), start), iconst(L, b));

@@ -270,6 +270,7 @@ static int64_t int_op(ir_op op, jit_dtype d, int64_t a, int64_t b) {
   case IR_AND: return wrap_int(d, ua & ub);
   case IR_OR: return wrap_int(d, ua | ub);
   case IR_XOR: return wrap_int(d, ua ^ ub);
+  case IR_THREEFRY: return (int64_t)ir_threefry2x32(ua, ub);
   case IR_SHL:
   case IR_SHR_LOGICAL:
   case IR_SHR_ARITH: return int_shift(op, d, a, b);
@@ -482,6 +483,25 @@ typedef struct opnd {
   const unsigned char *data;
 } opnd;
 
+static jit_status eval_sort(const ir_ins *in, const opnd *a, void *out) {
+  enum { MAX_INLINE = 8 };
+  const ir_type *ts_small[MAX_INLINE], **ts = ts_small;
+  const void *ds_small[MAX_INLINE], **ds = ds_small;
+  if (in->n_args > MAX_INLINE && (!(ts = malloc(in->n_args * sizeof *ts)) ||
+                                  !(ds = malloc(in->n_args * sizeof *ds)))) {
+    if (ts != ts_small) free(ts);
+    return jit_error(JIT_ENOMEM, "interp: sort: out of memory");
+  }
+  for (uint32_t k = 0; k < in->n_args; k++) {
+    ts[k] = a[k].t;
+    ds[k] = a[k].data;
+  }
+  jit_status st = ir_sort_eval(ts, in->n_args, ds, (int)in->attr.axis, &in->attr.sort, out);
+  if (ts != ts_small) free(ts);
+  if (ds != ds_small) free(ds);
+  return st;
+}
+
 static jit_status eval_elementwise(const ir_func *f, ir_ref r, const opnd *a, unsigned char *out) {
   const ir_ins *in = &f->ins[r];
   const ir_type *t = ir_type_of(f, r);
@@ -645,12 +665,12 @@ static jit_status eval_reduce(const ir_func *f, ir_ref r, const opnd *a, unsigne
       dstr[i] = tstr[j++];
     }
   }
-  ir_op comb = in->op == IR_REDUCE_SUM ? IR_ADD : in->op == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  ir_op comb = ir_reduce_combiner(in->op);
   scalar init;
   if (ir_dtype_is_float(dt))
-    init.f = comb == IR_ADD ? 0.0 : comb == IR_MAX ? -INFINITY : INFINITY;
+    init.f = comb == IR_ADD ? 0.0 : comb == IR_MUL ? 1.0 : comb == IR_MAX ? -INFINITY : INFINITY;
   else
-    init.i = comb == IR_ADD ? 0 : comb == IR_MAX ? int_min(dt) : int_max(dt);
+    init.i = comb == IR_ADD ? 0 : comb == IR_MUL ? 1 : comb == IR_MAX ? int_min(dt) : int_max(dt);
   int64_t rn = ir_type_numel(t);
   scalar *acc = malloc((size_t)(rn ? rn : 1) * sizeof *acc); /* rn * 8 <= the operand's bytes * 8 */
   if (!acc) return jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
@@ -989,8 +1009,10 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
     case IR_REV: ir_eval_rev(&in->attr, a[0].t, a[0].data, out); break;
     case IR_REDUCE_SUM:
     case IR_REDUCE_MAX:
-    case IR_REDUCE_MIN: st = eval_reduce(f, r, a, out); break;
+    case IR_REDUCE_MIN:
+    case IR_REDUCE_PROD: st = eval_reduce(f, r, a, out); break;
     case IR_DOT: st = eval_dot(f, r, a, out); break;
+    case IR_SORT: st = eval_sort(in, a, out); break;
     case IR_SHARDING:
       if (bytes) memcpy(out, a[0].data, bytes);
       break;

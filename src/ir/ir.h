@@ -24,11 +24,12 @@
    _(NAME, n_operands (-1: variadic, >= 1), flags, "text name")
    Attributes each op uses (ir_attr member):
      Elementwise ops (IR_EW) follow lax's semantics (see interp.c); CLAMP's operands are lo, x,
-     hi; ROUND rounds half to even; IS_FINITE gives bool.
+     hi; ROUND rounds half to even; IS_FINITE gives bool. THREEFRY (u64 key, u64 counter) -> u64:
+     threefry2x32 of the key words (hi, lo) on the counter words (hi, lo), see threefry.c.
      CONST value (a splat of any shape); IOTA axis (the counting dim); CMP cmp; TRANSPOSE dims
      (perm, n = rank); BROADCAST dims (operand dim i -> result dim dims.d[i], increasing; operand
      dim size equals the result's or is 1); REDUCE_* dims (reduced axes, increasing; the result
-     drops them); SLICE slice; CONCAT axis; DOT dot (result dims = batch, lhs free, rhs free).
+     drops them); SLICE slice; CONCAT axis; SORT axis and sort (see ir_sort); DOT dot (result dims = batch, lhs free, rhs free).
      GATHER (operand, indices) and SCATTER (operand, indices, updates) gather: XLA's dimension
      numbers (see ir_gather and gather.c); PAD (operand, scalar pad value) pad; REV dims (the
      reversed axes, increasing).
@@ -84,6 +85,7 @@
   _(REM, 2, IR_EW, "rem")                          \
   _(ATAN2, 2, IR_EW, "atan2")                      \
   _(CLAMP, 3, IR_EW, "clamp")                      \
+  _(THREEFRY, 2, IR_EW, "threefry2x32")            \
   _(RESHAPE, 1, 0, "reshape")                      \
   _(TRANSPOSE, 1, 0, "transpose")                  \
   _(BROADCAST, 1, 0, "broadcast")                  \
@@ -96,6 +98,8 @@
   _(REDUCE_SUM, 1, IR_REDUCE, "reduce_sum")        \
   _(REDUCE_MAX, 1, IR_REDUCE, "reduce_max")        \
   _(REDUCE_MIN, 1, IR_REDUCE, "reduce_min")        \
+  _(REDUCE_PROD, 1, IR_REDUCE, "reduce_prod")      \
+  _(SORT, -1, 0, "sort")                           \
   _(DOT, 2, 0, "dot")                              \
   _(SHARDING, 1, 0, "sharding")                    \
   _(ALL_REDUCE, 1, 0, "all_reduce")                \
@@ -234,6 +238,17 @@ typedef struct ir_pad {
   int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], interior[IR_MAX_RANK];
 } ir_pad;
 
+/* lax.sort of operands of one shape (dtypes may differ) along attr.axis: the order is the
+   lexicographic one of the first n_keys operands in lax's total order (NaN after everything,
+   -0 before +0; descending: the reverse), stable (equal keys keep their order). The result is
+   operand `index` reordered: a sort of n operands is n SORTs (CSE keeps one per index).
+   Text: `sort %1, %2 axis=1 keys=1 index=0 [descending=1]`. */
+typedef struct ir_sort {
+  uint8_t n_keys;      /* 1..n_args */
+  uint8_t index;       /* the operand the result is */
+  uint8_t descending;  /* 0 or 1 */
+} ir_sort;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -249,6 +264,7 @@ typedef struct ir_attr {
   struct jit_sharding *sharding; /* SHARDING: the function holds a reference (see ir_func) */
   ir_scan scan;        /* SCAN */
   ir_shard_map smap;   /* SHARD_MAP */
+  ir_sort sort;        /* SORT (with axis) */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */
@@ -308,6 +324,10 @@ typedef struct ir_mesh {
 jit_status ir_set_mesh(ir_func *f, const ir_mesh *m);
 /* The group size of a collective over the axes of mask in m (0: an axis out of range). */
 int64_t ir_mesh_group(const ir_mesh *m, unsigned mask);
+/* The binary op a reduction (IR_REDUCE) folds its elements with. */
+static inline ir_op ir_reduce_combiner(ir_op op) {
+  return op == IR_REDUCE_SUM ? IR_ADD : op == IR_REDUCE_MAX ? IR_MAX : op == IR_REDUCE_MIN ? IR_MIN : IR_MUL;
+}
 /* True for the ops whose result depends on the device (ALL_REDUCE .. AXIS_INDEX). */
 static inline bool ir_op_is_collective(int op) { return op >= IR_ALL_REDUCE && op <= IR_AXIS_INDEX; }
 
@@ -378,6 +398,18 @@ int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i);
    saturate (NaN -> 0), bool = (v != 0). */
 void   ir_store_f64(jit_dtype d, void *buf, int64_t i, double v);
 void   ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v); /* ints wrap to width */
+
+/* ---- threefry (threefry.c) -------------------------------------------------------------------
+   Random123's threefry2x32 with 20 rounds, as JAX's threefry2x32_p: key = (k0 << 32) | k1,
+   count = (x0 << 32) | x1; returns (y0 << 32) | y1. */
+uint64_t ir_threefry2x32(uint64_t key, uint64_t count);
+
+/* ---- sorting (sort.c) --------------------------------------------------------------------------
+   SORT on dense row-major buffers: ops[i] holds operand i (type t[i], all one shape), out gets
+   operand s->index reordered along axis. The interpreter's and compiled code's one sort (a
+   stable merge sort of each row's indices). JIT_ENOMEM. */
+jit_status ir_sort_eval(const ir_type *const *t, uint32_t n_ops, const void *const *ops, int axis,
+                        const ir_sort *s, void *out);
 
 /* ---- printer (print.c) ---------------------------------------------------------------------------
    The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */

@@ -393,8 +393,9 @@ static jit_status parse_axes_pair(parser *p, const char *key, uint8_t *l, uint8_
 enum { A_DIM = 1, A_AXIS = 2, A_DIR = 4, A_PERM = 8, A_DIMS = 16, A_AXES = 32, A_START = 64,
        A_LIMIT = 128, A_STRIDE = 256, A_BATCH = 512, A_CONTRACT = 1024, A_REMAT = 2048,
        A_CONSTS = 4096, A_CARRY = 8192, A_LENGTH = 16384, A_REVERSE = 32768, A_INDEX = 65536,
-       A_OVER = 1 << 17, A_KIND = 1 << 18, A_DIM2 = 1 << 19, A_SHIFT = 1 << 20 };
-enum { A_OPTIONAL = A_BATCH | A_REVERSE };
+       A_OVER = 1 << 17, A_KIND = 1 << 18, A_DIM2 = 1 << 19, A_SHIFT = 1 << 20,
+       A_KEYS = 1 << 21, A_DESCENDING = 1 << 22 };
+enum { A_OPTIONAL = A_BATCH | A_REVERSE | A_DESCENDING };
 
 static const struct { unsigned bit; const char *name; } attr_keys[] = {
     {A_DIM, "dim"},       {A_AXIS, "axis"},     {A_DIR, "dir"},       {A_PERM, "perm"},
@@ -402,6 +403,7 @@ static const struct { unsigned bit; const char *name; } attr_keys[] = {
     {A_STRIDE, "stride"}, {A_BATCH, "batch"},   {A_CONTRACT, "contract"}, {A_CONSTS, "consts"},
     {A_CARRY, "carry"},   {A_LENGTH, "length"}, {A_REVERSE, "reverse"}, {A_INDEX, "index"},
     {A_OVER, "over"},     {A_KIND, "kind"},     {A_DIM2, "dim2"},     {A_SHIFT, "shift"},
+    {A_KEYS, "keys"},     {A_DESCENDING, "descending"},
 };
 
 /* Attributes op accepts, and those it requires. */
@@ -409,10 +411,12 @@ static unsigned attrs_allowed(ir_op op) {
   switch (op) {
   case IR_IOTA: return A_DIM;
   case IR_CONCAT: return A_AXIS;
+  case IR_SORT: return A_AXIS | A_KEYS | A_INDEX | A_DESCENDING;
   case IR_CMP: return A_DIR;
   case IR_TRANSPOSE: return A_PERM;
   case IR_BROADCAST: return A_DIMS;
-  case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: case IR_REV: return A_AXES;
+  case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: case IR_REV:
+  case IR_REDUCE_PROD: return A_AXES;
   case IR_SLICE: return A_START | A_LIMIT | A_STRIDE;
   case IR_DOT: return A_BATCH | A_CONTRACT;
   case IR_SCAN: return A_CONSTS | A_CARRY | A_LENGTH | A_REVERSE;
@@ -676,7 +680,22 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
   case A_STRIDE:
     return parse_i64s(p, "stride", a->slice.stride, rank);
   case A_INDEX:
+    if (op == IR_SORT) {
+      int64_t v = 0;
+      jit_status s2 = parse_int(p, "an operand index", 0, UINT8_MAX, &v);
+      a->sort.index = (uint8_t)v;
+      return s2;
+    }
     return parse_int(p, "a result index", 0, UINT32_MAX, &a->axis);
+  case A_KEYS:
+  case A_DESCENDING: {
+    int64_t v = 0;
+    jit_status s2 = bit == A_KEYS ? parse_int(p, "a key count", 1, UINT8_MAX, &v)
+                                  : parse_int(p, "0 or 1", 0, 1, &v);
+    if (bit == A_KEYS) a->sort.n_keys = (uint8_t)v;
+    else a->sort.descending = (uint8_t)v;
+    return s2;
+  }
   case A_CONSTS:
   case A_CARRY: {
     int64_t v = 0;

@@ -164,6 +164,10 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   case IR_CONCAT:
     lprintf(l, " axis=%lld", (long long)a->axis);
     break;
+  case IR_SORT:
+    lprintf(l, " axis=%lld keys=%u index=%u", (long long)a->axis, a->sort.n_keys, a->sort.index);
+    if (a->sort.descending) lprintf(l, " descending=%u", a->sort.descending);
+    break;
   case IR_CMP:
     if ((unsigned)a->cmp < sizeof cmp_names / sizeof cmp_names[0])
       lprintf(l, " dir=%s", cmp_names[a->cmp]);
@@ -182,6 +186,7 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
   case IR_REV:
+  case IR_REDUCE_PROD:
     puts_(l, " axes=");
     put_dims(l, a->dims.d, clamp_n(a->dims.n));
     break;

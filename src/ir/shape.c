@@ -148,6 +148,9 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
     if (!ir_dtype_is_int(a->dtype))
       return FAIL(JIT_EDTYPE, "needs int operands, got %s", ty(a).s);
     return JIT_OK;
+  case IR_THREEFRY:
+    if (a->dtype != JIT_U64) return FAIL(JIT_EDTYPE, "needs u64 operands, got %s", ty(a).s);
+    return JIT_OK;
   case IR_ATAN2:
     if (!ir_dtype_is_float(a->dtype))
       return FAIL(JIT_EDTYPE, "needs float operands, got %s", ty(a).s);
@@ -258,7 +261,7 @@ static jit_status infer_concat(uint32_t n, const ir_type *const *args, const ir_
 static jit_status infer_reduce(ir_op op, const ir_type *a, const ir_attr *attr, ir_type *out,
                                char *why, size_t why_n) {
   const ir_dims *d = &attr->dims;
-  if (op == IR_REDUCE_SUM && !is_num(a->dtype))
+  if ((op == IR_REDUCE_SUM || op == IR_REDUCE_PROD) && !is_num(a->dtype))
     return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
   bool ok = d->n <= a->rank;
   for (int i = 0; ok && i < d->n; i++)
@@ -274,6 +277,25 @@ static jit_status infer_reduce(ir_op op, const ir_type *a, const ir_attr *attr, 
     else
       out->dims[out->rank++] = a->dims[i];
   }
+  return JIT_OK;
+}
+
+static jit_status infer_sort(uint32_t n_args, const ir_type *const *args, const ir_attr *attr,
+                             ir_type *out, char *why, size_t why_n) {
+  const ir_sort *s = &attr->sort;
+  if (n_args < 1) return FAIL(JIT_EINVAL, "needs at least one operand");
+  if (s->n_keys < 1 || s->n_keys > n_args || s->index >= n_args || s->descending > 1)
+    return FAIL(JIT_EINVAL, "keys=%u index=%u descending=%u for %u operands", s->n_keys, s->index,
+                s->descending, n_args);
+  if (args[0]->rank < 1 || attr->axis < 0 || attr->axis >= args[0]->rank)
+    return FAIL(JIT_ESHAPE, "axis %lld out of range for %s", (long long)attr->axis, ty(args[0]).s);
+  for (uint32_t i = 0; i < n_args; i++) {
+    if (!same_shape(args[0], args[i]))
+      return FAIL(JIT_ESHAPE, "operand shapes differ: %s vs %s", ty(args[0]).s, ty(args[i]).s);
+    if (!ir_dtype_valid(args[i]->dtype))
+      return FAIL(JIT_EDTYPE, "operand %u has no valid dtype", i);
+  }
+  *out = *args[s->index];
   return JIT_OK;
 }
 
@@ -431,9 +453,11 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
   case IR_SCATTER:
   case IR_PAD:
   case IR_REV: st = ir_infer_index_op(op, n_args, args, attr, out, why, why_n); break;
+  case IR_SORT: st = infer_sort(n_args, args, attr, out, why, why_n); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: st = infer_reduce(op, args[0], attr, out, why, why_n); break;
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: st = infer_reduce(op, args[0], attr, out, why, why_n); break;
   case IR_DOT: st = infer_dot(args[0], args[1], attr, out, why, why_n); break;
   case IR_SHARDING:
     if (!attr->sharding) return FAIL(JIT_EINVAL, "has no sharding");

@@ -2,32 +2,35 @@
  * (NumPy semantics lowered onto DOT with explicit batch broadcasting) and dot_general (XLA's). */
 #include "trace/trace_internal.h"
 
-static jit_val reduce(jit_trace *t, const char *name, ir_op op, jit_val x, int n_axes,
-                      const int *axes) {
-  op_ctx c;
-  if (!op_begin(t, name, &c)) return (jit_val){0};
-  ir_ref r = op_typed(&c, x, "operand");
-  if (r == IR_NOREF) return (jit_val){0};
+ir_ref op_reduce_axes(op_ctx *c, ir_op op, ir_ref r, int n_axes, const int *axes) {
+  if (r == IR_NOREF) return IR_NOREF;
   if (n_axes < 0 || (n_axes > 0 && !axes)) {
-    op_fail(&c, JIT_EINVAL, n_axes < 0 ? "negative axis count %d" : "axes is NULL (n_axes = %d)",
+    op_fail(c, JIT_EINVAL, n_axes < 0 ? "negative axis count %d" : "axes is NULL (n_axes = %d)",
             n_axes);
-    return (jit_val){0};
+    return IR_NOREF;
   }
-  const ir_type *xt = op_type(&c, r);
+  const ir_type *xt = op_type(c, r);
   unsigned seen = 0;
   for (int i = 0; i < n_axes; i++) {
     int ax;
     if (!op_axis(axes[i], xt->rank, &ax) || (seen & (1u << ax))) {
-      op_fail(&c, JIT_ESHAPE, "axes %s: axis %d %s for %s", trace_intlist(n_axes, axes).s, axes[i],
+      op_fail(c, JIT_ESHAPE, "axes %s: axis %d %s for %s", trace_intlist(n_axes, axes).s, axes[i],
               op_axis(axes[i], xt->rank, &ax) ? "repeated" : "out of range", trace_ty(xt).s);
-      return (jit_val){0};
+      return IR_NOREF;
     }
     seen |= 1u << ax;
   }
   ir_attr a = {0};
   for (int d = 0; d < xt->rank; d++) /* the IR wants them increasing */
     if (seen & (1u << d)) a.dims.d[a.dims.n++] = (uint8_t)d;
-  return op_result(&c, op_emit(&c, op, 1, &r, &a, NULL));
+  return op_emit(c, op, 1, &r, &a, NULL);
+}
+
+static jit_val reduce(jit_trace *t, const char *name, ir_op op, jit_val x, int n_axes,
+                      const int *axes) {
+  op_ctx c;
+  if (!op_begin(t, name, &c)) return (jit_val){0};
+  return op_result(&c, op_reduce_axes(&c, op, op_typed(&c, x, "operand"), n_axes, axes));
 }
 
 jit_val jit_reduce_sum(jit_trace *t, jit_val x, int n_axes, const int *axes) {

@@ -95,6 +95,9 @@ ir_ref op_reshape(op_ctx *c, ir_ref x, int rank, const int64_t *dims);
 /* A new handle for r / for a weak scalar; (jit_val){0} after an error. */
 jit_val op_result(op_ctx *c, ir_ref r);
 jit_val op_weak_result(op_ctx *c, double v);
+/* Reduction op of r over NumPy-style axes (negative, any order; checked, made increasing).
+   IR_NOREF after an error. */
+ir_ref op_reduce_axes(op_ctx *c, ir_op op, ir_ref r, int n_axes, const int *axes);
 /* Normalizes a NumPy-style axis in [-rank, rank) to [0, rank); false if out of range. */
 bool op_axis(int axis, int rank, int *out);
 /* trace_function, run as a sub-trace of outer's op when outer is not NULL (see subtrace.h). */

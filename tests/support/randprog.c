@@ -240,15 +240,48 @@ static void step_float(gen *g, pv a) {
   }
 }
 
+/* a times an iota along a random dim */
+static void push_iota_mul(gen *g, pv a, const ir_type *t) {
+  if (t->rank == 0) return;
+  ir_attr at = {0};
+  at.axis = (int64_t)(rng(&g->s) % (uint64_t)t->rank);
+  ir_ty tt = ir_type_intern(g->f, t);
+  ir_ref io = ir_emit(g->f, IR_IOTA, tt, 0, NULL, &at, (ir_loc){0});
+  push(g, binary(g, IR_MUL, a.r, io), true, 0);
+}
+
 static void step_int(gen *g, pv a) {
   const ir_type *t = ty(g, a.r);
-  switch (rng(&g->s) % 10) {
+  switch (rng(&g->s) % 12) {
   case 0: push(g, unary(g, rng(&g->s) & 1 ? IR_NEG : IR_ABS, a.r), true, 0); return;
   case 8: {
     static const ir_op ops[] = {IR_AND, IR_OR, IR_XOR, IR_SHL, IR_SHR_LOGICAL, IR_SHR_ARITH,
                                 IR_REM};
     pv b = partner(g, &a);
     push(g, binary(g, ops[rng(&g->s) % 7], a.r, b.r), true, 0);
+    return;
+  }
+  case 6: {
+    /* a stable sort along a random axis, the partner carried along (both exact) */
+    if (t->rank == 0) return;
+    pv b = partner(g, &a);
+    ir_attr at = {0};
+    at.axis = (int64_t)(rng(&g->s) % (uint64_t)t->rank);
+    at.sort = (ir_sort){1, (uint8_t)(rng(&g->s) % 2), (uint8_t)(rng(&g->s) % 2)};
+    ir_ref x[2] = {a.r, b.r};
+    push(g, emit_op(g, IR_SORT, 2, x, &at, NULL), true, 0);
+    return;
+  }
+  case 7: {
+    /* threefry2x32 of both as u64, wrapped back */
+    pv b = partner(g, &a);
+    ir_type tu = *t, tb = *t;
+    tu.dtype = JIT_U64;
+    ir_ref ka = emit_op(g, IR_CONVERT, 1, &a.r, NULL, &tu), kb = emit_op(g, IR_CONVERT, 1, &b.r, NULL, &tu);
+    if (ka == IR_NOREF || kb == IR_NOREF) return;
+    ir_ref y = binary(g, IR_THREEFRY, ka, kb);
+    if (y == IR_NOREF) return;
+    push(g, emit_op(g, IR_CONVERT, 1, &y, NULL, &tb), true, 0);
     return;
   }
   case 9: {
@@ -287,15 +320,7 @@ static void step_int(gen *g, pv a) {
     push(g, emit_op(g, IR_CONVERT, 1, &c1, NULL, &tb), true, 0);
     return;
   }
-  default: {
-    if (t->rank == 0) return;
-    ir_attr at = {0};
-    at.axis = (int64_t)(rng(&g->s) % (uint64_t)t->rank);
-    ir_ty tt = ir_type_intern(g->f, t);
-    ir_ref io = ir_emit(g->f, IR_IOTA, tt, 0, NULL, &at, (ir_loc){0});
-    push(g, binary(g, IR_MUL, a.r, io), true, 0);
-    return;
-  }
+  default: push_iota_mul(g, a, t); return;
   }
 }
 

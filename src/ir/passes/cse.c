@@ -75,6 +75,7 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
   case IR_REV:
+  case IR_REDUCE_PROD:
     h = mix(h, a->dims.n);
     for (int i = 0; i < a->dims.n && i < IR_MAX_RANK; i++) h = mix(h, a->dims.d[i]);
     break;
@@ -91,6 +92,9 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
       h = mix(mix(h, a->dot.lhs_contract[i]), a->dot.rhs_contract[i]);
     break;
   case IR_GET: h = mix(h, (uint64_t)a->axis); break;
+  case IR_SORT:
+    h = mix(mix(mix(mix(h, (uint64_t)a->axis), a->sort.n_keys), a->sort.index), a->sort.descending);
+    break;
   case IR_SCAN: h = mix(h, a->scan.body); break;
   case IR_GATHER:
   case IR_SCATTER: /* a few fields: same_attr compares them all */
@@ -145,6 +149,7 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
           x->pad.interior[i] != y->pad.interior[i])
         return false;
     return true;
+  case IR_REDUCE_PROD: return same_dims(&x->dims, &y->dims);
   case IR_SLICE:
     for (int i = 0; i < rank_of(nf, ty); i++)
       if (x->slice.start[i] != y->slice.start[i] || x->slice.limit[i] != y->slice.limit[i] ||
@@ -162,6 +167,7 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
     return true;
   }
   case IR_GET: return x->axis == y->axis;
+  case IR_SORT: return x->axis == y->axis && !memcmp(&x->sort, &y->sort, sizeof x->sort);
   case IR_SCAN: /* each runs its own body: never merged */
   case IR_SHARD_MAP: return false;
   case IR_ALL_REDUCE:

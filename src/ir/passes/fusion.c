@@ -132,7 +132,8 @@ bool fz_map_operand(const ir_func *f, ir_ref u, uint32_t slot, const fz_map *mu,
   }
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: {
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: {
     const ir_dims *ax = &in->attr.dims;
     int k = 0, kept = 0;
     m.n_inner = 0;
@@ -473,8 +474,9 @@ static jit_status visit(fuse *z, ir_ref v) {
     }
     return JIT_OK;
   }
-  if (ir_op_is_collective(op) || op == IR_SHARDING) {
-    /* a kernel of its own (the runtime exchanges it between devices): operands in buffers */
+  if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT) {
+    /* a kernel of its own (the runtime exchanges it between devices; a sort runs ir_sort_eval
+       on whole rows): operands in buffers */
     mark_operands(z, v, z->must_mat);
     return new_group(z, v);
   }

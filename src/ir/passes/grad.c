@@ -62,9 +62,10 @@ static ir_type type_of(const grad *g, ir_ref r) { return *ir_type_of(g->dst, r);
 static ir_ref emit(grad *g, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
                    const ir_type *declared) {
   if (g->st != JIT_OK) return IR_NOREF;
-  const ir_type *tys[4] = {0};
-  ir_type copies[4];
-  if (n > 4) {
+  enum { MAX_OPERANDS = 16 }; /* a sort's keys and its permutation */
+  const ir_type *tys[MAX_OPERANDS] = {0};
+  ir_type copies[MAX_OPERANDS];
+  if (n > MAX_OPERANDS) {
     g->st = jit_error(JIT_EINTERNAL, "%s: %s with %u operands", who, ir_op_name[op], n);
     return IR_NOREF;
   }
@@ -507,6 +508,53 @@ static int kept_dims(const ir_type *x, const ir_dims *axes, int *out) {
   return n;
 }
 
+/* reduce_prod: each element's cotangent is ct times the product of the others, which is
+   prod / x without zeros, the product of the non-zeros at a lone zero, and 0 where two or more
+   elements of the group are zero (what JAX's exclusive-cumprod rule computes). */
+static void vjp_prod(grad *g, const ir_ins *in, ir_ref ct, int nk, const int *kept, ir_type *xt) {
+  ir_ref xv = primal(g, in->args[0]);
+  ir_ref zero = cst_like(g, xv, 0), one = cst_like(g, xv, 1);
+  ir_ref is0 = cmp(g, JIT_EQ, xv, zero);
+  ir_ref nz = sel(g, is0, one, xv);
+  ir_attr at = {0};
+  at.dims = in->attr.dims;
+  ir_ref p = broadcast(g, emit(g, IR_REDUCE_PROD, 1, &nz, &at, NULL), nk, kept, xt);
+  int axes[IR_MAX_RANK];
+  for (int i = 0; i < in->attr.dims.n; i++) axes[i] = in->attr.dims.d[i];
+  ir_ref z = broadcast(g, reduce_sum(g, convert(g, is0, xt->dtype), in->attr.dims.n, axes), nk,
+                       kept, xt);
+  ir_ref at_zero = sel(g, is0, sel(g, cmp(g, JIT_EQ, z, one), p, zero), zero);
+  ir_ref others = sel(g, cmp(g, JIT_EQ, z, zero), bin(g, IR_DIV, p, nz), at_zero);
+  accum(g, in->args[0], bin(g, IR_MUL, broadcast(g, ct, nk, kept, xt), others));
+}
+
+/* sort: the cotangent of the sorted operand, put back where each element came from. The
+   permutation is the keys' sort of an iota; sorting ct by the permutation inverts it (no
+   scatter needed). */
+static void vjp_sort(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_sort *s = &in->attr.sort;
+  ir_ref x = in->args[s->index];
+  if (!g->dep[x]) return;
+  ir_type it = type_of(g, ct);
+  int64_t n = it.dims[in->attr.axis];
+  it.dtype = n > INT32_MAX ? JIT_I64 : JIT_I32;
+  ir_attr io = {0};
+  io.axis = in->attr.axis;
+  ir_ref keys[17];
+  uint32_t nk = s->n_keys < 16 ? s->n_keys : 16;
+  for (uint32_t k = 0; k < nk; k++) keys[k] = primal(g, in->args[k]);
+  keys[nk] = emit(g, IR_IOTA, 0, NULL, &io, &it);
+  ir_attr pa = {0};
+  pa.axis = in->attr.axis;
+  pa.sort = (ir_sort){(uint8_t)nk, (uint8_t)nk, s->descending};
+  ir_ref perm = emit(g, IR_SORT, nk + 1, keys, &pa, NULL);
+  ir_attr ua = {0};
+  ua.axis = in->attr.axis;
+  ua.sort = (ir_sort){1, 1, 0};
+  ir_ref back[2] = {perm, ct};
+  accum(g, x, emit(g, IR_SORT, 2, back, &ua, NULL));
+}
+
 static void vjp_reduce(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
   const ir_type *x = &g->body->types[g->body->ins[in->args[0]].ty];
   ir_type xt = *x;
@@ -514,6 +562,10 @@ static void vjp_reduce(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
   int nk = kept_dims(x, &in->attr.dims, kept);
   if (in->op == IR_REDUCE_SUM) {
     accum(g, in->args[0], broadcast(g, ct, nk, kept, &xt));
+    return;
+  }
+  if (in->op == IR_REDUCE_PROD) {
+    vjp_prod(g, in, ct, nk, kept, &xt);
     return;
   }
   /* max/min: an even share to every position equal to the result */
@@ -726,9 +778,11 @@ static void vjp(grad *g, ir_ref i) {
     accum(g, x0, emit(g, IR_REV, 1, &ct, &ra, NULL));
     break;
   }
+  case IR_SORT: vjp_sort(g, in, ct); break;
   case IR_REDUCE_SUM: vjp_reduce(g, in, ct, IR_NOREF); break;
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: vjp_reduce(g, in, ct, primal(g, i)); break;
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
   case IR_GET: /* marks its scan: the scan's rule gathers its GETs' cotangents */
     if (g->ct[x0] == IR_NOREF) g->ct[x0] = ct;

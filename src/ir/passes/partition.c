@@ -279,9 +279,18 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
       for (int d = 0; d < t->rank; d++)
         if (slice_full(&in->attr.slice, gtype(P, in->args[0]), d)) copy_dim(out, d, ops[0], d);
     break;
+  case IR_SORT: /* laid out as its operands, the sorted axis whole */
+    for (uint32_t k = 0; k < in->n_args; k++)
+      if (ops[k]) {
+        *out = *ops[k];
+        break;
+      }
+    clear_dim(out, (int)in->attr.axis);
+    break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: {
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: {
     if (!ops[0]) break;
     const ir_type *x = gtype(P, in->args[0]);
     int j = 0;
@@ -396,6 +405,7 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
       if (slice_full(&in->attr.slice, x, d)) copy_dim(out, d, s, d);
     break;
   case IR_CONCAT:
+  case IR_SORT:
     for (int d = 0; d < t->rank; d++)
       if (d != in->attr.axis) copy_dim(out, d, s, d);
     break;
@@ -408,7 +418,8 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
   }
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: {
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: {
     unsigned used = spec_mask(s, t->rank);
     int j = 0;
     for (int d = 0, r = 0; d < x->rank; d++) {
@@ -418,7 +429,7 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
         continue;
       }
       r++;
-      bool clash = false;
+      bool clash = in->op == IR_REDUCE_PROD; /* no product collective: reduce whole dims */
       for (int q = 0; q < cur->n[d]; q++) clash |= (used >> cur->ax[d][q]) & 1;
       if (!clash) copy_dim(out, d, cur, d);
     }

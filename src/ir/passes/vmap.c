@@ -236,7 +236,8 @@ static void rule_concat(vm *v, ir_ref r, const ir_ins *in) {
   for (uint32_t i = 0; i < in->n_args; i++) args[i] = batched_at(v, in->args[i], k);
   ir_attr a = {0};
   a.axis = shift((int)in->attr.axis, k);
-  v->map[r] = emit(v, IR_CONCAT, in->n_args, args, &a, NULL);
+  a.sort = in->attr.sort;
+  v->map[r] = emit(v, in->op, in->n_args, args, &a, NULL);
   v->bd[r] = (int8_t)k;
   free(args);
 }
@@ -641,9 +642,11 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_PAD: rule_pad(v, r, in); break;
   case IR_GATHER:
   case IR_SCATTER: rule_gather_scatter(v, r, in); break;
+  case IR_SORT: rule_concat(v, r, in); break; /* every operand batched at one dim */
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
-  case IR_REDUCE_MIN: rule_reduce(v, r, in); break;
+  case IR_REDUCE_MIN:
+  case IR_REDUCE_PROD: rule_reduce(v, r, in); break;
   case IR_DOT: rule_dot(v, r, in); break;
   case IR_SCAN: rule_scan(v, r, in); break;
   case IR_GET: rule_get(v, r, in); break;
