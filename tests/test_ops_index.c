@@ -158,6 +158,20 @@ static void test_take(void **state) {
   }
 }
 
+/* x[:, -1]: a weak scalar index is an i32 scalar; the axis goes away */
+static void take_last_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_take(t, a[0], jit_scalar(t, -1), 1);
+}
+
+static void test_take_scalar(void **state) {
+  (void)state;
+  ot_array x = ot_random(JIT_F32, 2, (int64_t[]){3, 4}, 6, -1, 1), want = ot_zeros(JIT_F32, 1, (int64_t[]){3});
+  for (int i = 0; i < 3; i++) want.v[i] = x.v[i * 4 + 3];
+  expect_both("take_last", take_last_fn, NULL, 1, &x, &want);
+  ot_free(&x);
+}
+
 /* An embedding lookup feeding a reduction: the gather fuses into the row kernel. */
 static void embed_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   (void)user;
@@ -670,6 +684,7 @@ static void test_ir_text_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_take),
+      cmocka_unit_test(test_take_scalar),
       cmocka_unit_test(test_take_fused),
       cmocka_unit_test(test_take_along_axis),
       cmocka_unit_test(test_scatter),

@@ -29,6 +29,14 @@ static jit_dtype index_dtype(jit_dtype dt, int64_t n) {
   return JIT_I64;
 }
 
+/* The indices idx as an instruction: a weak scalar (jit_scalar(t, 2)) is an i32, as a Python
+   int index is in jnp. */
+static ir_ref index_operand(op_ctx *c, jit_val idx) {
+  trace_val *v = op_val(c, idx, "indices");
+  if (!v) return IR_NOREF;
+  return v->weak ? op_weak_as(c, v, JIT_I32) : v->ref;
+}
+
 /* idx (an integer array) checked, widened where needed and with negative entries counting
    from the end of a dim of size n. */
 static ir_ref normalized_index(op_ctx *c, ir_ref idx, int64_t n) {
@@ -100,7 +108,7 @@ static bool take_type(op_ctx *c, const ir_type *xt, const ir_type *it, int axis,
 jit_val jit_take(jit_trace *t, jit_val x, jit_val idx, int axis) {
   op_ctx c;
   if (!op_begin(t, "take", &c)) return (jit_val){0};
-  ir_ref xr = op_typed(&c, x, "operand"), ir = op_typed(&c, idx, "indices");
+  ir_ref xr = op_typed(&c, x, "operand"), ir = index_operand(&c, idx);
   if (xr == IR_NOREF || ir == IR_NOREF) return (jit_val){0};
   ir_type xt = *op_type(&c, xr), it = *op_type(&c, ir), rt;
   int ax;
@@ -131,7 +139,7 @@ static ir_ref iota(op_ctx *c, const ir_type *t, int d) {
 jit_val jit_take_along_axis(jit_trace *t, jit_val x, jit_val idx, int axis) {
   op_ctx c;
   if (!op_begin(t, "take_along_axis", &c)) return (jit_val){0};
-  ir_ref xr = op_typed(&c, x, "operand"), ir = op_typed(&c, idx, "indices");
+  ir_ref xr = op_typed(&c, x, "operand"), ir = index_operand(&c, idx);
   if (xr == IR_NOREF || ir == IR_NOREF) return (jit_val){0};
   ir_type xt = *op_type(&c, xr), it = *op_type(&c, ir);
   int ax;
@@ -196,7 +204,7 @@ static jit_val scatter_axis(jit_trace *t, const char *name, ir_combine comb, jit
                             jit_val idx, jit_val updates, int axis) {
   op_ctx c;
   if (!op_begin(t, name, &c)) return (jit_val){0};
-  ir_ref xr = op_typed(&c, x, "operand"), ir = op_typed(&c, idx, "indices");
+  ir_ref xr = op_typed(&c, x, "operand"), ir = index_operand(&c, idx);
   trace_val *uv = op_val(&c, updates, "updates");
   if (xr == IR_NOREF || ir == IR_NOREF || !uv) return (jit_val){0};
   ir_type xt = *op_type(&c, xr), it = *op_type(&c, ir), ut;
