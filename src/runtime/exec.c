@@ -63,6 +63,8 @@ void exec_free(exec *e) {
   if (!e) return;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     exec_free(e->steps[i].body);
+    for (uint32_t j = 0; e->steps[i].bodies && j < e->steps[i].n_bodies; j++) exec_free(e->steps[i].bodies[j]);
+    free(e->steps[i].bodies);
     scan_plan_free(e->steps[i].scan);
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
@@ -257,6 +259,65 @@ static jit_status add_copy(builder *B, uint32_t src, uint32_t dst, size_t bytes)
   return JIT_OK;
 }
 
+/* The result buffers of the step si of a SCAN, COND or WHILE at ref v, from bufs[at] on: the
+   first live GET of each result is written in place, others (first[k] not) copy it afterwards
+   (copy_later_gets); a result nothing reads goes to scratch. *first is malloc'd. */
+static jit_status bind_results(builder *B, ir_ref v, uint32_t si, uint32_t at, ir_ref **first) {
+  const ir_func *f = B->f;
+  const ir_ins *in = &f->ins[v];
+  uint32_t nr = ir_body(f, in)->n_results;
+  ir_ref *fi = *first = malloc((nr + 1) * sizeof *fi);
+  if (!fi) return oom();
+  for (uint32_t k = 0; k < nr; k++) fi[k] = IR_NOREF;
+  for (ir_ref u = v + 1; u < f->n_ins; u++) {
+    const ir_ins *g = &f->ins[u];
+    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
+    uint32_t k = (uint32_t)g->attr.axis;
+    if (fi[k] == IR_NOREF) fi[k] = u;
+  }
+  for (uint32_t k = 0; k < nr; k++) {
+    if (fi[k] != IR_NOREF) {
+      TRY_RET(buf_for(B, fi[k], &B->e->steps[si].bufs[at + k]));
+    } else {
+      ir_type t;
+      size_t bytes = 0;
+      ir_result_type(f, in, k, &t);
+      array_byte_size(t.dtype, t.rank, t.dims, &bytes);
+      TRY_RET(add_buf(B, EB_TEMP, 0, bytes, &B->e->steps[si].bufs[at + k]));
+    }
+  }
+  return JIT_OK;
+}
+
+/* The copies from step si's result buffers (from bufs[at]) to the GETs bind_results did not
+   place. */
+static jit_status copy_later_gets(builder *B, ir_ref v, uint32_t si, uint32_t at, const ir_ref *first) {
+  const ir_func *f = B->f;
+  for (ir_ref u = v + 1; u < f->n_ins; u++) {
+    const ir_ins *g = &f->ins[u];
+    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
+    uint32_t k = (uint32_t)g->attr.axis, dst = 0;
+    if (first[k] == u) continue;
+    TRY_RET(buf_for(B, u, &dst));
+    TRY_RET(add_copy(B, B->e->steps[si].bufs[at + k], dst, bytes_of(f, u)));
+  }
+  return JIT_OK;
+}
+
+/* A body's own executable; what building it cost counts as B's nested work. */
+static jit_status build_body(builder *B, const ir_func *b, exec **out) {
+  exec_stats bs = {0};
+  jit_status st = exec_build(B->e->ctx, b, out, &bs);
+  B->e->nested.codegen_ms += bs.codegen_ms;
+  B->e->nested.llvm_ms += bs.llvm_ms;
+  B->e->nested.load_ms += bs.load_ms;
+  B->e->nested.n_kernels += bs.n_kernels;
+  B->e->nested.n_native += bs.n_native;
+  B->e->nested.disk_cache_hits += bs.disk_cache_hits;
+  B->e->nested.disk_cache_lookups += bs.disk_cache_lookups;
+  return st;
+}
+
 /* The scan at ref v as a step: its body compiled into an executable of its own, run once per
    step on the step's slices (carries alternate between two scratch sets). It reads its operands'
    buffers and writes its GETs' (a result nothing reads goes to scratch). */
@@ -286,52 +347,44 @@ static jit_status add_scan(builder *B, ir_ref v) {
     TRY_RET(buf_for(B, in->args[i], &s->bufs[i]));
     if (i >= sp->n_consts + nc) sp->xstep[i] = bytes_of(b, i);
   }
-  /* the first live GET of each result is written in place; others copy it afterwards */
-  ir_ref *first = malloc((nr + 1) * sizeof *first);
-  if (!first) return oom();
-  for (uint32_t k = 0; k < nr; k++) first[k] = IR_NOREF;
-  for (ir_ref u = v + 1; u < f->n_ins; u++) {
-    const ir_ins *g = &f->ins[u];
-    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
-    uint32_t k = (uint32_t)g->attr.axis;
-    if (first[k] == IR_NOREF) first[k] = u;
-  }
-  jit_status st = JIT_OK;
-  for (uint32_t k = 0; k < nr && st == JIT_OK; k++) {
-    if (k >= nc) sp->ystep[k] = bytes_of(b, b->results[k]);
-    if (first[k] != IR_NOREF) {
-      st = buf_for(B, first[k], &B->e->steps[si].bufs[na + k]);
-    } else {
-      ir_type t;
-      size_t bytes = 0;
-      ir_scan_result_type(f, in, k, &t);
-      array_byte_size(t.dtype, t.rank, t.dims, &bytes);
-      st = add_buf(B, EB_TEMP, 0, bytes, &B->e->steps[si].bufs[na + k]);
-    }
-  }
+  for (uint32_t k = nc; k < nr; k++) sp->ystep[k] = bytes_of(b, b->results[k]);
+  ir_ref *first = NULL;
+  jit_status st = bind_results(B, v, si, na, &first);
   for (uint32_t i = 0; i < 2 * nc && st == JIT_OK; i++)
     st = add_buf(B, EB_TEMP, 0, bytes_of(f, in->args[sp->n_consts + i % nc]),
                  &B->e->steps[si].bufs[na + nr + i]);
   snprintf(B->e->steps[si].name, sizeof B->e->steps[si].name, "tjit_scan%u", si);
-  if (st == JIT_OK) {
-    exec_stats bs = {0};
-    st = exec_build(B->e->ctx, b, &B->e->steps[si].body, &bs);
-    B->e->nested.codegen_ms += bs.codegen_ms;
-    B->e->nested.llvm_ms += bs.llvm_ms;
-    B->e->nested.load_ms += bs.load_ms;
-    B->e->nested.n_kernels += bs.n_kernels;
-    B->e->nested.n_native += bs.n_native;
-    B->e->nested.disk_cache_hits += bs.disk_cache_hits;
-    B->e->nested.disk_cache_lookups += bs.disk_cache_lookups;
-  }
-  for (ir_ref u = v + 1; u < f->n_ins && st == JIT_OK; u++) {
-    const ir_ins *g = &f->ins[u];
-    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
-    uint32_t k = (uint32_t)g->attr.axis, dst = 0;
-    if (first[k] == u) continue;
-    st = buf_for(B, u, &dst);
-    if (st == JIT_OK) st = add_copy(B, B->e->steps[si].bufs[na + k], dst, bytes_of(f, u));
-  }
+  if (st == JIT_OK) st = build_body(B, b, &B->e->steps[si].body);
+  if (st == JIT_OK) st = copy_later_gets(B, v, si, na, first);
+  free(first);
+  return st;
+}
+
+/* A COND or WHILE at ref v as a step (run by exec_control.c): each body compiled into an
+   executable of its own. bufs: the operands, the results, and for a WHILE one scratch set of
+   carries the body writes before they are copied back into the results. */
+static jit_status add_control(builder *B, ir_ref v) {
+  const ir_func *f = B->f;
+  const ir_ins *in = &f->ins[v];
+  uint32_t na = in->n_args, nr = ir_body(f, in)->n_results, nb = ir_n_bodies(in);
+  bool is_while = in->op == IR_WHILE;
+  estep *s = add_step(B, is_while ? ES_WHILE : ES_COND, na + nr + (is_while ? nr : 0));
+  if (!s) return oom();
+  uint32_t si = B->e->n_steps - 1;
+  s->n_args = na;
+  s->n_consts = is_while ? in->attr.cond.n_consts : 0;
+  s->n_bodies = nb;
+  if (!(s->bodies = calloc(nb, sizeof *s->bodies))) return oom();
+  snprintf(s->name, sizeof s->name, "tjit_%s%u", is_while ? "while" : "cond", si);
+  for (uint32_t i = 0; i < na; i++) TRY_RET(buf_for(B, in->args[i], &s->bufs[i]));
+  ir_ref *first = NULL;
+  jit_status st = bind_results(B, v, si, na, &first);
+  for (uint32_t k = 0; is_while && k < nr && st == JIT_OK; k++)
+    st = add_buf(B, EB_TEMP, 0, bytes_of(f, in->args[in->attr.cond.n_consts + k]),
+                 &B->e->steps[si].bufs[na + nr + k]);
+  for (uint32_t j = 0; j < nb && st == JIT_OK; j++)
+    st = build_body(B, ir_body_at(f, in, j), &B->e->steps[si].bodies[j]);
+  if (st == JIT_OK) st = copy_later_gets(B, v, si, na, first);
   free(first);
   return st;
 }
@@ -339,7 +392,8 @@ static jit_status add_scan(builder *B, ir_ref v) {
 /* Adds the steps of the scans before ref `before` not added yet (*next: the first ref to look at). */
 static jit_status add_scans_before(builder *B, ir_ref before, ir_ref *next) {
   for (; *next < before && *next < B->f->n_ins; (*next)++)
-    if (B->p->cls[*next] == FZ_SCAN) TRY_RET(add_scan(B, *next));
+    if (B->p->cls[*next] == FZ_SCAN)
+      TRY_RET(B->f->ins[*next].op == IR_SCAN ? add_scan(B, *next) : add_control(B, *next));
   return JIT_OK;
 }
 
@@ -952,6 +1006,12 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
     uint64_t t0 = prof_begin();
     rt->status = run_scan(s, bufs);
     prof_step(t0, e, s, 0, s->scan->length); /* its rows: the steps */
+    return;
+  }
+  if (s->kind == ES_COND || s->kind == ES_WHILE) {
+    uint64_t t0 = prof_begin();
+    rt->status = s->kind == ES_COND ? exec_run_cond(s, bufs) : exec_run_while(e, s, bufs);
+    prof_step(t0, e, s, 0, 0);
     return;
   }
   if (s->kind == ES_INTERP) {

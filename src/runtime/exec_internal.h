@@ -33,7 +33,7 @@ typedef struct ebuf {
   size_t bytes;
 } ebuf;
 
-typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY, ES_SCAN } es_kind;
+typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY, ES_SCAN, ES_COND, ES_WHILE } es_kind;
 
 /* An ES_SCAN step's shape: counts, the bytes one step advances each x and y by, carry sizes. */
 typedef struct scan_plan {
@@ -56,7 +56,8 @@ typedef struct estep {
   uint8_t kind;       /* es_kind */
   bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
   uint32_t *bufs;     /* buffer ids: kernel: its bufs; dot: lhs, rhs, out, EXEC_MM_SCRATCH;
-                         interp: args then results; copy: src, dst; scan: its operands, its
+                         interp: args then results; copy: src, dst; cond: its operands then
+                         results; while: its operands, results, then a set of carries; scan: its operands, its
                          results (a GET's buffer, or scratch), then two sets of carry buffers */
   uint32_t n_bufs, n_args;
   kernel_fn fn;       /* ES_KERNEL, ES_DOT */
@@ -75,6 +76,8 @@ typedef struct estep {
   struct scan_plan *scan; /* ES_SCAN: counts and per-step strides */
   scan_loop_fn loop;  /* ES_SCAN whose body has an entry: the native loop over all steps */
   size_t bytes;       /* ES_COPY */
+  struct exec **bodies; /* ES_COND: one executable per branch; ES_WHILE: predicate, body */
+  uint32_t n_bodies, n_consts; /* ES_COND, ES_WHILE; ES_WHILE: its loop invariants */
 } estep;
 
 struct exec {
@@ -135,6 +138,11 @@ void exec_plan_free(exec *e, struct fz_prog *p, struct lp_func **lfs);
 /* Adds `void tjit_entry(ptr param0, .., ptr result0, .., ptr rt)` to m: runs e's steps in order,
    calling inline kernels (already in m) directly and the rest through rt->step. */
 jit_status exec_emit_entry(const exec *e, LLVMModuleRef m);
+/* exec_control.c: an ES_COND step runs the branch its index operand (clamped) chooses; an
+   ES_WHILE step runs its body while its predicate holds. bufs as estep.bufs says. */
+jit_status exec_run_cond(const estep *s, void *const *bufs);
+jit_status exec_run_while(const exec *e, const estep *s, void *const *bufs);
+
 /* Adds step s's (an ES_SCAN's) loop, named s->name, to m. */
 jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m);
 

@@ -64,6 +64,7 @@ void ot_free(ot_array *a);
 
 /* Copies a into a new jit_array of the shared context (fails the test on error). */
 jit_array *ot_upload(const ot_array *a);
+jit_array *ot_upload_to(jit_ctx *ctx, const ot_array *a); /* into ctx instead */
 /* Reads a jit_array back (fails the test on error). */
 ot_array ot_download(const jit_array *a);
 
@@ -76,6 +77,9 @@ jit_status ot_run_static(const char *name, jit_trace_fn fn, void *user, const vo
                          ot_array *results);
 jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
                   int n_results, ot_array *results);
+/* ot_run on ctx (e.g. one of opt_level 0, which runs the interpreter) */
+jit_status ot_run_ctx(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user, int n_args,
+                      const ot_array *args, int n_results, ot_array *results);
 
 /* Fails the test with jit_last_error() when st is not JIT_OK. */
 #define OT_ASSERT_OK(st) ot_assert_ok((st), #st, __FILE__, __LINE__)
