@@ -271,6 +271,54 @@ static void test_native_dump(void **state) {
   jit_fn_free(f);
 }
 
+/* ---- a sharded call: the cond runs on every device on replicated operands ----------------------- */
+static void sharded_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val y = jit_mul(t, args[0], jit_scalar(t, 2.0)); /* split like x */
+  jit_val r;
+  jit_val pred = jit_cmp(t, JIT_GT, jit_reduce_sum(t, args[0], 2, (int[]){0, 1}), jit_scalar(t, 0.0));
+  jit_cond(t, pred, t_exp, f_neg, NULL, 1, &y, 1, &r);
+  results[0] = jit_add(t, r, args[0]);
+}
+
+static void test_sharded(void **state) {
+  (void)state;
+  jit_ctx *c = ot_ctx_with(2, 2, 3);
+  assert_non_null(c);
+  jit_mesh *m = NULL;
+  OT_ASSERT_OK(jit_mesh_create(c, 1, (int64_t[]){2}, (const char *[]){"x"}, NULL, &m));
+  jit_sharding *sx = NULL;
+  OT_ASSERT_OK(jit_sharding_create(m, "x,_", &sx));
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "sharded_cond", .n_args = 1, .n_results = 1};
+  OT_ASSERT_OK(jit_compile(c, sharded_fn, NULL, &o, &f));
+  int64_t sh[2] = {8, N};
+  for (int sign = 0; sign < 2; sign++) {
+    ot_array in = ot_random(JIT_F32, 2, sh, 9, sign ? 0 : -1, sign ? 1 : 0);
+    jit_array *x = ot_upload_to(c, &in), *xs = NULL, *plain = NULL, *split = NULL;
+    OT_ASSERT_OK(jit_device_put(x, sx, &xs));
+    OT_ASSERT_OK(jit_call(f, &x, &plain));
+    OT_ASSERT_OK(jit_call(f, &xs, &split));
+    if (sign) { /* partitioned: x's split is all-gathered for the cond's operand */
+      char *text = ot_fn_dump(f, &xs, JIT_DUMP_PARTITIONED);
+      assert_non_null(strstr(text, "all_gather"));
+      assert_non_null(strstr(text, "= cond"));
+      free(text);
+    }
+    ot_array want = ot_download(plain), got = ot_download(split);
+    assert_true(ot_expect(sign ? "true branch" : "false branch", &got, &want));
+    jit_array_free(x);
+    jit_array_free(xs);
+    jit_array_free(plain);
+    jit_array_free(split);
+    ot_free(&in);
+  }
+  jit_fn_free(f);
+  jit_sharding_free(sx);
+  jit_mesh_free(m);
+  jit_ctx_destroy(c);
+}
+
 /* ---- errors ------------------------------------------------------------------------------------- */
 static int bad_line;
 static void br_f64(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
@@ -304,6 +352,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_switch),  cmocka_unit_test(test_cond),        cmocka_unit_test(test_fori_loop),
       cmocka_unit_test(test_nested),  cmocka_unit_test(test_native_dump), cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_sharded),
   };
   return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
 }
