@@ -193,11 +193,124 @@ static void test_grad_fori(void **state) {
   ot_free(&in[1]);
 }
 
+/* ---- nesting: a cond in a scan's step (its gradient through the scan's partial evaluation), a
+   scan in a cond's branch, and vmap of the first with a per-example predicate ------------------ */
+static void step_pos(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  results[0] = jit_tanh(t, jit_add(t, jit_mul(t, args[0], args[2]), args[1]));
+}
+static void step_neg(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  results[0] = jit_mul(t, jit_sin(t, args[0]), args[1]);
+}
+/* h = x_t[0] > 0 ? tanh(h * w + x_t) : sin(h) * x_t; y_t = h */
+static void step_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                      jit_val *y, void *user) {
+  const jit_val *w = user;
+  jit_val first = jit_reshape(t, jit_slice(t, x[0], (int64_t[]){0}, (int64_t[]){1}, NULL), 0, NULL);
+  jit_val pred = jit_cmp(t, JIT_GT, first, jit_scalar(t, 0.0));
+  jit_val a[3] = {carry[0], x[0], *w};
+  jit_cond(t, pred, step_pos, step_neg, NULL, 3, a, 1, new_carry);
+  y[0] = new_carry[0];
+}
+static jit_val scan_with_cond(jit_trace *t, jit_val h, jit_val xs, jit_val w, jit_val *ys) {
+  jit_val c;
+  jit_scan(t, step_body, &w, 1, &h, 1, &xs, -1, 0, &c, 1, ys);
+  return c;
+}
+static void scan_cond_loss(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val ys, c = scan_with_cond(t, args[0], args[1], args[2], &ys);
+  results[0] = jit_add(t, sum_all(t, c), jit_reduce_sum(t, jit_mul(t, ys, ys), 2, (int[]){0, 1}));
+}
+
+static void test_grad_cond_in_scan(void **state) {
+  (void)state;
+  int64_t sn[1] = {N}, sx[2] = {5, N};
+  ot_array in[3] = {ot_random(JIT_F64, 1, sn, 21, -1, 1), ot_random(JIT_F64, 2, sx, 22, -1, 1),
+                    ot_random(JIT_F64, 1, sn, 23, -1, 1)};
+  ot_loss_fn l = {scan_cond_loss, NULL, 3};
+  ot_check_grad("scan_cond", &l, in);
+  for (int i = 0; i < 3; i++) ot_free(&in[i]);
+}
+
+static void cumsum_step(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                        jit_val *y, void *user) {
+  (void)user;
+  (void)y;
+  new_carry[0] = jit_mul(t, jit_add(t, carry[0], x[0]), carry[0]);
+}
+static void br_scan(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_val c;
+  jit_scan(t, cumsum_step, NULL, 1, &args[0], 1, &args[1], -1, 0, &c, 0, NULL);
+  results[0] = sum_all(t, c);
+}
+static void br_plain(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  results[0] = sum_all(t, jit_exp(t, args[0]));
+}
+static void cond_scan_loss(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  const int *which = user;
+  jit_val pred = jit_full(t, JIT_BOOL, 0, NULL, *which);
+  jit_cond(t, pred, br_scan, br_plain, NULL, 2, args, 1, results);
+}
+
+static void test_grad_scan_in_cond(void **state) {
+  (void)state;
+  int64_t sn[1] = {N}, sx[2] = {4, N};
+  for (int which = 0; which < 2; which++) {
+    ot_array in[2] = {ot_random(JIT_F64, 1, sn, 24, -0.8, 0.8), ot_random(JIT_F64, 2, sx, 25, -0.5, 0.5)};
+    ot_loss_fn l = {cond_scan_loss, &which, 2};
+    ot_check_grad("cond_scan", &l, in);
+    ot_free(&in[0]);
+    ot_free(&in[1]);
+  }
+}
+
+static void scan_cond_one(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  results[0] = scan_with_cond(t, args[0], args[1], args[2], &results[1]);
+}
+static void vmapped_scan_cond(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_vmap(t, scan_cond_one, NULL, 3, args, (int[]){0, 0, -1}, 2, results, (int[]){0, 0});
+}
+
+static void test_vmap_cond_in_scan(void **state) {
+  (void)state;
+  enum { T = 5 };
+  int64_t sbn[2] = {B, N}, sbx[3] = {B, T, N}, sn[1] = {N}, sy[3] = {B, T, N};
+  ot_array in[3] = {ot_random(JIT_F32, 2, sbn, 26, -1, 1), ot_random(JIT_F32, 3, sbx, 27, -1, 1),
+                    ot_random(JIT_F32, 1, sn, 28, -1, 1)};
+  ot_array out[2];
+  OT_ASSERT_OK(ot_run("vscan_cond", vmapped_scan_cond, NULL, 3, in, 2, out));
+  ot_array want_c = ot_zeros(JIT_F32, 2, sbn), want_y = ot_zeros(JIT_F32, 3, sy);
+  for (int e = 0; e < B; e++) {
+    double h[N];
+    for (int j = 0; j < N; j++) h[j] = in[0].v[e * N + j];
+    for (int s = 0; s < T; s++) {
+      const double *x = &in[1].v[(e * T + s) * N];
+      for (int j = 0; j < N; j++) {
+        h[j] = x[0] > 0 ? (float)tanh((float)((float)(h[j] * in[2].v[j]) + x[j]))
+                        : (float)((float)sin(h[j]) * x[j]);
+        want_y.v[(e * T + s) * N + j] = h[j];
+      }
+    }
+    for (int j = 0; j < N; j++) want_c.v[e * N + j] = h[j];
+  }
+  ot_tol tol = {1e-5, 1e-6};
+  assert_true(ot_expect_tol("carry", &out[0], &want_c, NULL, tol));
+  assert_true(ot_expect_tol("ys", &out[1], &want_y, NULL, tol));
+  for (int i = 0; i < 3; i++) ot_free(&in[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vmap_switch), cmocka_unit_test(test_vmap_fori),
       cmocka_unit_test(test_grad_cond),   cmocka_unit_test(test_grad_switch),
-      cmocka_unit_test(test_grad_fori),
+      cmocka_unit_test(test_grad_fori),   cmocka_unit_test(test_grad_cond_in_scan),
+      cmocka_unit_test(test_grad_scan_in_cond), cmocka_unit_test(test_vmap_cond_in_scan),
   };
   return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
 }
