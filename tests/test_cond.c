@@ -260,6 +260,9 @@ static void test_native_dump(void **state) {
   char *text = ot_fn_dump(f, NULL, JIT_DUMP_FUSED);
   assert_non_null(strstr(text, "cond"));
   free(text);
+  text = ot_fn_dump(f, NULL, JIT_DUMP_LLVM); /* one native step calling the branches' entries */
+  assert_non_null(strstr(text, "define void @tjit_cond"));
+  free(text);
   jit_fn_stats st;
   OT_ASSERT_OK(jit_fn_stats_get(f, &st));
   assert_true(st.n_kernels >= 3); /* the branches' kernels, compiled */

@@ -110,6 +110,32 @@ static void test_closure(void **state) {
   }
 }
 
+/* the loop is one native function of the signature's module calling the bodies' entries */
+static void test_native_loop(void **state) {
+  (void)state;
+  int64_t sn[1] = {4};
+  ot_array in[3] = {ot_random(JIT_F32, 1, sn, 1, 0, 1), ot_random(JIT_F32, 1, sn, 2, 1.1, 1.5),
+                    ot_random(JIT_F32, 1, sn, 3, 0.5, 1)};
+  jit_array *a[3], *r = NULL;
+  for (int i = 0; i < 3; i++) a[i] = ot_upload(&in[i]);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "grow", .n_args = 3, .n_results = 1};
+  OT_ASSERT_OK(jit_compile(ot_ctx(), grow_fn, NULL, &o, &f));
+  OT_ASSERT_OK(jit_call(f, a, &r));
+  char *text = ot_fn_dump(f, NULL, JIT_DUMP_LLVM);
+  assert_non_null(strstr(text, "define void @tjit_while"));
+  free(text);
+  ot_array got = ot_download(r), want = ot_zeros(JIT_F32, 1, sn);
+  grow_want(in[0].v, in[1].v, in[2].v, 4, want.v);
+  assert_true(ot_expect("native loop", &got, &want));
+  for (int i = 0; i < 3; i++) {
+    jit_array_free(a[i]);
+    ot_free(&in[i]);
+  }
+  jit_array_free(r);
+  jit_fn_free(f);
+}
+
 /* ---- vmap: each example's x0 (batched), shared a and b ------------------------------------------- */
 static void vgrow_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
   (void)user;
@@ -176,7 +202,7 @@ static void test_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_collatz), cmocka_unit_test(test_closure),
+      cmocka_unit_test(test_collatz), cmocka_unit_test(test_closure), cmocka_unit_test(test_native_loop),
       cmocka_unit_test(test_vmap_batched_pred), cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, ot_setup, ot_teardown);

@@ -601,6 +601,13 @@ done:
 
 /* A scan step gets a native loop when its body has a native entry to call. */
 static bool scan_has_loop(const estep *s) { return s->kind == ES_SCAN && s->body && s->body->entry; }
+/* A cond or while step gets a native function when every body has a native entry to call. */
+static bool control_has_loop(const estep *s) {
+  if (s->kind != ES_COND && s->kind != ES_WHILE) return false;
+  for (uint32_t j = 0; j < s->n_bodies; j++)
+    if (!s->bodies[j] || !s->bodies[j]->entry) return false;
+  return true;
+}
 
 /* The signature's module: the loop kernels, a matmul kernel per compiled dot, and the entry.
    Its text depends only on f (names are kernel indices), as the disk cache key needs. */
@@ -619,6 +626,7 @@ static jit_status build_module(const exec *e, const ir_func *f, lp_func **lfs, u
   }
   for (uint32_t i = 0; i < e->n_steps; i++)
     if (scan_has_loop(&e->steps[i])) TRY(exec_emit_scan_loop(&e->steps[i], m));
+    else if (control_has_loop(&e->steps[i])) TRY(exec_emit_control(&e->steps[i], e, m));
   TRY(exec_emit_entry(e, m));
   *out = m;
   return JIT_OK;
@@ -630,7 +638,8 @@ fail:
 
 static bool has_native(const exec *e) {
   for (uint32_t i = 0; i < e->n_steps; i++)
-    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT || scan_has_loop(&e->steps[i]))
+    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT || scan_has_loop(&e->steps[i]) ||
+        control_has_loop(&e->steps[i]))
       return true;
   return false;
 }
@@ -704,10 +713,11 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   TRY(cg_add_object(jit, obj, len, &e->lib));
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
-    if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s)) continue;
+    if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s) && !control_has_loop(s)) continue;
     void *fn = NULL;
     TRY(cg_lookup(e->lib, s->name, &fn));
     if (s->kind == ES_SCAN) memcpy(&s->loop, &fn, sizeof fn);
+    else if (s->kind == ES_COND || s->kind == ES_WHILE) memcpy(&s->native, &fn, sizeof fn);
     else s->fn = (kernel_fn)fn;
     if (s->stream_mask) {
       char nt[40];
@@ -904,7 +914,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs);
 
 /* Prepares rt for a run of e: its intermediates arena (e's own when free, else a fresh one that
    *own says to free). false: out of memory (recorded). */
-static bool rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
+bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   static _Alignas(64) unsigned char empty[64];
   *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK};
   *arena = NULL;
@@ -929,7 +939,7 @@ static bool rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   return true;
 }
 
-static void rt_end(exec *e, void *arena, bool own) {
+void exec_rt_end(exec *e, void *arena, bool own) {
   if (own) free(arena);
   else if (arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
 }
@@ -959,12 +969,12 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     exec_rt brt;
     void *arena;
     bool own;
-    if (!rt_begin(s->body, &brt, &arena, &own)) {
+    if (!exec_rt_begin(s->body, &brt, &arena, &own)) {
       st = JIT_ENOMEM;
       goto done;
     }
     s->loop(bufs, bufs + na, bufs + na + nr, s->body->entry, &brt);
-    rt_end(s->body, arena, own);
+    exec_rt_end(s->body, arena, own);
     st = brt.status;
     for (uint32_t i = 0; i < nc && st == JIT_OK; i++) /* after an odd count, set 1 is current */
       memcpy(bufs[na + i], sp->length % 2 ? nxt[i] : cur[i], sp->cbytes[i]);
@@ -1114,9 +1124,9 @@ jit_status exec_run(exec *e, const void *const *args, void *const *results) {
   exec_rt rt;
   void *arena;
   bool own;
-  if (!rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
+  if (!exec_rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
   run_prepared(e, &rt, args, results);
-  rt_end(e, arena, own);
+  exec_rt_end(e, arena, own);
   return rt.status;
 }
 

@@ -52,6 +52,12 @@ typedef struct scan_plan {
 typedef void (*scan_loop_fn)(void *const *ops, void *const *outs, void *const *carries,
                              void (*entry)(void), void *rt);
 
+/* tjit_condN / tjit_whileN(bufs, entries, rts): a cond step calls the entry of the branch its
+   (clamped) index picks; a while step calls the predicate's and the body's entries until the
+   predicate is false or a run fails (rts[j]->status). bufs as estep.bufs; entries[j] and
+   rts[j]: body j's entry and its exec_rt. */
+typedef void (*control_fn)(void *const *bufs, void (*const *entries)(void), void *const *rts);
+
 typedef struct estep {
   uint8_t kind;       /* es_kind */
   bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
@@ -78,6 +84,8 @@ typedef struct estep {
   size_t bytes;       /* ES_COPY */
   struct exec **bodies; /* ES_COND: one executable per branch; ES_WHILE: predicate, body */
   uint32_t n_bodies, n_consts; /* ES_COND, ES_WHILE; ES_WHILE: its loop invariants */
+  control_fn native;  /* ES_COND, ES_WHILE whose bodies have entries: the step as one native
+                         function calling them (see control_fn); NULL: exec_run per body run */
 } estep;
 
 struct exec {
@@ -116,6 +124,11 @@ typedef struct exec_rt {
   jit_status status;  /* the first failure of a step */
 } exec_rt;
 
+/* Prepares rt for a run of e (its arena: e's own when free, else a fresh one that *own says to
+   free; false: out of memory, recorded) and releases it. */
+bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own);
+void exec_rt_end(exec *e, void *arena, bool own);
+
 /* Per buffer: the first and last step that uses it (first UINT32_MAX: none), n_bufs each. */
 void exec_buffer_lifetimes(const exec *e, uint32_t *first, uint32_t *last);
 
@@ -142,6 +155,9 @@ jit_status exec_emit_entry(const exec *e, LLVMModuleRef m);
    ES_WHILE step runs its body while its predicate holds. bufs as estep.bufs says. */
 jit_status exec_run_cond(const estep *s, void *const *bufs);
 jit_status exec_run_while(const exec *e, const estep *s, void *const *bufs);
+/* Adds step s's (an ES_COND's or ES_WHILE's) native function, named s->name, to m; e is the
+   executable s belongs to (its buffer sizes). */
+jit_status exec_emit_control(const estep *s, const exec *e, LLVMModuleRef m);
 
 /* Adds step s's (an ES_SCAN's) loop, named s->name, to m. */
 jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m);
