@@ -918,7 +918,9 @@ static jit_status eval_while(const ir_func *f, ir_ref r, ival *vals) {
       bargs[i] = vals[in->args[i]].data;
       continue;
     }
-    memcpy(out + off[i - nk], vals[in->args[i]].data, off[i - nk + 1] - off[i - nk]);
+    size_t bytes = 0; /* off[] spacing is padded: copy the init's own bytes */
+    type_bytes(ir_type_of(f, in->args[i]), &bytes);
+    if (bytes) memcpy(out + off[i - nk], vals[in->args[i]].data, bytes);
     bargs[i] = out + off[i - nk];
     bres[i - nk] = next + off[i - nk];
   }
