@@ -305,12 +305,54 @@ static void test_vmap_cond_in_scan(void **state) {
   for (int i = 0; i < 3; i++) ot_free(&in[i]);
 }
 
+/* ---- per-example gradients: vmap of value_and_grad through a cond whose predicate differs per
+   example (the backward cond's index is batched too), against one call per example ---------- */
+static void vg_cond(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_value_and_grad(t, cond_loss, NULL, 2, args, 3, 0, results);
+}
+static void vmapped_vg_cond(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  jit_vmap(t, vg_cond, NULL, 2, args, (int[]){0, -1}, 3, results, (int[]){0, 0, 0});
+}
+
+static void test_vmap_of_grad(void **state) {
+  (void)state;
+  int64_t sbn[2] = {B, N}, sn[1] = {N};
+  ot_array in[2] = {ot_random(JIT_F64, 2, sbn, 31, -1, 1), ot_random(JIT_F64, 1, sn, 32, -1, 1)};
+  ot_array out[3];
+  OT_ASSERT_OK(ot_run("vvg_cond", vmapped_vg_cond, NULL, 2, in, 3, out));
+  int branches[2] = {0, 0};
+  for (int e = 0; e < B; e++) {
+    ot_array one[2] = {ot_values(JIT_F64, 1, sn, &in[0].v[e * N]), ot_values(JIT_F64, 1, sn, in[1].v)};
+    ot_array r[3];
+    OT_ASSERT_OK(ot_run("vg_cond", vg_cond, NULL, 2, one, 3, r));
+    double s = one[0].v[0] + one[0].v[1] + one[0].v[2];
+    branches[s > 0]++;
+    for (int k = 0; k < 3; k++) {
+      int64_t n = k == 0 ? 1 : N;
+      for (int64_t j = 0; j < n; j++)
+        if (fabs(out[k].v[e * n + j] - r[k].v[j]) > 1e-12 * (1 + fabs(r[k].v[j])))
+          fail_msg("example %d, result %d [%lld]: vmapped %.17g, alone %.17g", e, k, (long long)j,
+                   out[k].v[e * n + j], r[k].v[j]);
+      ot_free(&r[k]);
+    }
+    ot_free(&one[0]);
+    ot_free(&one[1]);
+  }
+  assert_true(branches[0] > 0 && branches[1] > 0); /* both branches taken among the examples */
+  for (int k = 0; k < 3; k++) ot_free(&out[k]);
+  ot_free(&in[0]);
+  ot_free(&in[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vmap_switch), cmocka_unit_test(test_vmap_fori),
       cmocka_unit_test(test_grad_cond),   cmocka_unit_test(test_grad_switch),
       cmocka_unit_test(test_grad_fori),   cmocka_unit_test(test_grad_cond_in_scan),
       cmocka_unit_test(test_grad_scan_in_cond), cmocka_unit_test(test_vmap_cond_in_scan),
+      cmocka_unit_test(test_vmap_of_grad),
   };
   return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
 }

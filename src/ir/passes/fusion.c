@@ -803,7 +803,7 @@ static jit_status print_prog(const fz_prog *p, FILE *out, int indent) {
     }
     if (p->cls[v] == FZ_SCAN) { /* its line up to the body's opening brace, then the body */
       const char *l = LINE_OF(v) + 1, *brace = strstr(l, ") {");
-      fprintf(out, "%*s  loop", indent, "");
+      fprintf(out, "%*s  %s", indent, "", f->ins[v].op == IR_SCAN ? "loop" : ir_op_name[f->ins[v].op]);
       fwrite(l, 1, brace ? (size_t)(brace - l + 1) : strcspn(l, "\n"), out);
       fputs(" {\n", out);
       for (uint32_t j = 0; j < ir_n_bodies(&f->ins[v]) && st == JIT_OK; j++) {
