@@ -18,16 +18,6 @@
 enum { N = 5 };
 static const int64_t shape_n[1] = {N};
 
-/* Runs fn compiled and on the interpreter; both into out (2 x n_results, compiled first). */
-static void run_both(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *in,
-                     int n_results, ot_array *out) {
-  OT_ASSERT_OK(ot_run(name, fn, user, n_args, in, n_results, out));
-  jit_ctx *interp = ot_ctx_with(1, 1, 0);
-  assert_non_null(interp);
-  OT_ASSERT_OK(ot_run_ctx(interp, name, fn, user, n_args, in, n_results, out + n_results));
-  jit_ctx_destroy(interp);
-}
-
 /* ---- switch over three branches; branch 1 closes over the outer trace's w ---------------------- */
 static void br_mul(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
   (void)user;
@@ -73,7 +63,7 @@ static void test_switch(void **state) {
                       ot_random(JIT_F32, 1, shape_n, 1, -2, 2), ot_random(JIT_F32, 1, shape_n, 2, -2, 2),
                       ot_random(JIT_F32, 1, shape_n, 3, -2, 2)};
     ot_array out[4];
-    run_both("switch", switch_fn, NULL, 4, in, 2, out);
+    ot_run_both("switch", switch_fn, NULL, 4, in, 2, out);
     int b = idx[c] < 0 ? 0 : idx[c] > 2 ? 2 : idx[c]; /* clamped as lax.switch */
     for (int k = 0; k < 2; k++) {
       ot_array w0 = ot_zeros(JIT_F32, 1, shape_n), w1 = ot_zeros(JIT_F32, 0, NULL);
@@ -105,7 +95,7 @@ static void test_cond(void **state) {
   (void)state;
   for (int seed = 1; seed <= 6; seed++) {
     ot_array in = ot_random(JIT_F32, 1, shape_n, (uint64_t)seed, -1, 1), out[2];
-    run_both("cond", cond_fn, NULL, 1, &in, 1, out);
+    ot_run_both("cond", cond_fn, NULL, 1, &in, 1, out);
     double sum = 0;
     for (int j = 0; j < N; j++) sum = (float)(sum + in.v[j]);
     for (int k = 0; k < 2; k++) {
@@ -140,7 +130,7 @@ static void test_fori_loop(void **state) {
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     ot_array in[2] = {ot_random(JIT_F32, 1, shape_n, 4, -1, 1), ot_values(JIT_I32, 0, NULL, (double[]){10})};
     ot_array out[4];
-    run_both("fori", fori_fn, (void *)&cases[c], 2, in, 2, out);
+    ot_run_both("fori", fori_fn, (void *)&cases[c], 2, in, 2, out);
     for (int k = 0; k < 2; k++) {
       ot_array want = ot_zeros(JIT_F32, 1, shape_n), want_n = ot_values(JIT_I32, 0, NULL, (double[]){10});
       for (int j = 0; j < N; j++) {
@@ -213,7 +203,7 @@ static void test_nested(void **state) {
   int64_t sx[2] = {T, N};
   ot_array in[2] = {ot_random(JIT_F32, 1, shape_n, 7, -1, 1), ot_random(JIT_F32, 2, sx, 8, -1, 1)};
   ot_array out[4];
-  run_both("scan_cond", scan_cond_fn, NULL, 2, in, 2, out);
+  ot_run_both("scan_cond", scan_cond_fn, NULL, 2, in, 2, out);
   for (int k = 0; k < 2; k++) {
     ot_array want_c = ot_zeros(JIT_F32, 1, shape_n), want_y = ot_zeros(JIT_F32, 2, sx);
     double h[N];
@@ -230,7 +220,7 @@ static void test_nested(void **state) {
   for (int which = 0; which < 2; which++) {
     ot_array in3[3] = {ot_values(JIT_I32, 0, NULL, (double[]){which}), in[0], in[1]};
     ot_array r[2];
-    run_both("cond_scan", cond_scan_fn, NULL, 3, in3, 1, r);
+    ot_run_both("cond_scan", cond_scan_fn, NULL, 3, in3, 1, r);
     for (int k = 0; k < 2; k++) {
       ot_array want = ot_zeros(JIT_F32, 1, shape_n);
       for (int j = 0; j < N; j++) {

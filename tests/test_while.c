@@ -40,21 +40,12 @@ static int collatz_steps(int64_t n) {
   return s;
 }
 
-static void run_both(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *in,
-                     int n_results, ot_array *out) {
-  OT_ASSERT_OK(ot_run(name, fn, user, n_args, in, n_results, out));
-  jit_ctx *interp = ot_ctx_with(1, 1, 0);
-  assert_non_null(interp);
-  OT_ASSERT_OK(ot_run_ctx(interp, name, fn, user, n_args, in, n_results, out + n_results));
-  jit_ctx_destroy(interp);
-}
-
 static void test_collatz(void **state) {
   (void)state;
   const int starts[] = {1, 2, 6, 7, 27};
   for (size_t c = 0; c < sizeof starts / sizeof starts[0]; c++) {
     ot_array in = ot_values(JIT_I64, 0, NULL, (double[]){starts[c]}), out[4];
-    run_both("collatz", collatz_fn, NULL, 1, &in, 2, out);
+    ot_run_both("collatz", collatz_fn, NULL, 1, &in, 2, out);
     for (int k = 0; k < 2; k++) {
       ot_array n = ot_values(JIT_I64, 0, NULL, (double[]){1});
       ot_array s = ot_values(JIT_I32, 0, NULL, (double[]){collatz_steps(starts[c])});
@@ -100,7 +91,7 @@ static void test_closure(void **state) {
     ot_array in[3] = {ot_random(JIT_F32, 1, sn, 1, big ? 20 : 0, big ? 30 : 1),
                       ot_random(JIT_F32, 1, sn, 2, 1.1, 1.5), ot_random(JIT_F32, 1, sn, 3, 0.5, 1)};
     ot_array out[2];
-    run_both("grow", grow_fn, NULL, 3, in, 1, out);
+    ot_run_both("grow", grow_fn, NULL, 3, in, 1, out);
     for (int k = 0; k < 2; k++) {
       ot_array want = ot_zeros(JIT_F32, 1, sn);
       grow_want(in[0].v, in[1].v, in[2].v, 4, want.v);
@@ -149,7 +140,7 @@ static void test_vmap_batched_pred(void **state) {
   ot_array in[3] = {ot_random(JIT_F32, 2, sbn, 4, -1, 14), ot_random(JIT_F32, 1, sn, 5, 1.1, 1.5),
                     ot_random(JIT_F32, 1, sn, 6, 0.5, 1)};
   ot_array out[2];
-  run_both("vgrow", vgrow_fn, NULL, 3, in, 1, out);
+  ot_run_both("vgrow", vgrow_fn, NULL, 3, in, 1, out);
   for (int k = 0; k < 2; k++) {
     ot_array want = ot_zeros(JIT_F32, 2, sbn);
     for (int e = 0; e < B; e++) grow_want(in[0].v + e * N, in[1].v, in[2].v, N, want.v + e * N);

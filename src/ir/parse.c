@@ -776,10 +776,13 @@ static jit_status parse_func(parser *p);
 
 /* One nested body at `func`: parsed with a fresh value map (the body has its own value names),
    then the parent's restored; it becomes one of the parent's bodies, its index in *index. */
-static jit_status parse_body(parser *p, uint32_t *index) {
-  if (!is_word(p, "func")) return expected(p, "a body ('func @name(...)')");
+static jit_status parse_body(parser *p, ir_op op, uint32_t *index) {
+  if (!is_word(p, "func"))
+    return expected(p, op == IR_COND ? "the cond's branches ('func @name(...)')"
+                       : op == IR_WHILE ? "the while's predicate and body ('func @name(...)')"
+                                        : "the scan's body ('func @name(...)')");
   if (p->depth == MAX_SCAN_NESTING)
-    return err_at(p->t.line, p->t.col, "bodies nested more than %d deep", MAX_SCAN_NESTING);
+    return err_at(p->t.line, p->t.col, "scans nested more than %d deep", MAX_SCAN_NESTING);
   ir_func *parent = p->f;
   slot *map = p->map;
   size_t map_cap = p->map_cap, map_n = p->map_n;
@@ -832,7 +835,7 @@ static jit_status parse_scan_rest(parser *p, ir_op op, uint32_t n_args, ir_attr 
   bool many = op == IR_COND || op == IR_WHILE; /* bodies one after another until '}' */
   do {
     if (n_bodies == 64) return err_at(p->t.line, p->t.col, "more than 64 bodies");
-    if ((st = parse_body(p, n_bodies ? &later : &index))) return st;
+    if ((st = parse_body(p, op, n_bodies ? &later : &index))) return st;
     n_bodies++;
   } while (many && is_word(p, "func"));
   if (op == IR_SCAN) a->scan.body = index;

@@ -408,6 +408,15 @@ jit_status ot_run_ctx(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *use
   return run_on(ctx, name, fn, user, NULL, 0, n_args, args, n_results, results);
 }
 
+void ot_run_both(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
+                 int n_results, ot_array *results) {
+  OT_ASSERT_OK(ot_run(name, fn, user, n_args, args, n_results, results));
+  jit_ctx *interp = ot_ctx_with(1, 1, 0);
+  assert_non_null(interp);
+  OT_ASSERT_OK(ot_run_ctx(interp, name, fn, user, n_args, args, n_results, results + n_results));
+  jit_ctx_destroy(interp);
+}
+
 jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
                   int n_results, ot_array *results) {
   return ot_run_static(name, fn, user, NULL, 0, n_args, args, n_results, results);
