@@ -351,6 +351,23 @@ jit_val jit_pmean(jit_trace *t, jit_val x, const char *axis);
 jit_val jit_all_gather(jit_trace *t, jit_val x, const char *axis, int dim);
 jit_val jit_axis_index(jit_trace *t, const char *axis);
 
+/* ---- control flow (while tracing) ------------------------------------------------------------ */
+/* lax.cond: pred is a bool scalar; each branch is traced once on the same args and must
+   return results of the same types. lax.switch: index is an integer scalar, clamped to
+   [0, n_branches). */
+void jit_cond(jit_trace *t, jit_val pred, jit_trace_fn true_fn, jit_trace_fn false_fn, void *user,
+              int n_args, const jit_val *args, int n_results, jit_val *results);
+void jit_switch(jit_trace *t, jit_val index, int n_branches, const jit_trace_fn *branches,
+                void *user, int n_args, const jit_val *args, int n_results, jit_val *results);
+/* lax.while_loop: cond_fn(carry...) -> results[0], a bool scalar; body_fn(carry...) -> carry... */
+void jit_while(jit_trace *t, jit_trace_fn cond_fn, jit_trace_fn body_fn, void *user,
+               int n_carry, const jit_val *init, jit_val *final_carry);
+/* lax.fori_loop with static bounds: body(i, carry...) -> carry...; a scan, so differentiable */
+typedef void (*jit_fori_fn)(jit_trace *t, jit_val i, const jit_val *carry, jit_val *new_carry,
+                            void *user);
+void jit_fori_loop(jit_trace *t, int64_t lower, int64_t upper, jit_fori_fn body, void *user,
+                   int n_carry, const jit_val *init, jit_val *final_carry);
+
 /* ---- location-capturing macros -------------------------------------------------------------- */
 #ifndef TJIT_NO_LOC_MACROS
 #define JIT__AT(t) jit_trace_at((t), __FILE__, __LINE__)
@@ -437,6 +454,10 @@ jit_val jit_axis_index(jit_trace *t, const char *axis);
 #define jit_pmean(t, ...) jit_pmean(JIT__AT(t), __VA_ARGS__)
 #define jit_all_gather(t, ...) jit_all_gather(JIT__AT(t), __VA_ARGS__)
 #define jit_axis_index(t, ...) jit_axis_index(JIT__AT(t), __VA_ARGS__)
+#define jit_cond(t, ...) jit_cond(JIT__AT(t), __VA_ARGS__)
+#define jit_switch(t, ...) jit_switch(JIT__AT(t), __VA_ARGS__)
+#define jit_while(t, ...) jit_while(JIT__AT(t), __VA_ARGS__)
+#define jit_fori_loop(t, ...) jit_fori_loop(JIT__AT(t), __VA_ARGS__)
 #define jit_trace_fail(t, ...) jit_trace_fail(JIT__AT(t), __VA_ARGS__)
 #define jit_random_key(t, ...) jit_random_key(JIT__AT(t), __VA_ARGS__)
 #define jit_random_split(t, ...) jit_random_split(JIT__AT(t), __VA_ARGS__)

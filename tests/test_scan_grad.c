@@ -14,69 +14,11 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
+#include "support/gradcheck.h"
 #include "support/optest.h"
 #include "support/roundtrip.h"
 #include "tjit.h"
 #include "trace/trace.h"
-
-/* ---- the finite-difference check ---------------------------------------------------------------- */
-typedef struct loss_fn {
-  jit_trace_fn fn;
-  void *user;
-  int n_args;
-} loss_fn;
-
-static void vg(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
-  const loss_fn *l = user;
-  jit_value_and_grad(t, l->fn, l->user, l->n_args, args, (UINT64_C(1) << l->n_args) - 1, 0, results);
-}
-
-static double loss_at(jit_fn *f, int n, const ot_array *in) {
-  jit_array *a[8] = {0}, *r = NULL;
-  for (int i = 0; i < n; i++) a[i] = ot_upload(&in[i]);
-  OT_ASSERT_OK(jit_call(f, a, &r));
-  ot_array y = ot_download(r);
-  double v = y.v[0];
-  ot_free(&y);
-  jit_array_free(r);
-  for (int i = 0; i < n; i++) jit_array_free(a[i]);
-  return v;
-}
-
-/* The value and every gradient of l at in (f64 arrays) against l itself, compiled, and its
-   central differences. */
-static void check_grad(const char *name, const loss_fn *l, ot_array *in) {
-  int n = l->n_args;
-  ot_array out[9];
-  char vg_name[64];
-  assert_true(n <= 8);
-  snprintf(vg_name, sizeof vg_name, "%s_vg", name);
-  OT_ASSERT_OK(ot_run(vg_name, vg, (void *)l, n, in, 1 + n, out));
-  jit_fn *f = NULL;
-  jit_fn_opts o = {.name = name, .n_args = n, .n_results = 1};
-  OT_ASSERT_OK(jit_compile(ot_ctx(), l->fn, l->user, &o, &f));
-  double v = loss_at(f, n, in);
-  if (fabs(out[0].v[0] - v) > 1e-12 * (1 + fabs(v)))
-    fail_msg("%s: value %.17g, the loss alone %.17g", name, out[0].v[0], v);
-  const double eps = 1e-6;
-  for (int a = 0; a < n; a++) {
-    assert_int_equal(out[1 + a].n, in[a].n);
-    for (int64_t e = 0; e < in[a].n; e++) {
-      double keep = in[a].v[e];
-      in[a].v[e] = keep + eps;
-      double up = loss_at(f, n, in);
-      in[a].v[e] = keep - eps;
-      double down = loss_at(f, n, in);
-      in[a].v[e] = keep;
-      double fd = (up - down) / (2 * eps), g = out[1 + a].v[e];
-      if (fabs(fd - g) > 1e-6 * (1 + fabs(fd)))
-        fail_msg("%s: d loss / d arg %d [%lld]: grad %.12g, finite differences %.12g", name, a,
-                 (long long)e, g, fd);
-    }
-  }
-  jit_fn_free(f);
-  for (int i = 0; i <= n; i++) ot_free(&out[i]);
-}
 
 static jit_val sum_all(jit_trace *t, jit_val v, int rank) {
   int axes[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -109,8 +51,8 @@ static void test_cumsum(void **state) {
     for (int64_t len = 0; len <= 4; len += 2 - (len == 0)) { /* 0, 1, 3 */
       int64_t s0[1] = {3}, sx[2] = {len, 3};
       ot_array in[2] = {ot_random(JIT_F64, 1, s0, 51, -1, 1), ot_random(JIT_F64, 2, sx, 52, -1, 1)};
-      loss_fn l = {cumsum_loss, &reverse, 2};
-      check_grad(reverse ? "cumsum_rev" : "cumsum", &l, in);
+      ot_loss_fn l = {cumsum_loss, &reverse, 2};
+      ot_check_grad(reverse ? "cumsum_rev" : "cumsum", &l, in);
       ot_free(&in[0]);
       ot_free(&in[1]);
     }
@@ -170,9 +112,9 @@ static void test_rnn(void **state) {
     rnn_cfg cfg = {k & 1, k >> 1};
     ot_array in[5];
     rnn_inputs(in, JIT_F64);
-    loss_fn l = {rnn_loss, &cfg, 5};
+    ot_loss_fn l = {rnn_loss, &cfg, 5};
     static const char *const names[] = {"rnn", "rnn_rev", "rnn_ckpt", "rnn_ckpt_rev"};
-    check_grad(names[k], &l, in);
+    ot_check_grad(names[k], &l, in);
     for (int i = 0; i < 5; i++) ot_free(&in[i]);
   }
 }
@@ -190,8 +132,8 @@ static void test_grad_of_grad(void **state) {
     rnn_cfg cfg = {0, ckpt};
     ot_array in[5];
     rnn_inputs(in, JIT_F64);
-    loss_fn l = {rnn_grad_norm, &cfg, 5};
-    check_grad(ckpt ? "rnn_gg_ckpt" : "rnn_gg", &l, in);
+    ot_loss_fn l = {rnn_grad_norm, &cfg, 5};
+    ot_check_grad(ckpt ? "rnn_gg_ckpt" : "rnn_gg", &l, in);
     for (int i = 0; i < 5; i++) ot_free(&in[i]);
   }
 }
@@ -229,13 +171,13 @@ static void test_nested(void **state) {
   int64_t sc[1] = {2}, sx[3] = {4, 3, 2};
   ot_array in[3] = {ot_random(JIT_F64, 1, sc, 71, -1, 1), ot_random(JIT_F64, 3, sx, 72, -1, 1),
                     ot_random(JIT_F64, 1, sc, 73, -1, 1)};
-  loss_fn l = {nest_loss, NULL, 3};
-  check_grad("nest", &l, in);
+  ot_loss_fn l = {nest_loss, NULL, 3};
+  ot_check_grad("nest", &l, in);
   for (int i = 0; i < 3; i++) ot_free(&in[i]);
 }
 
 /* ---- the optimized IR -------------------------------------------------------------------------- */
-static ir_func *optimized(const loss_fn *l) {
+static ir_func *optimized(const ot_loss_fn *l) {
   ot_array in[5];
   rnn_inputs(in, JIT_F32);
   ir_type ty[5];
@@ -244,7 +186,7 @@ static ir_func *optimized(const loss_fn *l) {
     for (int d = 0; d < in[i].rank; d++) ty[i].dims[d] = in[i].shape[d];
     ot_free(&in[i]);
   }
-  trace_request req = {.name = "g", .fn = vg, .user = (void *)l, .n_args = 5, .n_results = 6,
+  trace_request req = {.name = "g", .fn = ot_value_and_grad_fn, .user = (void *)l, .n_args = 5, .n_results = 6,
                        .arg_types = ty};
   ir_func *f = NULL;
   OT_ASSERT_OK(trace_function(&req, &f));
@@ -279,7 +221,7 @@ static const ir_func *scan_body(const ir_func *f, int reverse, const ir_ins **sc
 static void test_residuals_in_ir(void **state) {
   (void)state;
   rnn_cfg plain = {0, 0}, ckpt = {0, 1};
-  loss_fn lp = {rnn_loss, &plain, 5}, lc = {rnn_loss, &ckpt, 5};
+  ot_loss_fn lp = {rnn_loss, &plain, 5}, lc = {rnn_loss, &ckpt, 5};
   ir_func *fp = optimized(&lp), *fc = optimized(&lc);
   const ir_ins *fwd, *bwd;
 
@@ -308,10 +250,10 @@ static void test_residuals_in_ir(void **state) {
 static void test_nothing_saved(void **state) {
   (void)state;
   int reverse = 0;
-  loss_fn l = {cumsum_loss, &reverse, 2};
+  ot_loss_fn l = {cumsum_loss, &reverse, 2};
   ir_type ty[2] = {{.dtype = JIT_F32, .rank = 1, .dims = {3}},
                    {.dtype = JIT_F32, .rank = 2, .dims = {5, 3}}};
-  trace_request req = {.name = "g", .fn = vg, .user = &l, .n_args = 2, .n_results = 3,
+  trace_request req = {.name = "g", .fn = ot_value_and_grad_fn, .user = &l, .n_args = 2, .n_results = 3,
                        .arg_types = ty};
   ir_func *f = NULL;
   OT_ASSERT_OK(trace_function(&req, &f));

@@ -885,11 +885,85 @@ done:
   return st;
 }
 
+/* A COND's index clamped to [0, n) as lax.switch clamps it. */
+static uint32_t branch_of(const ival *vals, const ir_ins *in) {
+  int32_t i;
+  memcpy(&i, vals[in->args[0]].data, sizeof i);
+  return i < 0 ? 0 : (uint32_t)i >= in->attr.cond.n_bodies ? in->attr.cond.n_bodies - 1 : (uint32_t)i;
+}
+
+/* Runs the chosen branch on the args, its results laid out as a scan's. */
+static jit_status eval_cond(const ir_func *f, ir_ref r, ival *vals) {
+  const ir_ins *in = &f->ins[r];
+  const ir_func *b = ir_body_at(f, in, branch_of(vals, in));
+  size_t *off = NULL;
+  jit_status st = scan_layout(f, r, &off);
+  if (st != JIT_OK) return st;
+  unsigned char *out = malloc(off[b->n_results] ? off[b->n_results] : 1);
+  const void **bargs = calloc(in->n_args, sizeof *bargs);
+  void **bres = calloc(b->n_results + 1, sizeof *bres);
+  vals[r].data = vals[r].own = out;
+  if (!out || !bargs || !bres) {
+    st = jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
+  } else {
+    for (uint32_t i = 1; i < in->n_args; i++) bargs[i - 1] = vals[in->args[i]].data;
+    for (uint32_t k = 0; k < b->n_results; k++) bres[k] = out + off[k];
+    st = ir_interp(b, bargs, bres);
+  }
+  free(bargs);
+  free(bres);
+  free(off);
+  return st;
+}
+
+/* Runs the body while the predicate holds; the carries live in the result buffer itself (the
+   body's results go to a second buffer, then are copied back). */
+static jit_status eval_while(const ir_func *f, ir_ref r, ival *vals) {
+  const ir_ins *in = &f->ins[r];
+  const ir_func *pred = ir_body_at(f, in, 0), *b = ir_body_at(f, in, 1);
+  uint32_t nk = in->attr.cond.n_consts, nc = in->n_args - nk;
+  size_t *off = NULL;
+  jit_status st = scan_layout(f, r, &off);
+  if (st != JIT_OK) return st;
+  unsigned char *out = malloc(off[nc] ? off[nc] : 1), *next = malloc(off[nc] ? off[nc] : 1);
+  const void **bargs = calloc(in->n_args, sizeof *bargs);
+  void **bres = calloc(nc, sizeof *bres);
+  vals[r].data = vals[r].own = out;
+  if (!out || !next || !bargs || !bres) {
+    st = jit_error(JIT_ENOMEM, "interp: @%s: %%%u: out of memory", f->name, r);
+    goto done;
+  }
+  for (uint32_t i = 0; i < in->n_args; i++) {
+    if (i < nk) {
+      bargs[i] = vals[in->args[i]].data;
+      continue;
+    }
+    size_t bytes = 0; /* off[] spacing is padded: copy the init's own bytes */
+    type_bytes(ir_type_of(f, in->args[i]), &bytes);
+    if (bytes) memcpy(out + off[i - nk], vals[in->args[i]].data, bytes);
+    bargs[i] = out + off[i - nk];
+    bres[i - nk] = next + off[i - nk];
+  }
+  for (;;) {
+    unsigned char go = 0; /* a bool is one byte */
+    void *pres[1] = {&go};
+    if ((st = ir_interp(pred, bargs, pres)) != JIT_OK || !go) break;
+    if ((st = ir_interp(b, bargs, bres)) != JIT_OK) break;
+    memcpy(out, next, off[nc]);
+  }
+done:
+  free(next);
+  free(bargs);
+  free(bres);
+  free(off);
+  return st;
+}
+
 static jit_status eval_get(const ir_func *f, ir_ref r, ival *vals) {
   const ir_ins *in = &f->ins[r];
   size_t *off = NULL, bytes = 0;
-  if (f->ins[in->args[0]].op != IR_SCAN && f->ins[in->args[0]].op != IR_SHARD_MAP)
-    return bad(f, r, "operand is not a scan or a shard_map");
+  if (!ir_op_has_body(f->ins[in->args[0]].op))
+    return bad(f, r, "operand is not a scan, cond, while or shard_map");
   jit_status st = scan_layout(f, in->args[0], &off);
   if (st != JIT_OK) return st;
   const ir_func *b = ir_body(f, &f->ins[in->args[0]]);
@@ -955,6 +1029,8 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
   if (in->op == IR_SCAN) return eval_scan(f, r, vals);
   if (in->op == IR_GET) return eval_get(f, r, vals);
   if (in->op == IR_SHARD_MAP) return eval_shard_map(f, r, vals);
+  if (in->op == IR_COND) return eval_cond(f, r, vals);
+  if (in->op == IR_WHILE) return eval_while(f, r, vals);
 
   if (in->op == IR_PARAM) {
     int64_t p = in->attr.axis;

@@ -249,14 +249,29 @@ int64_t ir_mesh_group(const ir_mesh *m, unsigned mask) {
   return mask >> IR_MAX_MESH_AXES ? 0 : n;
 }
 
+uint32_t ir_n_bodies(const ir_ins *in) {
+  if (in->op == IR_COND || in->op == IR_WHILE) return in->attr.cond.n_bodies;
+  return in->op == IR_SCAN || in->op == IR_SHARD_MAP;
+}
+
+const ir_func *ir_body_at(const ir_func *f, const ir_ins *in, uint32_t j) {
+  if (j >= ir_n_bodies(in)) return NULL;
+  uint64_t b = in->op == IR_SCAN ? in->attr.scan.body : in->op == IR_SHARD_MAP ? in->attr.smap.body
+                                                                             : in->attr.cond.body;
+  return b + j < f->n_bodies ? f->bodies[b + j] : NULL;
+}
+
 const ir_func *ir_body(const ir_func *f, const ir_ins *in) {
-  uint32_t b = in->op == IR_SCAN ? in->attr.scan.body : in->op == IR_SHARD_MAP ? in->attr.smap.body : UINT32_MAX;
-  return b < f->n_bodies ? f->bodies[b] : NULL;
+  return ir_body_at(f, in, in->op == IR_WHILE ? 1 : 0);
 }
 
 bool ir_result_type(const ir_func *f, const ir_ins *in, uint32_t k, ir_type *out) {
   if (in->op == IR_SCAN) return ir_scan_result_type(f, in, k, out);
   const ir_func *b = ir_body(f, in);
+  if ((in->op == IR_COND || in->op == IR_WHILE) && b && k < b->n_results && b->results[k] < b->n_ins) {
+    *out = *ir_type_of(b, b->results[k]);
+    return true;
+  }
   if (!b || k >= b->n_results || k >= in->attr.smap.n_out || b->results[k] >= b->n_ins ||
       !in->attr.smap.specs)
     return false;
@@ -301,13 +316,23 @@ jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, 
   /* a collective names axes of its function's mesh: a copy takes the mesh along */
   if (ir_op_is_collective(in->op) && !dst->mesh && src->mesh && ir_set_mesh(dst, src->mesh) != JIT_OK)
     return JIT_ENOMEM;
-  if (in->op != IR_SCAN && in->op != IR_SHARD_MAP) return JIT_OK;
-  ir_func *copy = ir_func_clone(ir_body(src, in));
-  if (!copy) {
-    dst->oom = true;
-    return JIT_ENOMEM;
+  uint32_t n = ir_n_bodies(in);
+  for (uint32_t j = 0; j < n; j++) { /* the copies stay consecutive, as the bodies were */
+    const ir_func *b = ir_body_at(src, in, j);
+    ir_func *copy = b ? ir_func_clone(b) : NULL;
+    if (!copy) {
+      dst->oom = true;
+      return JIT_ENOMEM;
+    }
+    uint32_t index;
+    if (ir_add_body(dst, copy, &index) != JIT_OK) return JIT_ENOMEM;
+    if (j == 0) {
+      if (in->op == IR_SCAN) out->scan.body = index;
+      else if (in->op == IR_SHARD_MAP) out->smap.body = index;
+      else out->cond.body = index;
+    }
   }
-  return ir_add_body(dst, copy, in->op == IR_SCAN ? &out->scan.body : &out->smap.body);
+  return JIT_OK;
 }
 
 jit_status ir_copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir_ref *map) {

@@ -35,8 +35,8 @@
      reversed axes, increasing).
      SHARDING sharding: the identity, pinning its value's sharding (jit_with_sharding_constraint;
      the partitioner consumes it). ALL_REDUCE .. AXIS_INDEX coll: the collectives of a
-     partitioned (per-device) function, see ir_coll; they need the function's mesh. SCAN scan (see ir_scan; any number of operands, 0 included); GET axis (the index of
-     the scan result it reads). */
+     partitioned (per-device) function, see ir_coll; they need the function's mesh. SCAN scan (see ir_scan; any number of operands, 0 included); COND, WHILE cond (see
+     ir_cond); GET axis (the index of the scan, cond or while result it reads). */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
 #define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
@@ -110,6 +110,8 @@
   _(SHARD_SLICE, 1, 0, "shard_slice")              \
   _(AXIS_INDEX, 0, 0, "axis_index")                \
   _(SCAN, -1, 0, "scan")                           \
+  _(COND, -1, 0, "cond")                           \
+  _(WHILE, -1, 0, "while")                         \
   _(GET, 1, 0, "get")                              \
   _(SHARD_MAP, -1, 0, "shard_map")
 
@@ -194,6 +196,20 @@ typedef struct ir_scan {
   uint8_t reverse;
 } ir_scan;
 
+/* lax.switch and lax.while_loop: their bodies are f->bodies[body .. body + n_bodies).
+   COND: operand 0 is the i32 scalar branch index, clamped to [0, n_bodies) as lax.switch
+   clamps it; the other operands are the args every branch body takes; the branches return
+   results of equal types, the COND's results. WHILE: operands are n_consts loop invariants then
+   the initial carries; bodies[body] (the predicate) takes the consts and carries and returns a
+   bool scalar, bodies[body + 1] takes the same and returns the new carries; the results are the
+   final carries (the inits when the predicate is false at once). Like SCAN, their own type is the
+   token bool[] and their results are read through GET. */
+typedef struct ir_cond {
+  uint32_t body;       /* index of the first body */
+  uint32_t n_bodies;   /* COND: branches (>= 1); WHILE: 2 */
+  uint32_t n_consts;   /* WHILE */
+} ir_cond;
+
 /* jit_shard_map: the body (f->bodies[body], a per-device function with the mesh and its
    collectives) runs on every device of the mesh, on the blocks of the operands that in-spec i
    gives device d (specs[i], i < n_args); its result k is device d's block of the global result
@@ -263,6 +279,7 @@ typedef struct ir_attr {
   ir_coll coll;        /* ALL_REDUCE .. AXIS_INDEX */
   struct jit_sharding *sharding; /* SHARDING: the function holds a reference (see ir_func) */
   ir_scan scan;        /* SCAN */
+  ir_cond cond;        /* COND, WHILE */
   ir_shard_map smap;   /* SHARD_MAP */
   ir_sort sort;        /* SORT (with axis) */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
@@ -372,9 +389,18 @@ jit_status ir_copy_into(ir_func *dst, const ir_func *src, ir_ref *map);
 jit_status ir_copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir_ref *map);
 /* The body of a SCAN instruction, or NULL when its index is out of range. */
 const ir_func *ir_scan_body(const ir_func *f, const ir_ins *scan);
-/* The body of a SCAN or SHARD_MAP (NULL: another op, or out of range). */
+/* The body of a SCAN or SHARD_MAP, the first branch of a COND, the loop body of a WHILE: the one
+   whose results give the op's result types (NULL: another op, or out of range). */
 const ir_func *ir_body(const ir_func *f, const ir_ins *in);
-/* Result k of a SCAN or SHARD_MAP (what GET index=k reads); false when out of range. */
+/* The number of bodies in runs (SCAN, SHARD_MAP: 1; COND: its branches; WHILE: 2; others 0) and
+   body j of them in order (NULL when out of range). */
+uint32_t ir_n_bodies(const ir_ins *in);
+const ir_func *ir_body_at(const ir_func *f, const ir_ins *in, uint32_t j);
+/* True for the ops with bodies, whose results are read through GET. */
+static inline bool ir_op_has_body(int op) {
+  return op == IR_SCAN || op == IR_SHARD_MAP || op == IR_COND || op == IR_WHILE;
+}
+/* Result k of a SCAN, SHARD_MAP, COND or WHILE (what GET index=k reads); false when out of range. */
 bool ir_result_type(const ir_func *f, const ir_ins *in, uint32_t k, ir_type *out);
 /* Result k of a SCAN: final carry k, or y (k - n_carry) stacked over length. false when k or the
    body is out of range. */

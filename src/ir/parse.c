@@ -421,6 +421,7 @@ static unsigned attrs_allowed(ir_op op) {
   case IR_DOT: return A_BATCH | A_CONTRACT;
   case IR_SCAN: return A_CONSTS | A_CARRY | A_LENGTH | A_REVERSE;
   case IR_GET: return A_INDEX;
+  case IR_WHILE: return A_CONSTS;
   case IR_ALL_REDUCE: return A_OVER | A_KIND;
   case IR_ALL_GATHER: case IR_SHARD_SLICE: return A_OVER | A_DIM;
   case IR_REDUCE_SCATTER: return A_OVER | A_KIND | A_DIM;
@@ -700,7 +701,8 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
   case A_CARRY: {
     int64_t v = 0;
     jit_status s2 = parse_int(p, "a count", 0, UINT32_MAX, &v);
-    if (bit == A_CONSTS) a->scan.n_consts = (uint32_t)v;
+    if (bit == A_CONSTS && op == IR_WHILE) a->cond.n_consts = (uint32_t)v;
+    else if (bit == A_CONSTS) a->scan.n_consts = (uint32_t)v;
     else a->scan.n_carry = (uint32_t)v;
     return s2;
   }
@@ -862,6 +864,42 @@ static jit_status end_of_line(parser *p, ir_loc *loc, const char *what) {
 
 static jit_status parse_func(parser *p);
 
+/* One nested body at `func`: parsed with a fresh value map (the body has its own value names),
+   then the parent's restored; it becomes one of the parent's bodies, its index in *index. */
+static jit_status parse_body(parser *p, ir_op op, uint32_t *index) {
+  if (!is_word(p, "func"))
+    return expected(p, op == IR_COND ? "the cond's branches ('func @name(...)')"
+                       : op == IR_WHILE ? "the while's predicate and body ('func @name(...)')"
+                                        : "the scan's body ('func @name(...)')");
+  if (p->depth == MAX_SCAN_NESTING)
+    return err_at(p->t.line, p->t.col, "scans nested more than %d deep", MAX_SCAN_NESTING);
+  ir_func *parent = p->f;
+  slot *map = p->map;
+  size_t map_cap = p->map_cap, map_n = p->map_n;
+  ir_ref *args = p->args; /* holds the parent op's operands until it is emitted */
+  size_t args_cap = p->args_cap;
+  p->map = NULL;
+  p->map_cap = p->map_n = 0;
+  p->args = NULL;
+  p->args_cap = 0;
+  p->depth++;
+  jit_status st = parse_func(p);
+  p->depth--;
+  ir_func *body = p->f;
+  free(p->map);
+  free(p->args);
+  p->f = parent;
+  p->map = map;
+  p->map_cap = map_cap;
+  p->map_n = map_n;
+  p->args = args;
+  p->args_cap = args_cap;
+  if (st) return st;
+  if (ir_add_body(parent, body, index)) return oom(p);
+  skip_newlines(p);
+  return JIT_OK;
+}
+
 /* The rest of a scan after ':': `(T1, T2) {`, the body as a nested func, `}`. The body becomes
    one of p->f's bodies (a->scan.body); the listed types must be the ones the body implies. */
 static jit_status parse_scan_rest(parser *p, ir_op op, uint32_t n_args, ir_attr *a, ir_ty *ty,
@@ -882,34 +920,20 @@ static jit_status parse_scan_rest(parser *p, ir_op op, uint32_t n_args, ir_attr 
   if ((st = expect_punct(p, '{', "'{' before the scan's body"))) return st;
   if ((st = end_of_line(p, loc, "end of line after '{'"))) return st;
   skip_newlines(p);
-  if (!is_word(p, "func")) return expected(p, "the scan's body ('func @name(...)')");
-  if (p->depth == MAX_SCAN_NESTING)
-    return err_at(p->t.line, p->t.col, "scans nested more than %d deep", MAX_SCAN_NESTING);
-  /* the body has its own value names: parse it with a fresh map, then restore the parent's */
   ir_func *parent = p->f;
-  slot *map = p->map;
-  size_t map_cap = p->map_cap, map_n = p->map_n;
-  ir_ref *args = p->args; /* holds the scan's operands until it is emitted */
-  size_t args_cap = p->args_cap;
-  p->map = NULL;
-  p->map_cap = p->map_n = 0;
-  p->args = NULL;
-  p->args_cap = 0;
-  p->depth++;
-  st = parse_func(p);
-  p->depth--;
-  ir_func *body = p->f;
-  free(p->map);
-  free(p->args);
-  p->f = parent;
-  p->map = map;
-  p->map_cap = map_cap;
-  p->map_n = map_n;
-  p->args = args;
-  p->args_cap = args_cap;
-  if (st) return st;
-  if ((st = ir_add_body(parent, body, op == IR_SCAN ? &a->scan.body : &a->smap.body))) return oom(p);
-  skip_newlines(p);
+  uint32_t index = 0, later = 0, n_bodies = 0;
+  bool many = op == IR_COND || op == IR_WHILE; /* bodies one after another until '}' */
+  do {
+    if (n_bodies == 64) return err_at(p->t.line, p->t.col, "more than 64 bodies");
+    if ((st = parse_body(p, op, n_bodies ? &later : &index))) return st;
+    n_bodies++;
+  } while (many && is_word(p, "func"));
+  if (op == IR_SCAN) a->scan.body = index;
+  else if (op == IR_SHARD_MAP) a->smap.body = index;
+  else a->cond = (ir_cond){index, n_bodies, a->cond.n_consts};
+  if (op == IR_WHILE && n_bodies != 2)
+    return err_at(open.line, open.col, "a while has 2 bodies (predicate, body), found %u", (unsigned)n_bodies);
+  const ir_func *body = ir_body(parent, &(ir_ins){.op = op, .attr = *a});
   if ((st = expect_punct(p, '}', "'}' after the scan's body"))) return st;
   if ((st = end_of_line(p, NULL, "end of line after '}'"))) return st;
   ir_ins probe = {.op = op, .n_args = n_args, .attr = *a};
@@ -1028,7 +1052,7 @@ static jit_status parse_ins(parser *p) {
   ir_ty ty;
   ir_loc loc = {0};
   if ((st = expect_punct(p, ':', "':' before the result type"))) goto done;
-  if (op == IR_SCAN || op == IR_SHARD_MAP) {
+  if (ir_op_has_body(op)) {
     if ((st = parse_scan_rest(p, op, n, &a, &ty, &loc))) goto done;
   } else {
     if ((st = parse_type_ty(p, &ty))) goto done;

@@ -256,6 +256,9 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
             (unsigned)a->scan.n_carry, (long long)a->scan.length);
     if (a->scan.reverse) puts_(l, " reverse=1");
     break;
+  case IR_WHILE:
+    lprintf(l, " consts=%u", (unsigned)a->cond.n_consts);
+    break;
   case IR_GET:
     lprintf(l, " index=%lld", (long long)a->axis);
     break;
@@ -357,7 +360,7 @@ static void put_ins(line *l, const ir_func *f, ir_ref r, int indent) {
   for (uint32_t i = 0; i < in->n_args; i++) lprintf(l, "%s%%%u", i ? ", " : " ", (unsigned)in->args[i]);
   put_attrs(l, f, in);
   puts_(l, " : ");
-  if (in->op == IR_SCAN || in->op == IR_SHARD_MAP) {
+  if (ir_op_has_body(in->op)) {
     put_scan_types(l, f, in);
     puts_(l, " {");
   } else {
@@ -408,10 +411,14 @@ static void print_func(line *l, const ir_func *f, int indent) {
     put_ins(l, f, r, indent);
     puts_(l, "\n");
     flush(l);
-    const ir_func *b = ir_body(f, &f->ins[r]);
-    if (b && indent < 64) { /* deeper nesting than that is a broken function, not a program */
+    uint32_t nb = ir_n_bodies(&f->ins[r]);
+    if (nb && indent < 64) { /* deeper nesting than that is a broken function, not a program */
       l->depth++;
-      print_func(l, b, indent + 4);
+      for (uint32_t j = 0; j < nb; j++) { /* a cond's branches, a while's predicate and body */
+        const ir_func *b = ir_body_at(f, &f->ins[r], j);
+        if (b) print_func(l, b, indent + 4);
+        else lprintf(l, "%*s    <bad body>\n", indent, "");
+      }
       l->depth--;
       lprintf(l, "%*s  }\n", indent, "");
     }

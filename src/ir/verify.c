@@ -103,10 +103,94 @@ static jit_status verify_scan(const ir_func *f, const ir_ins *in, char *why, siz
   return JIT_OK;
 }
 
+/* Body j's params have the types of in's operands from `first` on; false after writing why. */
+static bool params_match(const ir_func *f, const ir_ins *in, uint32_t first, const ir_func *b,
+                         uint32_t j, char *why, size_t why_n) {
+  if (b->n_params != in->n_args - first) {
+    why_fail(why, why_n, "body %u takes %u params, the %s gives it %u", (unsigned)j,
+             (unsigned)b->n_params, ir_op_name[in->op], (unsigned)(in->n_args - first));
+    return false;
+  }
+  for (uint32_t i = first; i < in->n_args; i++) {
+    const ir_type *want = &f->types[f->ins[in->args[i]].ty], *got = ir_type_of(b, i - first);
+    if (!ir_type_equal(want, got)) {
+      char t1[96], t2[96];
+      ir_format_type(got, t1, sizeof t1);
+      ir_format_type(want, t2, sizeof t2);
+      why_fail(why, why_n, "body %u param %u has type %s, the %s gives it %s", (unsigned)j,
+               (unsigned)(i - first), t1, ir_op_name[in->op], t2);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Body j returns values of the types of ref's results 0..n (want), or of the listed types. */
+static bool results_match(const ir_func *b, uint32_t j, uint32_t n, const ir_type *want, char *why,
+                          size_t why_n) {
+  if (b->n_results != n) {
+    why_fail(why, why_n, "body %u returns %u values, %u expected", (unsigned)j, (unsigned)b->n_results,
+             (unsigned)n);
+    return false;
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    const ir_type *got = ir_type_of(b, b->results[k]);
+    if (!ir_type_equal(got, &want[k])) {
+      char t1[96], t2[96];
+      ir_format_type(got, t1, sizeof t1);
+      ir_format_type(&want[k], t2, sizeof t2);
+      why_fail(why, why_n, "body %u returns %s as result %u, %s expected", (unsigned)j, t1, (unsigned)k, t2);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A COND's branches take its args and return equal types; a WHILE's predicate returns bool[] and
+   its body the carries' types. */
+static jit_status verify_cond(const ir_func *f, const ir_ins *in, char *why, size_t why_n) {
+  const ir_cond *a = &in->attr.cond;
+  bool is_while = in->op == IR_WHILE;
+  if (!is_token(&f->types[in->ty]))
+    return why_fail(why, why_n, "a %s's type must be the token bool[]", ir_op_name[in->op]);
+  if (is_while ? a->n_bodies != 2 : a->n_bodies < 1)
+    return why_fail(why, why_n, "%u bodies", (unsigned)a->n_bodies);
+  for (uint32_t j = 0; j < a->n_bodies; j++)
+    if (!ir_body_at(f, in, j))
+      return why_fail(why, why_n, "body %u does not exist (the function has %u)",
+                      (unsigned)(a->body + j), (unsigned)f->n_bodies);
+  if (is_while ? a->n_consts >= in->n_args : in->n_args < 1)
+    return why_fail(why, why_n, is_while ? "no carries" : "no branch index");
+  if (!is_while) {
+    const ir_type *it = &f->types[f->ins[in->args[0]].ty];
+    if (it->dtype != JIT_I32 || it->rank != 0) return why_fail(why, why_n, "the branch index must be i32[]");
+  }
+  const ir_func *b0 = ir_body(f, in);
+  uint32_t n = is_while ? in->n_args - a->n_consts : b0->n_results;
+  ir_type *want = malloc((n ? n : 1) * sizeof *want);
+  if (!want) {
+    why_fail(why, why_n, "out of memory");
+    return JIT_ENOMEM;
+  }
+  for (uint32_t k = 0; k < n; k++)
+    want[k] = is_while ? f->types[f->ins[in->args[a->n_consts + k]].ty] : *ir_type_of(b0, b0->results[k]);
+  ir_type pred = {.dtype = JIT_BOOL, .rank = 0};
+  bool ok = true;
+  for (uint32_t j = 0; ok && j < a->n_bodies; j++) {
+    const ir_func *b = ir_body_at(f, in, j);
+    ok = params_match(f, in, is_while ? 0 : 1, b, j, why, why_n) &&
+         (is_while && j == 0 ? results_match(b, j, 1, &pred, why, why_n)
+                             : results_match(b, j, n, want, why, why_n));
+  }
+  free(want);
+  return ok ? JIT_OK : JIT_EINTERNAL;
+}
+
 static jit_status verify_get(const ir_func *f, const ir_ins *in, char *why, size_t why_n) {
   const ir_ins *s = &f->ins[in->args[0]];
-  if (s->op != IR_SCAN && s->op != IR_SHARD_MAP)
-    return why_fail(why, why_n, "get reads a scan or a shard_map, not a '%s'", ir_op_name[s->op]);
+  if (!ir_op_has_body(s->op))
+    return why_fail(why, why_n, "get reads a scan, cond, while or shard_map, not a '%s'",
+                    ir_op_name[s->op]);
   ir_type want;
   if (in->attr.axis < 0 || in->attr.axis > UINT32_MAX ||
       !ir_result_type(f, s, (uint32_t)in->attr.axis, &want))
@@ -199,14 +283,14 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n) {
       return why_fail(why, why_n, "operand %u is %%%u, which is not defined before %%%u", (unsigned)i,
                       (unsigned)in->args[i], (unsigned)r);
   for (uint32_t i = 0; i < in->n_args; i++)
-    if ((f->ins[in->args[i]].op == IR_SCAN || f->ins[in->args[i]].op == IR_SHARD_MAP) &&
-        in->op != IR_GET)
+    if (ir_op_has_body(f->ins[in->args[i]].op) && in->op != IR_GET)
       return why_fail(why, why_n, "operand %u is a %s, which only 'get' may read", (unsigned)i,
                       ir_op_name[f->ins[in->args[i]].op]);
   if (in->op == IR_PARAM) return JIT_OK;
   if (in->op == IR_SCAN) return verify_scan(f, in, why, why_n);
   if (in->op == IR_GET) return verify_get(f, in, why, why_n);
   if (in->op == IR_SHARD_MAP) return verify_shard_map(f, in, why, why_n);
+  if (in->op == IR_COND || in->op == IR_WHILE) return verify_cond(f, in, why, why_n);
   if (ir_op_is_collective(in->op)) {
     if (!f->mesh) return why_fail(why, why_n, "a collective in a function without a mesh");
     int64_t g = ir_mesh_group(f->mesh, in->attr.coll.axes);
@@ -277,7 +361,7 @@ jit_status ir_verify(const ir_func *f, const char *pass) {
     if (f->results[i] >= f->n_ins)
       return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is %%%u, but the function has %u values", head,
                        fn, (unsigned)i, (unsigned)f->results[i], (unsigned)f->n_ins);
-    else if (f->ins[f->results[i]].op == IR_SCAN || f->ins[f->results[i]].op == IR_SHARD_MAP)
+    else if (ir_op_has_body(f->ins[f->results[i]].op))
       return jit_error(JIT_EINTERNAL, "%s: @%s: result %u is a %s token (read it through 'get')",
                        head, fn, (unsigned)i, ir_op_name[f->ins[f->results[i]].op]);
   return JIT_OK;

@@ -58,6 +58,8 @@ void exec_free(exec *e) {
   if (!e) return;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     exec_free(e->steps[i].body);
+    for (uint32_t j = 0; e->steps[i].bodies && j < e->steps[i].n_bodies; j++) exec_free(e->steps[i].bodies[j]);
+    free(e->steps[i].bodies);
     scan_plan_free(e->steps[i].scan);
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
@@ -252,6 +254,65 @@ static jit_status add_copy(builder *B, uint32_t src, uint32_t dst, size_t bytes)
   return JIT_OK;
 }
 
+/* The result buffers of the step si of a SCAN, COND or WHILE at ref v, from bufs[at] on: the
+   first live GET of each result is written in place, others (first[k] not) copy it afterwards
+   (copy_later_gets); a result nothing reads goes to scratch. *first is malloc'd. */
+static jit_status bind_results(builder *B, ir_ref v, uint32_t si, uint32_t at, ir_ref **first) {
+  const ir_func *f = B->f;
+  const ir_ins *in = &f->ins[v];
+  uint32_t nr = ir_body(f, in)->n_results;
+  ir_ref *fi = *first = malloc((nr + 1) * sizeof *fi);
+  if (!fi) return oom();
+  for (uint32_t k = 0; k < nr; k++) fi[k] = IR_NOREF;
+  for (ir_ref u = v + 1; u < f->n_ins; u++) {
+    const ir_ins *g = &f->ins[u];
+    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
+    uint32_t k = (uint32_t)g->attr.axis;
+    if (fi[k] == IR_NOREF) fi[k] = u;
+  }
+  for (uint32_t k = 0; k < nr; k++) {
+    if (fi[k] != IR_NOREF) {
+      TRY_RET(buf_for(B, fi[k], &B->e->steps[si].bufs[at + k]));
+    } else {
+      ir_type t;
+      size_t bytes = 0;
+      ir_result_type(f, in, k, &t);
+      array_byte_size(t.dtype, t.rank, t.dims, &bytes);
+      TRY_RET(add_buf(B, EB_TEMP, 0, bytes, &B->e->steps[si].bufs[at + k]));
+    }
+  }
+  return JIT_OK;
+}
+
+/* The copies from step si's result buffers (from bufs[at]) to the GETs bind_results did not
+   place. */
+static jit_status copy_later_gets(builder *B, ir_ref v, uint32_t si, uint32_t at, const ir_ref *first) {
+  const ir_func *f = B->f;
+  for (ir_ref u = v + 1; u < f->n_ins; u++) {
+    const ir_ins *g = &f->ins[u];
+    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
+    uint32_t k = (uint32_t)g->attr.axis, dst = 0;
+    if (first[k] == u) continue;
+    TRY_RET(buf_for(B, u, &dst));
+    TRY_RET(add_copy(B, B->e->steps[si].bufs[at + k], dst, bytes_of(f, u)));
+  }
+  return JIT_OK;
+}
+
+/* A body's own executable; what building it cost counts as B's nested work. */
+static jit_status build_body(builder *B, const ir_func *b, exec **out) {
+  exec_stats bs = {0};
+  jit_status st = exec_build(B->e->ctx, b, out, &bs);
+  B->e->nested.codegen_ms += bs.codegen_ms;
+  B->e->nested.llvm_ms += bs.llvm_ms;
+  B->e->nested.load_ms += bs.load_ms;
+  B->e->nested.n_kernels += bs.n_kernels;
+  B->e->nested.n_native += bs.n_native;
+  B->e->nested.disk_cache_hits += bs.disk_cache_hits;
+  B->e->nested.disk_cache_lookups += bs.disk_cache_lookups;
+  return st;
+}
+
 /* The scan at ref v as a step: its body compiled into an executable of its own, run once per
    step on the step's slices (carries alternate between two scratch sets). It reads its operands'
    buffers and writes its GETs' (a result nothing reads goes to scratch). */
@@ -281,52 +342,44 @@ static jit_status add_scan(builder *B, ir_ref v) {
     TRY_RET(buf_for(B, in->args[i], &s->bufs[i]));
     if (i >= sp->n_consts + nc) sp->xstep[i] = bytes_of(b, i);
   }
-  /* the first live GET of each result is written in place; others copy it afterwards */
-  ir_ref *first = malloc((nr + 1) * sizeof *first);
-  if (!first) return oom();
-  for (uint32_t k = 0; k < nr; k++) first[k] = IR_NOREF;
-  for (ir_ref u = v + 1; u < f->n_ins; u++) {
-    const ir_ins *g = &f->ins[u];
-    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
-    uint32_t k = (uint32_t)g->attr.axis;
-    if (first[k] == IR_NOREF) first[k] = u;
-  }
-  jit_status st = JIT_OK;
-  for (uint32_t k = 0; k < nr && st == JIT_OK; k++) {
-    if (k >= nc) sp->ystep[k] = bytes_of(b, b->results[k]);
-    if (first[k] != IR_NOREF) {
-      st = buf_for(B, first[k], &B->e->steps[si].bufs[na + k]);
-    } else {
-      ir_type t;
-      size_t bytes = 0;
-      ir_scan_result_type(f, in, k, &t);
-      array_byte_size(t.dtype, t.rank, t.dims, &bytes);
-      st = add_buf(B, EB_TEMP, 0, bytes, &B->e->steps[si].bufs[na + k]);
-    }
-  }
+  for (uint32_t k = nc; k < nr; k++) sp->ystep[k] = bytes_of(b, b->results[k]);
+  ir_ref *first = NULL;
+  jit_status st = bind_results(B, v, si, na, &first);
   for (uint32_t i = 0; i < 2 * nc && st == JIT_OK; i++)
     st = add_buf(B, EB_TEMP, 0, bytes_of(f, in->args[sp->n_consts + i % nc]),
                  &B->e->steps[si].bufs[na + nr + i]);
   snprintf(B->e->steps[si].name, sizeof B->e->steps[si].name, "tjit_scan%u", si);
-  if (st == JIT_OK) {
-    exec_stats bs = {0};
-    st = exec_build(B->e->ctx, b, &B->e->steps[si].body, &bs);
-    B->e->nested.codegen_ms += bs.codegen_ms;
-    B->e->nested.llvm_ms += bs.llvm_ms;
-    B->e->nested.load_ms += bs.load_ms;
-    B->e->nested.n_kernels += bs.n_kernels;
-    B->e->nested.n_native += bs.n_native;
-    B->e->nested.disk_cache_hits += bs.disk_cache_hits;
-    B->e->nested.disk_cache_lookups += bs.disk_cache_lookups;
-  }
-  for (ir_ref u = v + 1; u < f->n_ins && st == JIT_OK; u++) {
-    const ir_ins *g = &f->ins[u];
-    if (g->op != IR_GET || g->args[0] != v || B->p->cls[u] != FZ_MAT) continue;
-    uint32_t k = (uint32_t)g->attr.axis, dst = 0;
-    if (first[k] == u) continue;
-    st = buf_for(B, u, &dst);
-    if (st == JIT_OK) st = add_copy(B, B->e->steps[si].bufs[na + k], dst, bytes_of(f, u));
-  }
+  if (st == JIT_OK) st = build_body(B, b, &B->e->steps[si].body);
+  if (st == JIT_OK) st = copy_later_gets(B, v, si, na, first);
+  free(first);
+  return st;
+}
+
+/* A COND or WHILE at ref v as a step (run by exec_control.c): each body compiled into an
+   executable of its own. bufs: the operands, the results, and for a WHILE one scratch set of
+   carries the body writes before they are copied back into the results. */
+static jit_status add_control(builder *B, ir_ref v) {
+  const ir_func *f = B->f;
+  const ir_ins *in = &f->ins[v];
+  uint32_t na = in->n_args, nr = ir_body(f, in)->n_results, nb = ir_n_bodies(in);
+  bool is_while = in->op == IR_WHILE;
+  estep *s = add_step(B, is_while ? ES_WHILE : ES_COND, na + nr + (is_while ? nr : 0));
+  if (!s) return oom();
+  uint32_t si = B->e->n_steps - 1;
+  s->n_args = na;
+  s->n_consts = is_while ? in->attr.cond.n_consts : 0;
+  s->n_bodies = nb;
+  if (!(s->bodies = calloc(nb, sizeof *s->bodies))) return oom();
+  snprintf(s->name, sizeof s->name, "tjit_%s%u", is_while ? "while" : "cond", si);
+  for (uint32_t i = 0; i < na; i++) TRY_RET(buf_for(B, in->args[i], &s->bufs[i]));
+  ir_ref *first = NULL;
+  jit_status st = bind_results(B, v, si, na, &first);
+  for (uint32_t k = 0; is_while && k < nr && st == JIT_OK; k++)
+    st = add_buf(B, EB_TEMP, 0, bytes_of(f, in->args[in->attr.cond.n_consts + k]),
+                 &B->e->steps[si].bufs[na + nr + k]);
+  for (uint32_t j = 0; j < nb && st == JIT_OK; j++)
+    st = build_body(B, ir_body_at(f, in, j), &B->e->steps[si].bodies[j]);
+  if (st == JIT_OK) st = copy_later_gets(B, v, si, na, first);
   free(first);
   return st;
 }
@@ -334,7 +387,8 @@ static jit_status add_scan(builder *B, ir_ref v) {
 /* Adds the steps of the scans before ref `before` not added yet (*next: the first ref to look at). */
 static jit_status add_scans_before(builder *B, ir_ref before, ir_ref *next) {
   for (; *next < before && *next < B->f->n_ins; (*next)++)
-    if (B->p->cls[*next] == FZ_SCAN) TRY_RET(add_scan(B, *next));
+    if (B->p->cls[*next] == FZ_SCAN)
+      TRY_RET(B->f->ins[*next].op == IR_SCAN ? add_scan(B, *next) : add_control(B, *next));
   return JIT_OK;
 }
 
@@ -542,6 +596,13 @@ done:
 
 /* A scan step gets a native loop when its body has a native entry to call. */
 static bool scan_has_loop(const estep *s) { return s->kind == ES_SCAN && s->body && s->body->entry; }
+/* A cond or while step gets a native function when every body has a native entry to call. */
+static bool control_has_loop(const estep *s) {
+  if (s->kind != ES_COND && s->kind != ES_WHILE) return false;
+  for (uint32_t j = 0; j < s->n_bodies; j++)
+    if (!s->bodies[j] || !s->bodies[j]->entry) return false;
+  return true;
+}
 
 static jit_status mark_streams(const exec *e, LLVMModuleRef m);
 
@@ -578,6 +639,7 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
   }
   for (uint32_t i = 0; i < e->n_steps; i++)
     if (scan_has_loop(&e->steps[i])) TRY(exec_emit_scan_loop(&e->steps[i], parts[0].m));
+    else if (control_has_loop(&e->steps[i])) TRY(exec_emit_control(&e->steps[i], e, parts[0].m));
   TRY(exec_emit_entry(e, parts[0].m));
   *out = parts;
   *n_out = np;
@@ -589,7 +651,8 @@ fail:
 
 static bool has_native(const exec *e) {
   for (uint32_t i = 0; i < e->n_steps; i++)
-    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT || scan_has_loop(&e->steps[i]))
+    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT || scan_has_loop(&e->steps[i]) ||
+        control_has_loop(&e->steps[i]))
       return true;
   return false;
 }
@@ -637,10 +700,11 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   TRY(cg_add_objects(jit, objs, lens, np, &e->lib));
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
-    if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s)) continue;
+    if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s) && !control_has_loop(s)) continue;
     void *fn = NULL;
     TRY(cg_lookup(e->lib, s->name, &fn));
     if (s->kind == ES_SCAN) memcpy(&s->loop, &fn, sizeof fn);
+    else if (s->kind == ES_COND || s->kind == ES_WHILE) memcpy(&s->native, &fn, sizeof fn);
     else s->fn = (kernel_fn)fn;
     if (s->stream_mask) {
       char nt[40];
@@ -835,7 +899,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs);
 
 /* Prepares rt for a run of e: its intermediates arena (e's own when free, else a fresh one that
    *own says to free). false: out of memory (recorded). */
-static bool rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
+bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   static _Alignas(64) unsigned char empty[64];
   *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK};
   *arena = NULL;
@@ -860,7 +924,7 @@ static bool rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   return true;
 }
 
-static void rt_end(exec *e, void *arena, bool own) {
+void exec_rt_end(exec *e, void *arena, bool own) {
   if (own) free(arena);
   else if (arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
 }
@@ -890,12 +954,12 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     exec_rt brt;
     void *arena;
     bool own;
-    if (!rt_begin(s->body, &brt, &arena, &own)) {
+    if (!exec_rt_begin(s->body, &brt, &arena, &own)) {
       st = JIT_ENOMEM;
       goto done;
     }
     s->loop(bufs, bufs + na, bufs + na + nr, s->body->entry, &brt);
-    rt_end(s->body, arena, own);
+    exec_rt_end(s->body, arena, own);
     st = brt.status;
     for (uint32_t i = 0; i < nc && st == JIT_OK; i++) /* after an odd count, set 1 is current */
       memcpy(bufs[na + i], sp->length % 2 ? nxt[i] : cur[i], sp->cbytes[i]);
@@ -937,6 +1001,12 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
     uint64_t t0 = prof_begin();
     rt->status = run_scan(s, bufs);
     prof_step(t0, e, s, 0, s->scan->length); /* its rows: the steps */
+    return;
+  }
+  if (s->kind == ES_COND || s->kind == ES_WHILE) {
+    uint64_t t0 = prof_begin();
+    rt->status = s->kind == ES_COND ? exec_run_cond(s, bufs) : exec_run_while(e, s, bufs);
+    prof_step(t0, e, s, 0, 0);
     return;
   }
   if (s->kind == ES_INTERP) {
@@ -1039,9 +1109,9 @@ jit_status exec_run(exec *e, const void *const *args, void *const *results) {
   exec_rt rt;
   void *arena;
   bool own;
-  if (!rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
+  if (!exec_rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
   run_prepared(e, &rt, args, results);
-  rt_end(e, arena, own);
+  exec_rt_end(e, arena, own);
   return rt.status;
 }
 

@@ -39,7 +39,7 @@ typedef struct ebuf {
   size_t bytes;
 } ebuf;
 
-typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY, ES_SCAN } es_kind;
+typedef enum { ES_KERNEL, ES_DOT, ES_INTERP, ES_COPY, ES_SCAN, ES_COND, ES_WHILE } es_kind;
 
 /* An ES_SCAN step's shape: counts, the bytes one step advances each x and y by, carry sizes. */
 typedef struct scan_plan {
@@ -58,11 +58,18 @@ typedef struct scan_plan {
 typedef void (*scan_loop_fn)(void *const *ops, void *const *outs, void *const *carries,
                              void (*entry)(void), void *rt);
 
+/* tjit_condN / tjit_whileN(bufs, entries, rts): a cond step calls the entry of the branch its
+   (clamped) index picks; a while step calls the predicate's and the body's entries until the
+   predicate is false or a run fails (rts[j]->status). bufs as estep.bufs; entries[j] and
+   rts[j]: body j's entry and its exec_rt. */
+typedef void (*control_fn)(void *const *bufs, void (*const *entries)(void), void *const *rts);
+
 typedef struct estep {
   uint8_t kind;       /* es_kind */
   bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
   uint32_t *bufs;     /* buffer ids: kernel: its bufs; dot: lhs, rhs, out, EXEC_MM_SCRATCH;
-                         interp: args then results; copy: src, dst; scan: its operands, its
+                         interp: args then results; copy: src, dst; cond: its operands then
+                         results; while: its operands, results, then a set of carries; scan: its operands, its
                          results (a GET's buffer, or scratch), then two sets of carry buffers */
   uint32_t n_bufs, n_args;
   kernel_fn fn;       /* ES_KERNEL, ES_DOT */
@@ -81,6 +88,10 @@ typedef struct estep {
   struct scan_plan *scan; /* ES_SCAN: counts and per-step strides */
   scan_loop_fn loop;  /* ES_SCAN whose body has an entry: the native loop over all steps */
   size_t bytes;       /* ES_COPY */
+  struct exec **bodies; /* ES_COND: one executable per branch; ES_WHILE: predicate, body */
+  uint32_t n_bodies, n_consts; /* ES_COND, ES_WHILE; ES_WHILE: its loop invariants */
+  control_fn native;  /* ES_COND, ES_WHILE whose bodies have entries: the step as one native
+                         function calling them (see control_fn); NULL: exec_run per body run */
 } estep;
 
 struct exec {
@@ -119,6 +130,11 @@ typedef struct exec_rt {
   jit_status status;  /* the first failure of a step */
 } exec_rt;
 
+/* Prepares rt for a run of e (its arena: e's own when free, else a fresh one that *own says to
+   free; false: out of memory, recorded) and releases it. */
+bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own);
+void exec_rt_end(exec *e, void *arena, bool own);
+
 /* Per buffer: the first and last step that uses it (first UINT32_MAX: none), n_bufs each. */
 void exec_buffer_lifetimes(const exec *e, uint32_t *first, uint32_t *last);
 
@@ -141,6 +157,14 @@ void exec_plan_free(exec *e, struct fz_prog *p, struct lp_func **lfs);
 /* Adds `void tjit_entry(ptr param0, .., ptr result0, .., ptr rt)` to m: runs e's steps in order,
    calling inline kernels (already in m) directly and the rest through rt->step. */
 jit_status exec_emit_entry(const exec *e, LLVMModuleRef m);
+/* exec_control.c: an ES_COND step runs the branch its index operand (clamped) chooses; an
+   ES_WHILE step runs its body while its predicate holds. bufs as estep.bufs says. */
+jit_status exec_run_cond(const estep *s, void *const *bufs);
+jit_status exec_run_while(const exec *e, const estep *s, void *const *bufs);
+/* Adds step s's (an ES_COND's or ES_WHILE's) native function, named s->name, to m; e is the
+   executable s belongs to (its buffer sizes). */
+jit_status exec_emit_control(const estep *s, const exec *e, LLVMModuleRef m);
+
 /* Adds step s's (an ES_SCAN's) loop, named s->name, to m. */
 jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m);
 

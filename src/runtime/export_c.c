@@ -186,9 +186,10 @@ static jit_status write_header(const char *path, const char *name, const char *m
 static jit_status check_steps(const exec *e, const ir_func *f) {
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
-    if (s->kind == ES_SCAN)
-      return jit_error(JIT_EUNSUPPORTED, "%s: %s: the signature has a scan, which exported C does "
-                       "not run yet", who, f->name);
+    if (s->kind == ES_SCAN || s->kind == ES_COND || s->kind == ES_WHILE)
+      return jit_error(JIT_EUNSUPPORTED, "%s: %s: the signature has a %s, which exported C does "
+                       "not run yet", who, f->name, s->kind == ES_SCAN ? "scan" : s->kind == ES_COND
+                       ? "cond" : "while loop");
     if (s->kind == ES_INTERP)
       return jit_error(JIT_EUNSUPPORTED, "%s: %s: kernel of '%s' has no compiled form (the JIT "
                        "interprets it), so it has no C form", who, f->name,

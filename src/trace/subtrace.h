@@ -20,6 +20,21 @@ jit_status subtrace_capturing(op_ctx *c, jit_trace_fn fn, void *user, int n_args
                               const ir_type *arg_types, int n_results, ir_func **out,
                               ir_ref **captured, uint32_t *n_captured);
 
+/* subtrace_capturing of n functions on the same args (a switch's branches, a while's predicate
+   and body): fns[j] returns n_results[j] values into outs[j]. The values any of them captures
+   become the first *n_captured params of every one of them (*captured: their refs in c's
+   function, malloc'd, the caller frees it), so that they all take the same operands. On failure
+   every outs[j] is NULL. */
+jit_status subtrace_sharing(op_ctx *c, int n, const jit_trace_fn *fns, void *user, int n_args,
+                            const ir_type *arg_types, const int *n_results, ir_func **outs,
+                            ir_ref **captured, uint32_t *n_captured);
+
+/* Emits op (COND or WHILE, attributes a but the body index) over operands with bodies[0..n) as
+   its bodies (given to c's function, also on failure; a->cond.body set here) and one GET per
+   result into results. JIT_ENOMEM recorded on c. */
+jit_status subtrace_emit_bodies(op_ctx *c, ir_op op, ir_attr *a, ir_func **bodies, uint32_t n,
+                                const ir_ref *operands, uint32_t n_operands, jit_val *results);
+
 /* subtrace_capturing for a shard_map's body: fn sees per-device blocks, and collectives inside
    it (at any nesting depth) name mesh's axes. */
 jit_status subtrace_manual(op_ctx *c, jit_trace_fn fn, void *user, int n_args,

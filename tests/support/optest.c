@@ -311,13 +311,15 @@ void ot_free(ot_array *a) {
   a->n = 0;
 }
 
-jit_array *ot_upload(const ot_array *a) {
+jit_array *ot_upload(const ot_array *a) { return ot_upload_to(ot_ctx(), a); }
+
+jit_array *ot_upload_to(jit_ctx *ctx, const ot_array *a) {
   size_t bytes = (size_t)a->n * jit_dtype_size(a->dt);
   unsigned char *buf = malloc(bytes ? bytes : 1);
   assert_non_null(buf);
   for (int64_t i = 0; i < a->n; i++) store(a->dt, buf, i, a->v[i]);
   jit_array *j = NULL;
-  jit_status st = jit_array_from_host(ot_ctx(), a->dt, a->rank, a->shape, buf, &j);
+  jit_status st = jit_array_from_host(ctx, a->dt, a->rank, a->shape, buf, &j);
   free(buf);
   OT_ASSERT_OK(st);
   assert_int_equal(jit_array_dtype(j), a->dt);
@@ -366,16 +368,16 @@ char *ot_fn_dump(jit_fn *f, jit_array *const *args, unsigned what) {
 }
 
 /* ---- running ------------------------------------------------------------------------------------- */
-jit_status ot_run_static(const char *name, jit_trace_fn fn, void *user, const void *static_args,
-                         size_t static_len, int n_args, const ot_array *args, int n_results,
-                         ot_array *results) {
+static jit_status run_on(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user,
+                         const void *static_args, size_t static_len, int n_args,
+                         const ot_array *args, int n_results, ot_array *results) {
   jit_array *in[64] = {0}, *out[64] = {0};
   jit_fn *f = NULL;
   assert_true(n_args >= 0 && n_args <= 64 && n_results >= 0 && n_results <= 64);
   for (int i = 0; i < n_results; i++) memset(&results[i], 0, sizeof results[i]);
-  for (int i = 0; i < n_args; i++) in[i] = ot_upload(&args[i]);
+  for (int i = 0; i < n_args; i++) in[i] = ot_upload_to(ctx, &args[i]);
   jit_fn_opts o = {.name = name, .n_args = n_args, .n_results = n_results};
-  jit_status st = jit_compile(ot_ctx(), fn, user, &o, &f);
+  jit_status st = jit_compile(ctx, fn, user, &o, &f);
   if (st == JIT_OK)
     st = static_len ? jit_call_static(f, static_args, static_len, in, out) : jit_call(f, in, out);
   bool unset = false;
@@ -393,6 +395,26 @@ jit_status ot_run_static(const char *name, jit_trace_fn fn, void *user, const vo
     fail();
   }
   return st;
+}
+
+jit_status ot_run_static(const char *name, jit_trace_fn fn, void *user, const void *static_args,
+                         size_t static_len, int n_args, const ot_array *args, int n_results,
+                         ot_array *results) {
+  return run_on(ot_ctx(), name, fn, user, static_args, static_len, n_args, args, n_results, results);
+}
+
+jit_status ot_run_ctx(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user, int n_args,
+                      const ot_array *args, int n_results, ot_array *results) {
+  return run_on(ctx, name, fn, user, NULL, 0, n_args, args, n_results, results);
+}
+
+void ot_run_both(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
+                 int n_results, ot_array *results) {
+  OT_ASSERT_OK(ot_run(name, fn, user, n_args, args, n_results, results));
+  jit_ctx *interp = ot_ctx_with(1, 1, 0);
+  assert_non_null(interp);
+  OT_ASSERT_OK(ot_run_ctx(interp, name, fn, user, n_args, args, n_results, results + n_results));
+  jit_ctx_destroy(interp);
 }
 
 jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,

@@ -64,6 +64,7 @@ void ot_free(ot_array *a);
 
 /* Copies a into a new jit_array of the shared context (fails the test on error). */
 jit_array *ot_upload(const ot_array *a);
+jit_array *ot_upload_to(jit_ctx *ctx, const ot_array *a); /* into ctx instead */
 /* Reads a jit_array back (fails the test on error). */
 ot_array ot_download(const jit_array *a);
 
@@ -76,6 +77,13 @@ jit_status ot_run_static(const char *name, jit_trace_fn fn, void *user, const vo
                          ot_array *results);
 jit_status ot_run(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
                   int n_results, ot_array *results);
+/* ot_run compiled (results[0..n_results)) and on the interpreter, a context of opt_level 0
+   (results[n_results..2 n_results)); fails the test on an error. */
+void ot_run_both(const char *name, jit_trace_fn fn, void *user, int n_args, const ot_array *args,
+                 int n_results, ot_array *results);
+/* ot_run on ctx (e.g. one of opt_level 0, which runs the interpreter) */
+jit_status ot_run_ctx(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user, int n_args,
+                      const ot_array *args, int n_results, ot_array *results);
 
 /* ot_run in context ctx (e.g. one of ot_ctx_with's: the interpreter at opt_level 0). */
 jit_status ot_run_in(jit_ctx *ctx, const char *name, jit_trace_fn fn, void *user, int n_args,

@@ -169,6 +169,8 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
   case IR_GET: return x->axis == y->axis;
   case IR_SORT: return x->axis == y->axis && !memcmp(&x->sort, &y->sort, sizeof x->sort);
   case IR_SCAN: /* each runs its own body: never merged */
+  case IR_COND:
+  case IR_WHILE:
   case IR_SHARD_MAP: return false;
   case IR_ALL_REDUCE:
   case IR_ALL_GATHER:

@@ -425,7 +425,8 @@ static jit_status visit(fuse *z, ir_ref v) {
     z->st[v] = ST_NONE;
     return JIT_OK;
   }
-  if (op == IR_SCAN) { /* a step of its own, between kernels; its operands in buffers */
+  if (op == IR_SCAN || op == IR_COND || op == IR_WHILE) {
+    /* a step of its own, between kernels; its operands in buffers */
     z->st[v] = ST_SCAN;
     mark_operands(z, v, z->must_mat);
     return JIT_OK;
@@ -847,13 +848,15 @@ static jit_status print_prog(const fz_prog *p, FILE *out, int indent) {
     }
     if (p->cls[v] == FZ_SCAN) { /* its line up to the body's opening brace, then the body */
       const char *l = LINE_OF(v) + 1, *brace = strstr(l, ") {");
-      fprintf(out, "%*s  loop", indent, "");
+      fprintf(out, "%*s  %s", indent, "", f->ins[v].op == IR_SCAN ? "loop" : ir_op_name[f->ins[v].op]);
       fwrite(l, 1, brace ? (size_t)(brace - l + 1) : strcspn(l, "\n"), out);
       fputs(" {\n", out);
-      fz_prog *bp = NULL;
-      st = ir_fuse(ir_scan_body(f, &f->ins[v]), &bp);
-      if (st == JIT_OK) st = print_prog(bp, out, indent + 4);
-      fz_prog_free(bp);
+      for (uint32_t j = 0; j < ir_n_bodies(&f->ins[v]) && st == JIT_OK; j++) {
+        fz_prog *bp = NULL; /* a cond's branches, a while's predicate and body, in order */
+        st = ir_fuse(ir_body_at(f, &f->ins[v], j), &bp);
+        if (st == JIT_OK) st = print_prog(bp, out, indent + 4);
+        fz_prog_free(bp);
+      }
       fprintf(out, "%*s  }\n", indent, "");
     }
   }

@@ -637,10 +637,10 @@ static void vjp_dot(grad *g, const ir_ins *in, ir_ref ct) {
   }
 }
 
-/* The cotangents of scan i's results (summed over its GETs), then the backward scan. */
-static void vjp_scan(grad *g, ir_ref i) {
+/* The cotangents of scan or cond i's results (summed over its GETs), then its backward. */
+static void vjp_bodied(grad *g, ir_ref i) {
   const ir_ins *in = &g->body->ins[i];
-  const ir_func *b = ir_scan_body(g->body, in);
+  const ir_func *b = ir_body(g->body, in);
   ir_ref *ctr = malloc((b->n_results + 1) * sizeof *ctr), *ops = malloc((in->n_args + 1) * sizeof *ops);
   ir_ref *cto = malloc((in->n_args + 1) * sizeof *cto);
   if (!ctr || !ops || !cto) {
@@ -655,9 +655,10 @@ static void vjp_scan(grad *g, ir_ref i) {
     ctr[k] = ctr[k] == IR_NOREF ? g->ct[u] : bin(g, IR_ADD, ctr[k], g->ct[u]);
   }
   for (uint32_t k = 0; k < in->n_args; k++) ops[k] = primal(g, in->args[k]);
-  ir_ref fwd = primal(g, i);
+  ir_ref fwd = in->op == IR_SCAN ? primal(g, i) : IR_NOREF; /* a cond recomputes its branch */
   if (g->st != JIT_OK) goto done;
-  g->st = ir_scan_vjp(g->dst, g->body, in, ops, fwd, ctr, cto, g->loc);
+  g->st = in->op == IR_SCAN ? ir_scan_vjp(g->dst, g->body, in, ops, fwd, ctr, cto, g->loc)
+                            : ir_cond_vjp(g->dst, g->body, in, ops, ctr, cto, g->loc);
   for (uint32_t k = 0; k < in->n_args && g->st == JIT_OK; k++)
     if (cto[k] != IR_NOREF && g->dep[in->args[k]]) accum(g, in->args[k], cto[k]);
 done:
@@ -784,10 +785,11 @@ static void vjp(grad *g, ir_ref i) {
   case IR_REDUCE_MIN:
   case IR_REDUCE_PROD: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
-  case IR_GET: /* marks its scan: the scan's rule gathers its GETs' cotangents */
+  case IR_GET: /* marks its scan or cond: its rule gathers its GETs' cotangents */
     if (g->ct[x0] == IR_NOREF) g->ct[x0] = ct;
     break;
-  case IR_SCAN: vjp_scan(g, i); break;
+  case IR_SCAN:
+  case IR_COND: vjp_bodied(g, i); break;
   case IR_SHARDING: /* the cotangent is laid out like the value, as JAX does */
     accum(g, x0, emit(g, IR_SHARDING, 1, &ct, &in->attr, NULL));
     break;
@@ -888,7 +890,7 @@ jit_status ir_value_and_grad_sel(ir_func *dst, const ir_func *body, const ir_ref
     const ir_ins *in = &body->ins[i];
     g.rc[i] = g.ct[i] = IR_NOREF;
     /* a scan's token is bool[]: what matters is whether its results carry derivatives */
-    bool fl = in->op == IR_SCAN || ir_dtype_is_float(body->types[in->ty].dtype);
+    bool fl = ir_op_has_body(in->op) || ir_dtype_is_float(body->types[in->ty].dtype);
     if (i < body->n_params) {
       g.fwd[i] = args[i];
       g.dep[i] = fl && wrt[i];
@@ -901,6 +903,17 @@ jit_status ir_value_and_grad_sel(ir_func *dst, const ir_func *body, const ir_ref
         goto done;
       }
       if (g.dep[in->args[k]]) g.dep[i] = fl && differentiable(in->op);
+    }
+    if (g.dep[i] && in->op == IR_WHILE) { /* JAX's reason, for the same limitation */
+      g.st = in->loc.file
+                 ? jit_error(JIT_EUNSUPPORTED, "%s: while_loop at %s:%d: Reverse-mode differentiation "
+                             "does not work for lax.while_loop or lax.fori_loop with dynamic start/stop "
+                             "values. Try using lax.scan, or lax.fori_loop with static trip count",
+                             who, in->loc.file, in->loc.line)
+                 : jit_error(JIT_EUNSUPPORTED, "%s: Reverse-mode differentiation does not work for "
+                             "lax.while_loop or lax.fori_loop with dynamic start/stop values. Try using "
+                             "lax.scan, or lax.fori_loop with static trip count", who);
+      goto done;
     }
     if (g.dep[i] && (ir_op_is_collective(in->op) || in->op == IR_SHARD_MAP)) {
       g.st = jit_error(JIT_EUNSUPPORTED, "%s: differentiating through %s is not supported yet "

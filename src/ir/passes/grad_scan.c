@@ -67,7 +67,7 @@ static ir_ref get(ir_func *f, ir_ref scan, uint32_t k, ir_loc loc, jit_status *s
 
 /* sum(r_k * ct_k) over the float results of body, as one f32 scalar (its gradient is the VJP),
    then the body's results as they are (aux results: they locate the step in the VJP). */
-static ir_func *loss_of(const ir_func *b, uint32_t n_in, ir_loc loc, jit_status *st) {
+ir_func *ir_vjp_loss_of(const ir_func *b, uint32_t n_in, ir_loc loc, jit_status *st) {
   ir_func *l = ir_func_new(b->name);
   ir_ref *map = malloc((b->n_ins + 1) * sizeof *map);
   ir_ref *cts = malloc((b->n_results + 1) * sizeof *cts);
@@ -122,7 +122,7 @@ done:
 static ir_func *joint_vjp(const ir_func *b, uint32_t c0, uint32_t nc, uint32_t nx, ir_ref *aux,
                           uint32_t *rc_first, ir_loc loc, jit_status *st) {
   uint32_t ny = b->n_results - nc, n_in = c0 + nc + nx;
-  ir_func *l = loss_of(b, n_in, loc, st);
+  ir_func *l = ir_vjp_loss_of(b, n_in, loc, st);
   ir_func *bb = ir_func_new(b->name);
   ir_ref *p = malloc((2 * c0 + 2 * nc + nx + ny + 1) * sizeof *p);
   ir_ref *largs = malloc((n_in + b->n_results + 1) * sizeof *largs);

@@ -693,6 +693,22 @@ static uint8_t reduce_kind(ir_op op) {
 
 static jit_status partition_scan(part *P, ir_ref i, const ir_ref *args, const spec *req);
 
+/* COND or WHILE i as it is, on replicated operands: every device runs the whole op (its bodies
+   copied unpartitioned), and its results are replicated. */
+static jit_status copy_replicated(part *P, ir_ref i, const ir_ref *args) {
+  const ir_ins *in = &P->f->ins[i];
+  ir_attr a;
+  if (ir_attr_for_copy(P->g, P->f, in, &a) != JIT_OK) return oom();
+  ir_ref r = ir_emit(P->g, in->op, ir_type_intern(P->g, gtype(P, i)), in->n_args, args, &a, in->loc);
+  if (r == IR_NOREF || !ir_grow((void **)&P->lsp, &P->cap_lsp, P->g->n_ins, sizeof *P->lsp)) return oom();
+  P->lsp[r] = replicated;
+  P->map[i] = r;
+  if (!P->scan_res && !(P->scan_res = calloc(P->f->n_ins, sizeof *P->scan_res))) return oom();
+  uint32_t nr = ir_body(P->f, in)->n_results;
+  if (!(P->scan_res[i] = calloc(nr + 1, sizeof *P->scan_res[i]))) return oom(); /* all replicated */
+  return JIT_OK;
+}
+
 /* Copies shard_map i's body into the local function on its operands' blocks. */
 static jit_status inline_shard_map(part *P, ir_ref i, const ir_ref *args) {
   const ir_func *f = P->f;
@@ -765,6 +781,10 @@ static jit_status rewrite(part *P, ir_ref i) {
   }
   if (in->op == IR_SCAN) {
     TRY(partition_scan(P, i, args, req));
+    goto done;
+  }
+  if (in->op == IR_COND || in->op == IR_WHILE) {
+    TRY(copy_replicated(P, i, args)); /* its operands were made replicated (back's default) */
     goto done;
   }
   if (in->op == IR_GET) { /* a scan's result, laid out as its partitioned body made it */
@@ -1047,7 +1067,7 @@ jit_status ir_partition(const ir_func *f, jit_mesh *mesh, jit_sharding *const *a
                       &p->result_shardings[k]));
   for (uint32_t v = 0; v < p->n_values; v++) {
     const ir_type *lt = ir_type_of(P.g, v);
-    if (P.g->ins[v].op == IR_SCAN || !spec_any(&P.lsp[v], lt->rank)) continue;
+    if (ir_op_has_body(P.g->ins[v].op) || !spec_any(&P.lsp[v], lt->rank)) continue;
     TRY(make_sharding(&P, &P.lsp[v], lt->rank, &p->value_shardings[v]));
   }
   p->comm_bytes = comm_bytes(P.g, mesh->n_devices);

@@ -70,6 +70,16 @@ jit_status ir_value_and_grad_sel(ir_func *dst, const ir_func *body, const ir_ref
    ct_ops[i] receives the cotangent of operand i (IR_NOREF for non-float operands). */
 jit_status ir_scan_vjp(ir_func *dst, const ir_func *src, const ir_ins *in, const ir_ref *ops,
                        ir_ref fwd_scan, const ir_ref *ct_results, ir_ref *ct_ops, ir_loc loc);
+/* A body's VJP as a loss (grad_scan.c): a function of b's first n_in params then one cotangent
+   per result of b, returning sum(r_k * ct_k) over b's float results as an f32 scalar, then b's
+   results; its gradient is b's VJP. NULL with *st set on failure. */
+ir_func *ir_vjp_loss_of(const ir_func *b, uint32_t n_in, ir_loc loc, jit_status *st);
+/* grad_cond.c: COND's reverse-mode rule, for grad.c: a backward COND on the same index whose
+   branch k recomputes branch k's forward from the args and applies its VJP (remat: nothing of
+   the forward branch is kept). ops: in's operands as dst refs; ct_results[k]: the cotangent of
+   result k (IR_NOREF: zero); ct_ops[i] receives operand i's (IR_NOREF: none). */
+jit_status ir_cond_vjp(ir_func *dst, const ir_func *src, const ir_ins *in, const ir_ref *ops,
+                       const ir_ref *ct_results, ir_ref *ct_ops, ir_loc loc);
 /* The largest remat tag in f (0: none): a new tag for f is this + 1. */
 uint32_t ir_remat_max_tag(const ir_func *f);
 

@@ -31,6 +31,8 @@ typedef struct vm {
   ir_loc loc;     /* location of what is being emitted */
   const char *op; /* the body op being batched, for messages */
   uint32_t remat; /* its checkpoint tag, kept by everything emitted for it */
+  ir_ref **inlined; /* body ref of a COND batched over its index -> its results, inlined and
+                     selected per example (malloc'd on first use, each batched at 0) */
   jit_status st;  /* the first failure (the last error holds its message) */
 } vm;
 
@@ -490,8 +492,237 @@ done:
   free(out_axes);
 }
 
+/* Body params batched at 0 where in_axes says, into nb (a body being built); false (recorded)
+   on failure. */
+static bool batched_params(vm *v, ir_func *nb, const ir_func *b, const int *in_axes, ir_ref *bp) {
+  for (uint32_t i = 0; i < b->n_params; i++) {
+    ir_type pt = *ir_type_of(b, i), bt = pt;
+    if (in_axes[i] == 0 && !batched_type(v, &pt, 0, &bt)) return false;
+    ir_ty ty = ir_type_intern(nb, &bt);
+    bp[i] = ty == UINT32_MAX ? IR_NOREF : ir_emit_param(nb, ty);
+    if (bp[i] == IR_NOREF) return vfail(v, JIT_ENOMEM, "out of memory"), false;
+  }
+  return true;
+}
+
+/* nb's body: b vmapped on nb's params (batched as in_axes says), every result batched at 0. */
+static bool vmap_body(vm *v, ir_func *nb, const ir_func *b, const int *in_axes, ir_loc loc) {
+  ir_ref *bp = malloc((b->n_params + 1) * sizeof *bp), *res = malloc((b->n_results + 1) * sizeof *res);
+  int *out_axes = calloc(b->n_results + 1, sizeof *out_axes);
+  bool ok = bp && res && out_axes;
+  if (!ok) vfail(v, JIT_ENOMEM, "out of memory");
+  ok = ok && batched_params(v, nb, b, in_axes, bp);
+  if (ok) {
+    jit_status st = ir_vmap_into(nb, b, bp, in_axes, v->batch, out_axes, res, loc);
+    if (st != JIT_OK) v->st = st; /* the message (the body's op and line) is the last error */
+    else if (ir_set_results(nb, b->n_results, res) != JIT_OK) vfail(v, JIT_ENOMEM, "out of memory");
+    ok = v->st == JIT_OK;
+  }
+  free(bp);
+  free(res);
+  free(out_axes);
+  return ok;
+}
+
+/* in's operands from `first` on for a batched body: batched ones at 0, in_axes accordingly;
+   with all_batched, operands from `from_all` on are batched even when they are not. */
+static void batched_operands(vm *v, const ir_ins *in, uint32_t first, uint32_t from_all, ir_ref *ops,
+                             int *in_axes) {
+  for (uint32_t i = first; i < in->n_args; i++) {
+    ir_ref a = in->args[i];
+    in_axes[i - first] = i >= from_all || v->bd[a] >= 0 ? 0 : -1;
+    ops[i] = in_axes[i - first] < 0 ? v->map[a] : batched_at(v, a, 0);
+  }
+}
+
+/* Emits op over ops with the new bodies nbs[0..n) (taken, also on failure); map[r], bd[r] = 0. */
+static void emit_with_bodies(vm *v, ir_ref r, const ir_ins *in, ir_func **nbs, uint32_t n, const ir_ref *ops) {
+  ir_attr a = in->attr;
+  a.remat = v->remat;
+  for (uint32_t j = 0; j < n; j++) {
+    uint32_t index = 0;
+    if (v->st == JIT_OK && ir_add_body(v->dst, nbs[j], &index) != JIT_OK) vfail(v, JIT_ENOMEM, "out of memory");
+    else if (v->st != JIT_OK) ir_func_free(nbs[j]);
+    nbs[j] = NULL;
+    if (j == 0) a.cond.body = index;
+  }
+  if (v->st != JIT_OK) return;
+  v->map[r] = ir_emit(v->dst, in->op, ir_type_intern(v->dst, &v->body->types[in->ty]), in->n_args, ops,
+                      &a, v->loc);
+  if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
+  v->bd[r] = 0;
+}
+
+/* An i32[batch] or bool[batch] value p (batched at 0) broadcast to t batched at 0. */
+static ir_ref lanes_as(vm *v, ir_ref p, const ir_type *t) {
+  ir_type to;
+  if (!batched_type(v, t, 0, &to)) return IR_NOREF;
+  to.dtype = ir_type_of(v->dst, p)->dtype;
+  if (to.rank == 1) return p;
+  ir_attr a = {0};
+  a.dims.n = 1;
+  return emit(v, IR_BROADCAST, 1, &p, &a, &to);
+}
+
+/* A COND over a batched index runs every branch and selects per example (JAX's rule): the
+   branches are inlined, batched at 0, and result k = branch idx's, idx clamped to [0, n). */
+static void cond_select(vm *v, ir_ref r, const ir_ins *in) {
+  uint32_t n = in->attr.cond.n_bodies, na = in->n_args - 1;
+  const ir_func *b0 = ir_body(v->body, in);
+  uint32_t nr = b0->n_results;
+  ir_ref *args = malloc((na + 1) * sizeof *args), *res = malloc((nr + 1) * sizeof *res);
+  ir_ref *acc = malloc((nr + 1) * sizeof *acc);
+  int *in_axes = malloc((na + 1) * sizeof *in_axes), *out_axes = calloc(nr + 1, sizeof *out_axes);
+  if (!v->inlined && !(v->inlined = calloc(v->body->n_ins, sizeof *v->inlined))) goto nomem;
+  if (!args || !res || !acc || !in_axes || !out_axes) goto nomem;
+  for (uint32_t i = 0; i < na; i++) {
+    ir_ref a = in->args[1 + i];
+    in_axes[i] = v->bd[a] >= 0 ? 0 : -1;
+    args[i] = in_axes[i] < 0 ? v->map[a] : batched_at(v, a, 0);
+  }
+  ir_ref idx = batched_at(v, in->args[0], 0);
+  if (v->st != JIT_OK) goto done;
+  int64_t bdim = v->batch;
+  ir_ty it = ir_type_make(v->dst, JIT_I32, 1, &bdim);
+  ir_ref lo[2] = {idx, ir_emit_const(v->dst, it, 0, v->loc)};
+  idx = emit(v, IR_MAX, 2, lo, NULL, NULL);
+  ir_ref hi[2] = {idx, ir_emit_const(v->dst, it, (double)(n - 1), v->loc)};
+  idx = emit(v, IR_MIN, 2, hi, NULL, NULL);
+  for (uint32_t j = n; j-- > 0 && v->st == JIT_OK;) { /* last branch first: the default */
+    jit_status st = ir_vmap_into(v->dst, ir_body_at(v->body, in, j), args, in_axes, v->batch,
+                                 out_axes, res, in->loc);
+    if (st != JIT_OK) {
+      v->st = st;
+      break;
+    }
+    if (j == n - 1) {
+      memcpy(acc, res, nr * sizeof *acc);
+      continue;
+    }
+    ir_attr eq = {0};
+    eq.cmp = JIT_EQ;
+    ir_ref cj[2] = {idx, ir_emit_const(v->dst, it, (double)j, v->loc)};
+    ir_ref pick = emit(v, IR_CMP, 2, cj, &eq, NULL);
+    for (uint32_t k = 0; k < nr; k++) {
+      ir_ref sel[3] = {lanes_as(v, pick, ir_type_of(b0, b0->results[k])), res[k], acc[k]};
+      acc[k] = emit(v, IR_SELECT, 3, sel, NULL, NULL);
+    }
+  }
+  if (v->st == JIT_OK) {
+    v->inlined[r] = acc;
+    acc = NULL;
+    v->map[r] = IR_NOREF; /* its GETs read v->inlined */
+    v->bd[r] = 0;
+  }
+  goto done;
+nomem:
+  vfail(v, JIT_ENOMEM, "out of memory");
+done:
+  free(args);
+  free(res);
+  free(acc);
+  free(in_axes);
+  free(out_axes);
+}
+
+/* A COND with a batched operand. An unbatched index picks one branch for all examples: each
+   branch is vmapped into a new body (results batched at 0). A batched index: cond_select. */
+static void rule_cond(vm *v, ir_ref r, const ir_ins *in) {
+  if (v->bd[in->args[0]] >= 0) {
+    cond_select(v, r, in);
+    return;
+  }
+  uint32_t n = in->attr.cond.n_bodies;
+  ir_ref *ops = malloc((in->n_args + 1) * sizeof *ops);
+  int *in_axes = malloc((in->n_args + 1) * sizeof *in_axes);
+  ir_func **nbs = calloc(n, sizeof *nbs);
+  if (!ops || !in_axes || !nbs) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  ops[0] = v->map[in->args[0]];
+  batched_operands(v, in, 1, in->n_args, ops, in_axes);
+  for (uint32_t j = 0; j < n && v->st == JIT_OK; j++) {
+    const ir_func *b = ir_body_at(v->body, in, j);
+    if (!(nbs[j] = ir_func_new(b->name))) vfail(v, JIT_ENOMEM, "out of memory");
+    else vmap_body(v, nbs[j], b, in_axes, in->loc);
+  }
+  emit_with_bodies(v, r, in, nbs, n, ops);
+done:
+  for (uint32_t j = 0; nbs && j < n; j++) ir_func_free(nbs[j]);
+  free(nbs);
+  free(ops);
+  free(in_axes);
+}
+
+/* bool[batch] -> bool[]: whether any example's predicate holds. */
+static ir_ref any_lane(vm *v, ir_ref p) {
+  ir_type i32 = *ir_type_of(v->dst, p);
+  i32.dtype = JIT_I32;
+  ir_ref x = emit(v, IR_CONVERT, 1, &p, NULL, &i32);
+  ir_attr a = {0};
+  a.dims.n = 1;
+  x = emit(v, IR_REDUCE_MAX, 1, &x, &a, NULL);
+  ir_attr ne = {0};
+  ne.cmp = JIT_NE;
+  ir_ref z[2] = {x, ir_emit_const(v->dst, ir_type_intern(v->dst, &(ir_type){.dtype = JIT_I32}), 0, v->loc)};
+  return emit(v, IR_CMP, 2, z, &ne, NULL);
+}
+
+/* A WHILE with a batched operand: every carry batched at 0; the loop runs while any example's
+   predicate holds, and an example whose predicate is false keeps its carries (JAX's rule). The
+   new predicate is any(pred); the new body recomputes pred per example and selects. */
+static void rule_while(vm *v, ir_ref r, const ir_ins *in) {
+  const ir_func *pred = ir_body_at(v->body, in, 0), *body = ir_body_at(v->body, in, 1);
+  uint32_t na = in->n_args, nk = in->attr.cond.n_consts, nc = na - nk;
+  ir_ref *ops = malloc((na + 1) * sizeof *ops), *bp = malloc((na + 1) * sizeof *bp);
+  ir_ref *res = malloc((nc + 1) * sizeof *res);
+  int *in_axes = malloc((na + 1) * sizeof *in_axes), zero[1] = {0};
+  ir_func *nbs[2] = {ir_func_new(pred->name), ir_func_new(body->name)};
+  if (!ops || !bp || !res || !in_axes || !nbs[0] || !nbs[1]) {
+    vfail(v, JIT_ENOMEM, "out of memory");
+    goto done;
+  }
+  batched_operands(v, in, 0, nk, ops, in_axes);
+  for (int j = 0; j < 2 && v->st == JIT_OK; j++) {
+    vm w = {.dst = nbs[j], .body = v->body, .batch = v->batch, .loc = in->loc, .op = "while"};
+    if (!batched_params(v, nbs[j], pred, in_axes, bp)) break;
+    ir_ref p;
+    jit_status st = ir_vmap_into(nbs[j], pred, bp, in_axes, v->batch, zero, &p, in->loc);
+    if (st == JIT_OK && j == 0) {
+      p = any_lane(&w, p);
+      st = w.st != JIT_OK ? w.st : ir_set_results(nbs[0], 1, &p);
+    } else if (st == JIT_OK) {
+      int *out_axes = calloc(nc + 1, sizeof *out_axes);
+      st = out_axes ? ir_vmap_into(nbs[1], body, bp, in_axes, v->batch, out_axes, res, in->loc)
+                    : vfail(v, JIT_ENOMEM, "out of memory");
+      free(out_axes);
+      for (uint32_t k = 0; k < nc && st == JIT_OK; k++) { /* finished examples keep their carries */
+        ir_ref sel[3] = {lanes_as(&w, p, ir_type_of(body, body->results[k])), res[k], bp[nk + k]};
+        res[k] = emit(&w, IR_SELECT, 3, sel, NULL, NULL);
+        st = w.st;
+      }
+      if (st == JIT_OK) st = ir_set_results(nbs[1], nc, res);
+    }
+    if (st != JIT_OK) v->st = st;
+  }
+  emit_with_bodies(v, r, in, nbs, 2, ops);
+done:
+  ir_func_free(nbs[0]);
+  ir_func_free(nbs[1]);
+  free(ops);
+  free(bp);
+  free(res);
+  free(in_axes);
+}
+
 /* A result of a batched scan (carries batched at 0, stacked ys at 1) or shard_map (at 0). */
 static void rule_get(vm *v, ir_ref r, const ir_ins *in) {
+  if (v->inlined && v->inlined[in->args[0]]) { /* a COND selected per example */
+    v->map[r] = v->inlined[in->args[0]][in->attr.axis];
+    v->bd[r] = 0;
+    return;
+  }
   ir_ref s = v->map[in->args[0]];
   ir_type t;
   if (!ir_result_type(v->dst, &v->dst->ins[s], (uint32_t)in->attr.axis, &t)) {
@@ -504,7 +735,7 @@ static void rule_get(vm *v, ir_ref r, const ir_ins *in) {
   v->map[r] = ir_emit(v->dst, IR_GET, ir_type_intern(v->dst, &t), 1, &s, &a, v->loc);
   if (v->map[r] == IR_NOREF) vfail(v, JIT_ENOMEM, "out of memory");
   const ir_ins *src = &v->body->ins[in->args[0]];
-  v->bd[r] = (int8_t)(src->op == IR_SHARD_MAP || (uint64_t)in->attr.axis < src->attr.scan.n_carry ? 0 : 1);
+  v->bd[r] = (int8_t)(src->op != IR_SCAN || (uint64_t)in->attr.axis < src->attr.scan.n_carry ? 0 : 1);
 }
 
 /* s with an unsplit dim inserted at k (a batch dim), or NULL after recording the failure. */
@@ -650,6 +881,8 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_DOT: rule_dot(v, r, in); break;
   case IR_SCAN: rule_scan(v, r, in); break;
   case IR_GET: rule_get(v, r, in); break;
+  case IR_COND: rule_cond(v, r, in); break;
+  case IR_WHILE: rule_while(v, r, in); break;
   case IR_SHARDING: rule_sharding(v, r, in); break;
   case IR_SHARD_MAP: rule_shard_map(v, r, in); break;
   default:
@@ -703,6 +936,8 @@ jit_status ir_vmap_into(ir_func *dst, const ir_func *body, const ir_ref *args, c
 done:
   /* it points into body's arena, which a later body may reuse at the same address */
   if (v.st == JIT_OK && dst->oom) vfail(&v, JIT_ENOMEM, "out of memory");
+  for (uint32_t i = 0; v.inlined && i < body->n_ins; i++) free(v.inlined[i]);
+  free(v.inlined);
   free(v.map);
   free(v.bd);
   return v.st;
