@@ -294,6 +294,17 @@ static void test_cumulative(void **state) {
   check((opcase){K_CUMSUM, 0, 0, NULL}, &l, "cumsum long");
   check((opcase){K_CUMMAX, 0, 1, NULL}, &l, "cummax long reverse");
   ot_free(&l);
+  /* blocks of blocks (5000 = 157 blocks of 32, padded), either direction, any axis */
+  ot_array l2 = ot_random(JIT_F64, 2, (int64_t[]){3, 5000}, 20, 0.999, 1.001);
+  ot_array l3 = ot_random(JIT_I32, 2, (int64_t[]){4133, 2}, 21, -2000000000, 2000000000);
+  for (int rev = 0; rev < 2; rev++) {
+    check((opcase){K_CUMPROD, 1, rev, NULL}, &l2, "cumprod blocks");
+    check((opcase){K_CUMMIN, 1, rev, NULL}, &l2, "cummin blocks");
+    check((opcase){K_CUMSUM, 0, rev, NULL}, &l3, "cumsum blocks i32");
+    check((opcase){K_CUMMAX, 0, rev, NULL}, &l3, "cummax blocks i32");
+  }
+  ot_free(&l2);
+  ot_free(&l3);
   ot_free(&f);
   ot_free(&r);
   ot_free(&p);
@@ -526,6 +537,19 @@ static void test_grads(void **state) {
       check_grad((opcase){k, 1, rev, NULL}, &x, "cumulative axis 1");
       check_grad((opcase){k, 0, rev, NULL}, &x, "cumulative axis 0");
     }
+  /* the blocked prefix's VJP: cumsum's is the reverse cumsum of the weights (i + 1) */
+  for (int rev = 0; rev < 2; rev++) {
+    opcase c = {K_CUMSUM, 0, rev, NULL};
+    ot_array lx = ot_random(JIT_F64, 1, (int64_t[]){300}, 22, -1, 1), res[2];
+    OT_ASSERT_OK(ot_run("grad", grad_fn, &c, 1, &lx, 2, res));
+    for (int64_t q = 0; q < 300; q++) {
+      double want = rev ? (double)(q + 1) * (q + 2) / 2 : (double)(300 * 301 / 2) - (double)q * (q + 1) / 2;
+      assert_true(res[1].v[q] == want);
+    }
+    ot_free(&res[0]);
+    ot_free(&res[1]);
+    ot_free(&lx);
+  }
   check_grad((opcase){K_SORT, 1, 0, NULL}, &x, "sort axis 1");
   check_grad((opcase){K_SORT, 0, 0, NULL}, &x, "sort axis 0");
   check_grad((opcase){K_TOPK, 1, 0, NULL}, &x, "top_k");

@@ -4,9 +4,10 @@
  *
  * argmax is a max reduction, a compare against it and a min reduction of the matching iota (the
  * first index); a NaN matches itself through x != x, so the first NaN wins, as jnp.argmax. The
- * cumulative ops are a Hillis-Steele parallel prefix: ceil(log2 n) steps, each combining the
- * running value with itself shifted by 2^k along the axis (slice + concat), every step one
- * vectorized, row-parallel loop instead of a serial one per row. */
+ * cumulative ops are a blocked parallel prefix (see prefix()): within blocks and over block
+ * totals, Hillis-Steele steps that combine the running value with itself shifted by 2^k along
+ * the axis (slice + concat); every step is one vectorized, row-parallel loop, none a serial loop
+ * per row. */
 #include "trace/trace_internal.h"
 
 jit_val jit_reduce_prod(jit_trace *t, jit_val x, int n_axes, const int *axes) {
@@ -152,6 +153,64 @@ static ir_ref shifted(op_ctx *c, ir_op comb, ir_ref y, int axis, int64_t s, bool
                  : concat2(c, fill, slice_axis(c, y, axis, 0, n - s), axis);
 }
 
+/* Hillis-Steele: log2 n passes, each combining y with itself shifted by 2^k. */
+static ir_ref prefix_steps(op_ctx *c, ir_op comb, ir_ref y, int axis, bool reverse) {
+  int64_t n = y == IR_NOREF ? 0 : op_type(c, y)->dims[axis];
+  for (int64_t s = 1; s < n; s *= 2) y = emit2(c, comb, y, shifted(c, comb, y, axis, s, reverse));
+  return y;
+}
+
+enum { CUM_BLOCK = 32 }; /* a longer axis is scanned in blocks of this many */
+
+/* The blocked parallel prefix along a long axis: the axis split into nb blocks of CUM_BLOCK
+   (zero padded at the end, at the start when reverse), a prefix within every block (5 passes),
+   the prefix of the block totals (recursively, on 1/32 of the data), each block's total of the
+   blocks before it combined into it (one pass): about 7 passes instead of log2 n. */
+static ir_ref prefix(op_ctx *c, ir_op comb, ir_ref y, int axis, bool reverse) {
+  if (y == IR_NOREF) return y;
+  ir_type t = *op_type(c, y);
+  int64_t n = t.dims[axis], b = CUM_BLOCK;
+  if (n <= 4 * b || t.rank >= IR_MAX_RANK) return prefix_steps(c, comb, y, axis, reverse);
+  int64_t nb = (n + b - 1) / b, pad = nb * b - n;
+  if (pad) {
+    ir_type pt = t;
+    pt.dims[axis] = pad;
+    ir_ref z = op_const(c, t.dtype, pt.rank, pt.dims, 0);
+    y = reverse ? concat2(c, z, y, axis) : concat2(c, y, z, axis);
+  }
+  /* [.., nb * b, ..] -> [.., nb, b, ..] */
+  ir_type bt = {.dtype = t.dtype, .rank = t.rank + 1};
+  for (int d = 0, k = 0; d < t.rank; d++) {
+    if (d == axis) {
+      bt.dims[k++] = nb;
+      bt.dims[k++] = b;
+    } else {
+      bt.dims[k++] = t.dims[d];
+    }
+  }
+  ir_ref local = prefix_steps(c, comb, op_reshape(c, y, bt.rank, bt.dims), axis + 1, reverse);
+  ir_ref tot = slice_axis(c, local, axis + 1, reverse ? 0 : b - 1, reverse ? 1 : b);
+  ir_type tt = t;
+  tt.dims[axis] = nb;
+  tot = prefix(c, comb, op_reshape(c, tot, tt.rank, tt.dims), axis, reverse);
+  /* block j (j >= 1; reverse: j < nb - 1) takes the total through block j - 1 (j + 1) */
+  ir_ref carry = reverse ? slice_axis(c, tot, axis, 1, nb) : slice_axis(c, tot, axis, 0, nb - 1);
+  ir_type ct = bt;
+  ct.dims[axis] = nb - 1;
+  ir_attr ba = {0};
+  ba.dims.n = (uint8_t)t.rank;
+  for (int d = 0; d < t.rank; d++) ba.dims.d[d] = (uint8_t)(d <= axis ? d : d + 1);
+  carry = op_emit(c, IR_BROADCAST, 1, &carry, &ba, &ct);
+  ir_ref rest = reverse ? slice_axis(c, local, axis, 0, nb - 1) : slice_axis(c, local, axis, 1, nb);
+  rest = emit2(c, comb, rest, carry);
+  ir_ref edge = reverse ? slice_axis(c, local, axis, nb - 1, nb) : slice_axis(c, local, axis, 0, 1);
+  ir_ref whole = reverse ? concat2(c, rest, edge, axis) : concat2(c, edge, rest, axis);
+  ir_type wt = t;
+  wt.dims[axis] = nb * b;
+  whole = op_reshape(c, whole, wt.rank, wt.dims);
+  return pad ? slice_axis(c, whole, axis, reverse ? pad : 0, reverse ? nb * b : n) : whole;
+}
+
 static jit_val cumulative(jit_trace *t, const char *name, ir_op comb, jit_val x, int axis,
                           int reverse) {
   op_ctx c;
@@ -164,9 +223,7 @@ static jit_val cumulative(jit_trace *t, const char *name, ir_op comb, jit_val x,
     op_fail(&c, JIT_EDTYPE, "needs an int or float operand, got %s", trace_ty(xt).s);
     return (jit_val){0};
   }
-  int64_t n = xt->dims[ax];
-  for (int64_t s = 1; s < n; s *= 2) y = emit2(&c, comb, y, shifted(&c, comb, y, ax, s, reverse != 0));
-  return op_result(&c, y);
+  return op_result(&c, prefix(&c, comb, y, ax, reverse != 0));
 }
 
 jit_val jit_cumsum(jit_trace *t, jit_val x, int axis, int reverse) {
