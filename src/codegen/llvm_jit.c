@@ -374,7 +374,7 @@ jit_status cg_add_object(cg_jit *jit, const void *obj, size_t len, cg_dylib **li
   *lib = l;
   return JIT_OK;
 fail:
-  dylib_give_back(l);
+  if (l) dylib_give_back(l); /* NULL when dylib_take failed */
   return st;
 }
 
