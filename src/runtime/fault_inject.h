@@ -19,6 +19,8 @@ void tjit_fault_arm(long n);
 long tjit_fault_count(void);
 /* Whether the armed allocation has been failed since the last tjit_fault_arm. */
 bool tjit_fault_fired(void);
+/* Distinct call sites in the library whose allocations were counted so far (up to 8192). */
+size_t tjit_fault_sites(void);
 
 void *tjit_fault_malloc(size_t n);
 void *tjit_fault_calloc(size_t n, size_t size);

@@ -323,8 +323,8 @@ PROGRAM_TEST(7)
 
 static void test_summary(void **state) {
   (void)state;
-  fprintf(stderr, "allocation failures: %ld failed, %ld survived (%ld by a fallback)\n", total.failed,
-          total.survived, total.absorbed);
+  fprintf(stderr, "allocation failures: %ld failed, %ld survived (%ld by a fallback), at %zu distinct "
+          "call sites\n", total.failed, total.survived, total.absorbed, tjit_fault_sites());
   assert_int_equal(total.failed, total.survived);
 }
 
