@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -732,15 +733,44 @@ static void test_api_threads(void **state) {
 }
 
 
+/* Keeps a failing random program as tests/regress-style text: the header line says how to check
+   it again (seed of the data, whether it is optimized first, special values, which results are
+   exact), then the program as the generator made it, before any pass. Into $TJIT_REGRESS_DIR
+   (default /tmp); test_regress_corpus replays the ones committed to tests/regress. */
+static void keep_failing_program(uint64_t seed, bool optimize, bool special) {
+  bool exact[8];
+  uint32_t nr;
+  ir_func *f = rp_random_program(seed, exact, &nr);
+  const char *dir = getenv("TJIT_REGRESS_DIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/randprog_%llu.tir", dir ? dir : "/tmp", (unsigned long long)seed);
+  FILE *out = fopen(path, "w");
+  if (out) {
+    fprintf(out, "# regress: seed=%llu optimize=%d special=%d exact=", (unsigned long long)seed,
+            optimize, special);
+    for (uint32_t r = 0; r < nr; r++) fputc(exact[r] ? '1' : '0', out);
+    fputs("\n# a random program (tests/support/randprog.c) on which the compiled path and the "
+          "interpreter differed\n", out);
+    ir_print(f, out);
+    fclose(out);
+    fprintf(stderr, "kept in %s\n", path);
+  }
+  ir_func_free(f);
+}
+
+/* $TJIT_TEST_PROGRAMS programs (default 1000) from seed $TJIT_TEST_SEED (default 1); stops after
+   $TJIT_TEST_MAX_FAILURES failures (default 5), keeping each failing program (above). */
 static void test_random_programs(void **state) {
   (void)state;
   const char *env = getenv("TJIT_TEST_PROGRAMS");
   long n = env ? atol(env) : 1000;
   const char *senv = getenv("TJIT_TEST_SEED");
   uint64_t base = senv ? strtoull(senv, NULL, 10) : 1;
+  const char *fenv = getenv("TJIT_TEST_MAX_FAILURES");
+  int max_failures = fenv ? atoi(fenv) : 5;
   int failures = 0;
   time_t t0 = time(NULL);
-  for (long i = 0; i < n && failures < 5; i++) {
+  for (long i = 0; i < n && failures < max_failures; i++) {
     bool exact[8];
     uint32_t nr;
     uint64_t seed = base + (uint64_t)i;
@@ -753,14 +783,58 @@ static void test_random_programs(void **state) {
     /* special values (inf, NaN, 1e30) only for integer programs: the float generator keeps
        values within the bounds where the approximations are accurate */
     bool special = seed % 4 == 1 && !ir_dtype_is_float(ir_type_of(f, 0)->dtype);
-    if (!check_exact(f, seed, exact, special, what)) failures++;
+    if (!check_exact(f, seed, exact, special, what)) {
+      failures++;
+      keep_failing_program(seed, optimize, special);
+    }
     ir_func_free(f);
     if (n > 1000 && i % 1000 == 999) {
-      fprintf(stderr, "%ld programs, %lds\n", i + 1, (long)(time(NULL) - t0));
+      fprintf(stderr, "%ld programs, %d failed, %lds\n", i + 1, failures, (long)(time(NULL) - t0));
       if (i + 1 < n) c_len = 0; /* millions of programs: keep the C of the last thousand */
     }
   }
   assert_int_equal(failures, 0);
+}
+
+/* Replays every tests/regress file, the random programs that once failed, as they were checked. */
+static void test_regress_corpus(void **state) {
+  (void)state;
+  const char *src = getenv("TJIT_SOURCE_DIR");
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/tests/regress", src ? src : ".");
+  DIR *d = opendir(dir);
+  if (!d) fail_msg("no regression corpus in %s", dir);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".tir") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    char *text = NULL;
+    size_t cap = 0;
+    ssize_t got = getdelim(&text, &cap, '\0', in);
+    fclose(in);
+    assert_true(got > 0);
+    unsigned long long seed;
+    int optimize, special;
+    char exact_s[16];
+    if (sscanf(text, "# regress: seed=%llu optimize=%d special=%d exact=%15[01]", &seed, &optimize,
+               &special, exact_s) != 4)
+      fail_msg("%s: no '# regress: seed=S optimize=0|1 special=0|1 exact=1..' first line", path);
+    bool exact[64];
+    for (int r = 0; r < 64; r++) exact[r] = r < (int)strlen(exact_s) ? exact_s[r] == '1' : true;
+    ir_func *f = parse1(text);
+    free(text);
+    if (optimize) assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+    bool ok = check_exact(f, seed, exact, special != 0, path);
+    ir_func_free(f);
+    if (!ok) fail_msg("%s differs from the interpreter again", path);
+    n++;
+  }
+  closedir(d);
+  fprintf(stderr, "%d programs of the regression corpus\n", n);
 }
 
 /* ---- the C dumps compile ------------------------------------------------------------------------- */
@@ -820,7 +894,8 @@ int main(void) {
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
       cmocka_unit_test(test_threads),           cmocka_unit_test(test_run_twice),
       cmocka_unit_test(test_api_softmax),       cmocka_unit_test(test_api_threads),
-      cmocka_unit_test(test_random_programs),   cmocka_unit_test(test_c_dump_compiles),
+      cmocka_unit_test(test_random_programs),   cmocka_unit_test(test_regress_corpus),
+      cmocka_unit_test(test_c_dump_compiles),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

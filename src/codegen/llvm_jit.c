@@ -379,7 +379,7 @@ jit_status cg_add_objects(cg_jit *jit, const void *const *objs, const size_t *le
   *lib = l;
   return JIT_OK;
 fail:
-  dylib_give_back(l);
+  if (l) dylib_give_back(l); /* NULL when dylib_take failed */
   return st;
 }
 

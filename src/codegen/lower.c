@@ -151,7 +151,8 @@ static bool cse_grow(lower *L) {
   return true;
 }
 
-static int level_of(const lower *L, int32_t id) { return id < 0 ? 0 : L->lvl[id]; }
+/* (after a failed allocation, ids may name instructions that were never stored) */
+static int level_of(const lower *L, int32_t id) { return id < 0 || L->oom ? 0 : L->lvl[id]; }
 
 /* A pure instruction: reused when an equal one exists (it is then visible here: an instruction
    is placed by its operands, and an operand from a closed loop cannot be named again). */
@@ -192,7 +193,7 @@ static lp_ins mk(lp_op op, jit_dtype dt, int32_t a, int32_t b, int32_t c) {
 }
 
 static bool is_iconst(const lower *L, int32_t id, int64_t *v) {
-  if (id < 0 || L->lf->ins[id].op != LP_CONST || L->lf->ins[id].dt != JIT_I64) return false;
+  if (L->oom || id < 0 || L->lf->ins[id].op != LP_CONST || L->lf->ins[id].dt != JIT_I64) return false;
   *v = L->lf->ins[id].imm.i;
   return true;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/error.h"
 #include "runtime/sharding.h"
 
 const char *const ir_op_name[IR_N_OPS] = {
@@ -182,7 +183,7 @@ jit_status ir_set_results(ir_func *f, uint32_t n, const ir_ref *refs) {
     r = malloc(n * sizeof *r);
     if (!r) {
       f->oom = true;
-      return JIT_ENOMEM;
+      return jit_error(JIT_ENOMEM, "out of memory");
     }
     memcpy(r, refs, n * sizeof *r);
   }
@@ -220,7 +221,7 @@ jit_status ir_add_body(ir_func *f, ir_func *body, uint32_t *index) {
   if (!ir_grow((void **)&f->bodies, &f->cap_bodies, f->n_bodies + 1, sizeof *f->bodies)) {
     ir_func_free(body);
     f->oom = true;
-    return JIT_ENOMEM;
+    return jit_error(JIT_ENOMEM, "out of memory");
   }
   *index = f->n_bodies;
   f->bodies[f->n_bodies++] = body;
@@ -231,7 +232,7 @@ jit_status ir_set_mesh(ir_func *f, const ir_mesh *m) {
   ir_mesh *c = malloc(sizeof *c);
   if (!c) {
     f->oom = true;
-    return JIT_ENOMEM;
+    return jit_error(JIT_ENOMEM, "out of memory");
   }
   *c = *m;
   free(f->mesh);
@@ -315,17 +316,17 @@ jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, 
   *out = in->attr;
   /* a collective names axes of its function's mesh: a copy takes the mesh along */
   if (ir_op_is_collective(in->op) && !dst->mesh && src->mesh && ir_set_mesh(dst, src->mesh) != JIT_OK)
-    return JIT_ENOMEM;
+    return jit_error(JIT_ENOMEM, "out of memory");
   uint32_t n = ir_n_bodies(in);
   for (uint32_t j = 0; j < n; j++) { /* the copies stay consecutive, as the bodies were */
     const ir_func *b = ir_body_at(src, in, j);
     ir_func *copy = b ? ir_func_clone(b) : NULL;
     if (!copy) {
       dst->oom = true;
-      return JIT_ENOMEM;
+      return jit_error(JIT_ENOMEM, "out of memory");
     }
     uint32_t index;
-    if (ir_add_body(dst, copy, &index) != JIT_OK) return JIT_ENOMEM;
+    if (ir_add_body(dst, copy, &index) != JIT_OK) return jit_error(JIT_ENOMEM, "out of memory");
     if (j == 0) {
       if (in->op == IR_SCAN) out->scan.body = index;
       else if (in->op == IR_SHARD_MAP) out->smap.body = index;
@@ -346,7 +347,7 @@ jit_status ir_copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir
       cap = in->n_args;
       if (!(ops = malloc(cap * sizeof *ops))) {
         dst->oom = true;
-        return JIT_ENOMEM;
+        return jit_error(JIT_ENOMEM, "out of memory");
       }
     }
     for (uint32_t k = 0; k < in->n_args; k++) ops[k] = map[in->args[k]];
@@ -357,7 +358,7 @@ jit_status ir_copy_marked(ir_func *dst, const ir_func *src, const bool *keep, ir
                  : ir_emit(dst, in->op, ty, in->n_args, ops, &a, in->loc);
     if (map[i] == IR_NOREF) {
       if (ops != small) free(ops);
-      return JIT_ENOMEM;
+      return jit_error(JIT_ENOMEM, "out of memory");
     }
   }
   if (ops != small) free(ops);
