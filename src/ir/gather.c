@@ -15,17 +15,7 @@
 #include "ir/ir.h"
 #include "runtime/error.h"
 
-static jit_status fail(char *why, size_t n, jit_status s, const char *fmt, ...) JIT_PRINTF(4, 5);
-static jit_status fail(char *why, size_t n, jit_status s, const char *fmt, ...) {
-  if (why && n) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-  }
-  return s;
-}
-#define FAIL(s, ...) fail(why, why_n, s, __VA_ARGS__)
+#define FAIL(s, ...) ir_type_fail(why, why_n, s, __VA_ARGS__)
 
 int64_t ir_gather_index_len(const ir_type *it, int index_dim) {
   return index_dim < it->rank ? it->dims[index_dim] : 1;

@@ -466,6 +466,13 @@ jit_status ir_verify_ins(const ir_func *f, ir_ref r, char *why, size_t why_n);
    Infer each op's result type from operand types and attributes; shared by the tracer, the
    parser and the verifier. On failure return JIT_ESHAPE/JIT_EDTYPE/JIT_EINVAL and write a short
    reason (no location) into why[0..why_n). */
+/* What a type rule returns on a refusal: s, with the reason written into why[0..n) (when
+   non-NULL). */
+jit_status ir_type_fail(char *why, size_t n, jit_status s, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
 jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args,
                          const ir_attr *attr, const ir_type *declared /* RESHAPE, CONVERT, CONST,
                          IOTA, BROADCAST: the result type given */, ir_type *out,

@@ -43,8 +43,7 @@ static text u8list(const uint8_t *d, int n) {
   return r;
 }
 
-static jit_status fail(char *why, size_t n, jit_status s, const char *fmt, ...) JIT_PRINTF(4, 5);
-static jit_status fail(char *why, size_t n, jit_status s, const char *fmt, ...) {
+jit_status ir_type_fail(char *why, size_t n, jit_status s, const char *fmt, ...) {
   if (why && n) {
     va_list ap;
     va_start(ap, fmt);
@@ -53,7 +52,7 @@ static jit_status fail(char *why, size_t n, jit_status s, const char *fmt, ...) 
   }
   return s;
 }
-#define FAIL(s, ...) fail(why, why_n, s, __VA_ARGS__)
+#define FAIL(s, ...) ir_type_fail(why, why_n, s, __VA_ARGS__)
 
 bool ir_value_fits(jit_dtype d, double v) {
   switch (d) {
