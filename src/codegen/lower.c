@@ -1068,14 +1068,16 @@ static jit_status write_scatter(lower *L) {
   emit_at(L, cp, L->depth - 1);
   close_nest(L, &sv);
   /* the updates, in order */
-  int32_t trips[IR_MAX_RANK];
-  for (int d = 0; d < ut->rank; d++) trips[d] = iconst(L, ut->dims[d]);
-  open_nest(L, ut->rank, trips, &sv);
+  /* types have at most IR_MAX_RANK dims; saying so lets GCC's -O3 see the arrays suffice */
+  int ur = ut->rank < IR_MAX_RANK ? ut->rank : IR_MAX_RANK;
+  int32_t trips[IR_MAX_RANK] = {0};
+  for (int d = 0; d < ur; d++) trips[d] = iconst(L, ut->dims[d]);
+  open_nest(L, ur, trips, &sv);
   fz_map um;
   memset(&um, 0, sizeof um);
-  um.rank = ut->rank;
-  um.n_inner = ut->rank;
-  for (int d = 0; d < ut->rank; d++) {
+  um.rank = ur;
+  um.n_inner = ur;
+  for (int d = 0; d < ur; d++) {
     um.src[d] = (int8_t)FZ_INNER(d);
     um.scale[d] = 1;
     um.inner_ext[d] = ut->dims[d];

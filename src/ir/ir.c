@@ -207,7 +207,7 @@ ir_func *ir_func_clone(const ir_func *f) {
   if (ir_set_results(c, f->n_results, f->results) != JIT_OK) goto fail;
   if (f->mesh && ir_set_mesh(c, f->mesh) != JIT_OK) goto fail;
   for (uint32_t i = 0; i < f->n_bodies; i++) {
-    uint32_t index;
+    uint32_t index = 0;
     ir_func *b = ir_func_clone(f->bodies[i]);
     if (!b || ir_add_body(c, b, &index) != JIT_OK) goto fail;
   }
@@ -325,7 +325,7 @@ jit_status ir_attr_for_copy(ir_func *dst, const ir_func *src, const ir_ins *in, 
       dst->oom = true;
       return jit_error(JIT_ENOMEM, "out of memory");
     }
-    uint32_t index;
+    uint32_t index = 0;
     if (ir_add_body(dst, copy, &index) != JIT_OK) return jit_error(JIT_ENOMEM, "out of memory");
     if (j == 0) {
       if (in->op == IR_SCAN) out->scan.body = index;

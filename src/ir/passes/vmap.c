@@ -70,7 +70,7 @@ static bool batched_type(vm *v, const ir_type *t, int k, ir_type *out) {
 static ir_ref emit(vm *v, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
                    const ir_type *declared) {
   if (v->st != JIT_OK) return IR_NOREF;
-  const ir_type *tys[3], **t = tys;
+  const ir_type *tys[3] = {0}, **t = tys;
   if (n > 3 && !(t = malloc(n * sizeof *t))) {
     vfail(v, JIT_ENOMEM, "out of memory");
     return IR_NOREF;
