@@ -8,11 +8,6 @@
 
 #include "trace/trace_internal.h"
 
-static ir_ref binary(op_ctx *c, ir_op op, ir_ref a, ir_ref b) {
-  ir_ref args[2] = {a, b};
-  return op_emit(c, op, 2, args, NULL, NULL);
-}
-
 static ir_ref convert(op_ctx *c, ir_ref x, jit_dtype dt) {
   if (x == IR_NOREF || op_type(c, x)->dtype == dt) return x;
   ir_type to = *op_type(c, x);
@@ -55,7 +50,7 @@ static ir_ref normalized_index(op_ctx *c, ir_ref idx, int64_t n) {
   ir_ref args[3] = {idx, zero};
   ir_ref neg = op_emit(c, IR_CMP, 2, args, &lt, NULL);
   args[0] = neg;
-  args[1] = binary(c, IR_ADD, idx, size);
+  args[1] = op_binary(c, IR_ADD, idx, size);
   args[2] = idx;
   return op_emit(c, IR_SELECT, 3, args, NULL, NULL);
 }

@@ -11,11 +11,6 @@
 
 /* ---- emission helpers (one op_ctx: every error names the public op) ---------------------- */
 
-static ir_ref emit2(op_ctx *c, ir_op op, ir_ref x, ir_ref y) {
-  ir_ref a[2] = {x, y};
-  return op_emit(c, op, 2, a, NULL, NULL);
-}
-
 static ir_ref convert_to(op_ctx *c, ir_ref x, jit_dtype dt) {
   if (x == IR_NOREF) return x;
   ir_type to = *op_type(c, x);
@@ -33,7 +28,7 @@ static ir_ref splat_like(op_ctx *c, ir_ref x, double v) {
 }
 
 static ir_ref shift_right(op_ctx *c, ir_ref x, unsigned n) {
-  return emit2(c, IR_SHR_LOGICAL, x, splat_like(c, x, n));
+  return op_binary(c, IR_SHR_LOGICAL, x, splat_like(c, x, n));
 }
 
 /* The u32 words of a u64 value. */
@@ -61,7 +56,7 @@ static ir_ref packed_key(op_ctx *c, jit_val key) {
     return IR_NOREF;
   }
   ir_ref hi = key_word(c, k, 0);
-  return emit2(c, IR_OR, emit2(c, IR_SHL, hi, splat_like(c, hi, 32)), key_word(c, k, 1));
+  return op_binary(c, IR_OR, op_binary(c, IR_SHL, hi, splat_like(c, hi, 32)), key_word(c, k, 1));
 }
 
 /* The row-major flat index of every element of (rank, dims), as u64: sum of iota_d * stride_d. */
@@ -75,8 +70,8 @@ static ir_ref flat_index(op_ctx *c, int rank, const int64_t *dims) {
     ir_attr a = {0};
     a.axis = d;
     ir_ref term = op_emit(c, IR_IOTA, 0, NULL, &a, &ty);
-    if (stride != 1) term = emit2(c, IR_MUL, term, op_const(c, JIT_U64, rank, dims, (double)stride));
-    sum = sum == IR_NOREF ? term : emit2(c, IR_ADD, sum, term);
+    if (stride != 1) term = op_binary(c, IR_MUL, term, op_const(c, JIT_U64, rank, dims, (double)stride));
+    sum = sum == IR_NOREF ? term : op_binary(c, IR_ADD, sum, term);
     if (dims[d] && stride > INT64_MAX / dims[d]) break; /* op_check_shape bounded the count */
     stride *= dims[d];
   }
@@ -86,13 +81,13 @@ static ir_ref flat_index(op_ctx *c, int rank, const int64_t *dims) {
 /* threefry2x32(key, flat index) over (rank, dims): u64 (y0 << 32) | y1. */
 static ir_ref draw(op_ctx *c, ir_ref key64, int rank, const int64_t *dims) {
   ir_ref ctr = flat_index(c, rank, dims);
-  return emit2(c, IR_THREEFRY, op_broadcast(c, key64, rank, dims), ctr);
+  return op_binary(c, IR_THREEFRY, op_broadcast(c, key64, rank, dims), ctr);
 }
 
 /* JAX's _random_bits for width 32 (y0 ^ y1) or 64 (the whole draw). */
 static ir_ref random_bits(op_ctx *c, ir_ref key64, unsigned width, int rank, const int64_t *dims) {
   ir_ref y = draw(c, key64, rank, dims);
-  return width == 64 ? y : emit2(c, IR_XOR, hi_word(c, y), lo_word(c, y));
+  return width == 64 ? y : op_binary(c, IR_XOR, hi_word(c, y), lo_word(c, y));
 }
 
 
@@ -148,7 +143,7 @@ jit_val jit_random_fold_in(jit_trace *t, jit_val key, jit_val data) {
     return (jit_val){0};
   }
   ir_ref ctr = convert_to(&c, convert_to(&c, d, JIT_U32), JIT_U64);
-  ir_ref y = emit2(&c, IR_THREEFRY, k, ctr);
+  ir_ref y = op_binary(&c, IR_THREEFRY, k, ctr);
   return op_result(&c, pair(&c, hi_word(&c, y), lo_word(&c, y)));
 }
 
@@ -183,10 +178,10 @@ static ir_ref uniform(op_ctx *c, ir_ref key64, jit_dtype dt, int rank, const int
   } else {
     unsigned rng_bits = dt == JIT_F32 ? 32 : dt == JIT_F16 ? 16 : 8;
     m = random_bits(c, key64, 32, rank, shape);
-    if (rng_bits < 32) m = emit2(c, IR_AND, m, splat_like(c, m, (1u << rng_bits) - 1));
+    if (rng_bits < 32) m = op_binary(c, IR_AND, m, splat_like(c, m, (1u << rng_bits) - 1));
     m = shift_right(c, m, rng_bits - (unsigned)nmant);
   }
-  ir_ref u = emit2(c, IR_MUL, convert_to(c, m, dt), splat_like(c, convert_to(c, m, dt), ldexp(1, -nmant)));
+  ir_ref u = op_binary(c, IR_MUL, convert_to(c, m, dt), splat_like(c, convert_to(c, m, dt), ldexp(1, -nmant)));
   double lo_d = in_dtype(dt, lo), hi_d = in_dtype(dt, hi);
   double diff[2] = {hi_d, lo_d};
   double scale = ir_eval_elementwise(IR_SUB, NULL, dt, dt, diff);
@@ -195,10 +190,10 @@ static ir_ref uniform(op_ctx *c, ir_ref key64, jit_dtype dt, int rank, const int
      bits (|lo| and |u * scale| many binades apart); f64 itself is one multiply and one add, at
      most 1 ulp from JAX's fma unless scale is a power of two (lo = 0, hi = 1: exact). */
   ir_ref wide = dt == JIT_F64 ? u : convert_to(c, u, JIT_F64);
-  ir_ref r = emit2(c, IR_ADD, emit2(c, IR_MUL, wide, splat_like(c, wide, scale)),
+  ir_ref r = op_binary(c, IR_ADD, op_binary(c, IR_MUL, wide, splat_like(c, wide, scale)),
                    splat_like(c, wide, lo_d));
   r = convert_to(c, r, dt);
-  return emit2(c, IR_MAX, splat_like(c, r, lo_d), r);
+  return op_binary(c, IR_MAX, splat_like(c, r, lo_d), r);
 }
 
 static bool check_float(op_ctx *c, jit_dtype dt) {
@@ -226,28 +221,28 @@ static ir_ref erf_inv_f32(op_ctx *c, ir_ref x) {
   static const float ge5[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
                                -0.00367342844f,  0.00573950773f,  -0.0076224613f,
                                0.00943887047f,   1.00167406f,     2.83297682f};
-  ir_ref nx2 = op_emit(c, IR_NEG, 1, (ir_ref[]){emit2(c, IR_MUL, x, x)}, NULL, NULL);
+  ir_ref nx2 = op_emit(c, IR_NEG, 1, (ir_ref[]){op_binary(c, IR_MUL, x, x)}, NULL, NULL);
   ir_ref l = op_emit(c, IR_LOG1P, 1, &nx2, NULL, NULL);
   ir_ref w = op_emit(c, IR_NEG, 1, &l, NULL, NULL);
   ir_attr lt = {0};
   lt.cmp = JIT_LT;
   ir_ref small = op_emit(c, IR_CMP, 2, (ir_ref[]){w, splat_like(c, w, 5)}, &lt, NULL);
   ir_ref sq = op_emit(c, IR_SQRT, 1, &w, NULL, NULL);
-  ir_ref arg[3] = {small, emit2(c, IR_SUB, w, splat_like(c, w, 2.5)),
-                   emit2(c, IR_SUB, sq, splat_like(c, w, 3))};
+  ir_ref arg[3] = {small, op_binary(c, IR_SUB, w, splat_like(c, w, 2.5)),
+                   op_binary(c, IR_SUB, sq, splat_like(c, w, 3))};
   w = op_emit(c, IR_SELECT, 3, arg, NULL, NULL);
   ir_ref p = IR_NOREF;
   for (int i = 0; i < 9; i++) {
     ir_ref k[3] = {small, splat_like(c, x, lt5[i]), splat_like(c, x, ge5[i])};
     ir_ref coef = op_emit(c, IR_SELECT, 3, k, NULL, NULL);
-    p = i == 0 ? coef : emit2(c, IR_ADD, coef, emit2(c, IR_MUL, p, w));
+    p = i == 0 ? coef : op_binary(c, IR_ADD, coef, op_binary(c, IR_MUL, p, w));
   }
-  ir_ref result = emit2(c, IR_MUL, p, x);
+  ir_ref result = op_binary(c, IR_MUL, p, x);
   ir_ref ax = op_emit(c, IR_ABS, 1, &x, NULL, NULL);
   ir_attr eq = {0};
   eq.cmp = JIT_EQ;
   ir_ref edge[3] = {op_emit(c, IR_CMP, 2, (ir_ref[]){ax, splat_like(c, x, 1)}, &eq, NULL),
-                    emit2(c, IR_MUL, x, splat_like(c, x, INFINITY)), result};
+                    op_binary(c, IR_MUL, x, splat_like(c, x, INFINITY)), result};
   return op_emit(c, IR_SELECT, 3, edge, NULL, NULL);
 }
 
@@ -260,7 +255,7 @@ jit_val jit_random_normal(jit_trace *t, jit_val key, jit_dtype dt, int rank, con
   ir_ref k = packed_key(&c, key);
   ir_ref u = uniform(&c, k, dt, rank, shape, -1 + ldexp(1, -nmant - 1), 1);
   ir_ref e = dt == JIT_F32 ? erf_inv_f32(&c, u) : op_emit(&c, IR_ERF_INV, 1, &u, NULL, NULL);
-  return op_result(&c, emit2(&c, IR_MUL, splat_like(&c, e, in_dtype(dt, sqrt(2.0))), e));
+  return op_result(&c, op_binary(&c, IR_MUL, splat_like(&c, e, in_dtype(dt, sqrt(2.0))), e));
 }
 
 /* JAX's _bernoulli: uniform f32 in [0, 1) < p (p an f32, as JAX's default dtype makes it). */

@@ -44,11 +44,6 @@ jit_val jit_reduce_or(jit_trace *t, jit_val x, int n_axes, const int *axes) {
   return reduce_bool(t, "reduce_or", IR_REDUCE_MAX, x, n_axes, axes);
 }
 
-static ir_ref emit2(op_ctx *c, ir_op op, ir_ref x, ir_ref y) {
-  ir_ref a[2] = {x, y};
-  return op_emit(c, op, 2, a, NULL, NULL);
-}
-
 static ir_ref compare(op_ctx *c, jit_cmp_op dir, ir_ref x, ir_ref y) {
   ir_attr a = {0};
   a.cmp = dir;
@@ -95,7 +90,7 @@ static jit_val argminmax(jit_trace *t, const char *name, ir_op reduce, jit_val x
   for (int k = 0; k < xt.rank - 1; k++) b.dims.d[k] = (uint8_t)kept[k];
   ir_ref mb = op_emit(&c, IR_BROADCAST, 1, &m, &b, &xt);
   ir_ref hit = compare(&c, JIT_EQ, r, mb);
-  if (ir_dtype_is_float(xt.dtype)) hit = emit2(&c, IR_OR, hit, compare(&c, JIT_NE, r, r));
+  if (ir_dtype_is_float(xt.dtype)) hit = op_binary(&c, IR_OR, hit, compare(&c, JIT_NE, r, r));
   ir_type it = xt;
   it.dtype = index_dtype;
   ir_attr io = {0};
@@ -156,7 +151,7 @@ static ir_ref shifted(op_ctx *c, ir_op comb, ir_ref y, int axis, int64_t s, bool
 /* Hillis-Steele: log2 n passes, each combining y with itself shifted by 2^k. */
 static ir_ref prefix_steps(op_ctx *c, ir_op comb, ir_ref y, int axis, bool reverse) {
   int64_t n = y == IR_NOREF ? 0 : op_type(c, y)->dims[axis];
-  for (int64_t s = 1; s < n; s *= 2) y = emit2(c, comb, y, shifted(c, comb, y, axis, s, reverse));
+  for (int64_t s = 1; s < n; s *= 2) y = op_binary(c, comb, y, shifted(c, comb, y, axis, s, reverse));
   return y;
 }
 
@@ -202,7 +197,7 @@ static ir_ref prefix(op_ctx *c, ir_op comb, ir_ref y, int axis, bool reverse) {
   for (int d = 0; d < t.rank; d++) ba.dims.d[d] = (uint8_t)(d <= axis ? d : d + 1);
   carry = op_emit(c, IR_BROADCAST, 1, &carry, &ba, &ct);
   ir_ref rest = reverse ? slice_axis(c, local, axis, 0, nb - 1) : slice_axis(c, local, axis, 1, nb);
-  rest = emit2(c, comb, rest, carry);
+  rest = op_binary(c, comb, rest, carry);
   ir_ref edge = reverse ? slice_axis(c, local, axis, nb - 1, nb) : slice_axis(c, local, axis, 0, 1);
   ir_ref whole = reverse ? concat2(c, rest, edge, axis) : concat2(c, edge, rest, axis);
   ir_type wt = t;

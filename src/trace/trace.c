@@ -280,6 +280,11 @@ done:
   return r;
 }
 
+ir_ref op_binary(op_ctx *c, ir_op op, ir_ref x, ir_ref y) {
+  ir_ref a[2] = {x, y};
+  return op_emit(c, op, 2, a, NULL, NULL);
+}
+
 ir_ref op_const(op_ctx *c, jit_dtype dt, int rank, const int64_t *dims, double v) {
   ir_type ty = {.dtype = dt, .rank = rank};
   for (int i = 0; i < rank; i++) ty.dims[i] = dims[i];

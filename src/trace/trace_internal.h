@@ -87,6 +87,8 @@ static inline const ir_type *op_type(const op_ctx *c, ir_ref r) { return ir_type
    error (including JIT_ENOMEM). */
 ir_ref op_emit(op_ctx *c, ir_op op, uint32_t n_args, const ir_ref *args, const ir_attr *attr,
                const ir_type *declared);
+/* A two-operand op without attributes (the elementwise binaries). */
+ir_ref op_binary(op_ctx *c, ir_op op, ir_ref x, ir_ref y);
 ir_ref op_const(op_ctx *c, jit_dtype dt, int rank, const int64_t *dims, double v);
 /* x broadcast NumPy-style (trailing dims aligned) to (rank, dims); x itself if already there.
    The caller has checked that the shapes are compatible. */
