@@ -154,6 +154,12 @@ static void put_i64s(line *l, const int64_t *v, int n) {
 
 static int clamp_n(int n) { return n < 0 ? 0 : n > IR_MAX_RANK ? IR_MAX_RANK : n; }
 
+/* The rank of in's first operand, or -1 when the (possibly malformed) function cannot say. */
+static int operand0_rank(const ir_func *f, const ir_ins *in) {
+  if (in->n_args < 1 || in->args[0] >= f->n_ins || f->ins[in->args[0]].ty >= f->n_types) return -1;
+  return f->types[f->ins[in->args[0]].ty].rank;
+}
+
 /* The attributes of in, in the fixed order of the text format, each preceded by a space. */
 static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
   const ir_attr *a = &in->attr;
@@ -192,11 +198,8 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
     break;
   case IR_SLICE: {
     /* The slice struct has no count: it has one entry per operand dim (= result dim). */
-    int n = 0;
-    if (in->n_args == 1 && in->args[0] < f->n_ins && f->ins[in->args[0]].ty < f->n_types)
-      n = f->types[f->ins[in->args[0]].ty].rank;
-    else if (in->ty < f->n_types)
-      n = f->types[in->ty].rank;
+    int n = in->n_args == 1 ? operand0_rank(f, in) : -1;
+    if (n < 0 && in->ty < f->n_types) n = f->types[in->ty].rank;
     n = clamp_n(n);
     puts_(l, " start=");
     put_i64s(l, a->slice.start, n);
@@ -218,9 +221,7 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
     put_dims(l, g->start_map.d, clamp_n(g->start_map.n));
     lprintf(l, " index_dim=%u", (unsigned)g->index_dim);
     if (gather) {
-      int n = 0;
-      if (in->n_args == 2 && in->args[0] < f->n_ins && f->ins[in->args[0]].ty < f->n_types)
-        n = f->types[f->ins[in->args[0]].ty].rank;
+      int n = in->n_args == 2 ? operand0_rank(f, in) : 0;
       puts_(l, " sizes=");
       put_i64s(l, g->sizes, clamp_n(n));
     } else {
