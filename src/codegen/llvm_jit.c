@@ -260,19 +260,27 @@ static jit_status prepare(cg_jit *jit, LLVMModuleRef m, const char *what) {
 }
 
 jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m) {
+  return cg_optimize_at(jit, m, jit ? jit->opt_level : 0);
+}
+
+jit_status cg_optimize_at(cg_jit *jit, LLVMModuleRef m, int level) {
   jit_status st = JIT_OK;
   LLVMTargetMachineRef tm = NULL;
   LLVMPassBuilderOptionsRef opts = NULL;
   if (!jit || !m) return jit_error(JIT_EINVAL, "cg_optimize: NULL argument");
+  if (level < 0 || level > jit->opt_level)
+    return jit_error(JIT_EINVAL, "cg_optimize: level %d outside 0..%d", level, jit->opt_level);
   TRY(prepare(jit, m, "cg_optimize"));
   TRY(tm_get(jit, &tm));
   static const char *const pipelines[4] = {"default<O0>", "default<O1>", "default<O2>",
                                            "default<O3>"};
   opts = LLVMCreatePassBuilderOptions();
-  LLVMPassBuilderOptionsSetLoopVectorization(opts, jit->opt_level >= 2);
+  /* SLP follows the context's level, not the module's: a lighter pipeline still packs the
+     per-lane scalar code some epilogues leave into vectors */
+  LLVMPassBuilderOptionsSetLoopVectorization(opts, level >= 2);
   LLVMPassBuilderOptionsSetSLPVectorization(opts, jit->opt_level >= 2);
-  LLVMPassBuilderOptionsSetLoopUnrolling(opts, jit->opt_level >= 2);
-  LLVMErrorRef e = LLVMRunPasses(m, pipelines[jit->opt_level], tm, opts);
+  LLVMPassBuilderOptionsSetLoopUnrolling(opts, level >= 2);
+  LLVMErrorRef e = LLVMRunPasses(m, pipelines[level], tm, opts);
   if (e) st = llvm_err(e, "cg_optimize");
 fail:
   if (opts) LLVMDisposePassBuilderOptions(opts);

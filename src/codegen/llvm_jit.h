@@ -34,6 +34,9 @@ int cg_jit_opt_level(const cg_jit *jit);
    (prefer-vector-width, min-legal-vector-width), verifies M (a broken module is JIT_ECOMPILE
    with the verifier's message) and runs default<ON> for the target CPU. */
 jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m);
+/* cg_optimize with default<O{level}> for the pass pipeline (level 0..the context's own); the
+   code generator keeps the context's level. */
+jit_status cg_optimize_at(cg_jit *jit, LLVMModuleRef m, int level);
 
 /* Emits M as a relocatable host object into malloc'd memory (*obj, *len; free() it). Code
    generation rewrites M in place: take cg_module_text (for hashing) before this call. */
