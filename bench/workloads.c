@@ -103,18 +103,26 @@ static void w3_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = jit_add(t, jit_mul(t, y, g), b);
 }
 
-static void w3_ref(const float *const *a, double *y) {
-  const float *g = a[1], *b = a[2];
-  for (int64_t r = 0; r < ROWS; r++) {
-    const float *x = a[0] + r * COLS;
-    double *o = y + r * COLS;
+/* (x - mean) / sqrt(var + 1e-5) * g + b over each row of x [n, d], into y */
+static void layernorm_f64(int64_t n, int64_t d, const double *x, const double *g, const double *b,
+                          double *y) {
+  for (int64_t i = 0; i < n; i++) {
+    const double *r = x + i * d;
     double mean = 0, var = 0;
-    for (int c = 0; c < COLS; c++) mean += x[c];
-    mean /= COLS;
-    for (int c = 0; c < COLS; c++) var += (x[c] - mean) * (x[c] - mean);
-    var /= COLS;
-    double inv = 1.0 / sqrt(var + 1e-5);
-    for (int c = 0; c < COLS; c++) o[c] = (x[c] - mean) * inv * g[c] + b[c];
+    for (int64_t j = 0; j < d; j++) mean += r[j];
+    mean /= (double)d;
+    for (int64_t j = 0; j < d; j++) var += (r[j] - mean) * (r[j] - mean);
+    double inv = 1.0 / sqrt(var / (double)d + 1e-5);
+    for (int64_t j = 0; j < d; j++) y[i * d + j] = (r[j] - mean) * inv * g[j] + b[j];
+  }
+}
+
+static void w3_ref(const float *const *a, double *y) {
+  double g[COLS], b[COLS], x[COLS];
+  for (int c = 0; c < COLS; c++) g[c] = a[1][c], b[c] = a[2][c];
+  for (int64_t r = 0; r < ROWS; r++) {
+    for (int c = 0; c < COLS; c++) x[c] = a[0][r * COLS + c];
+    layernorm_f64(1, COLS, x, g, b, y + r * COLS);
   }
 }
 
@@ -377,20 +385,6 @@ static const tf_config w10_config = {.batch = 8, .seq = 128, .dim = 256, .heads 
 static void w10_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   (void)user;
   tf_step(t, a, r, (void *)&w10_config);
-}
-
-/* (x - mean) / sqrt(var + 1e-5) * g + b over each row of x [n, d], into y */
-static void layernorm_f64(int64_t n, int64_t d, const double *x, const double *g, const double *b,
-                          double *y) {
-  for (int64_t i = 0; i < n; i++) {
-    const double *r = x + i * d;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < d; j++) mean += r[j];
-    mean /= (double)d;
-    for (int64_t j = 0; j < d; j++) var += (r[j] - mean) * (r[j] - mean);
-    double inv = 1.0 / sqrt(var / (double)d + 1e-5);
-    for (int64_t j = 0; j < d; j++) y[i * d + j] = (r[j] - mean) * inv * g[j] + b[j];
-  }
 }
 
 /* The model's loss in float64 (transformer_model.h's tf_loss, loop by loop); NAN when out of
