@@ -480,7 +480,6 @@ static double rel_error(const float *y, const double *ref, int64_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-
 static void run_workload(const workload *w, const options *o, const floor_result *fl,
                          wl_result *r) {
   memset(r, 0, sizeof *r);
