@@ -31,13 +31,15 @@ int floors_measure(int reps, floor_result *out);
 /* FLOOR_FLOPS_1T: FLOPs against one thread's FMA peak (a sequential loop such as W5's). */
 typedef enum { FLOOR_BYTES, FLOOR_FLOPS, FLOOR_LATENCY, FLOOR_FLOPS_1T } floor_kind;
 
-#define WL_MAX_ARGS 6
-#define WL_MAX_RESULTS 3
+#define WL_MAX_ARGS 17    /* W10: 15 weights, ids, labels */
+#define WL_MAX_RESULTS 16 /* W10: 15 updated weights, the loss */
 
 typedef struct wl_arg {
   int rank;
   int64_t shape[3];
-  double scale;             /* filled with uniform(-1, 1) * scale */
+  double scale;             /* filled with offset + uniform(-1, 1) * scale */
+  double offset;
+  int64_t int_range;        /* > 0: an i32 arg, uniform over [0, int_range), not a f32 one */
 } wl_arg;
 
 typedef struct workload {
@@ -63,9 +65,16 @@ typedef struct workload {
   int devices, threads, mesh;
   const char *specs[WL_MAX_ARGS];
   const char *data_id;      /* non-NULL: the args' data is seeded by this id (variants share it) */
+  /* bit i: args[i] is donated and replaced by result i for the next call (a training step fed
+     its own updated weights); the first call's results are checked against the original args */
+  uint64_t donate_mask;
   /* ref for every element of every result, in float64, from the same float32 inputs: the
      results one after the other, each in row-major order. The check is per result. */
   void (*reference)(const float *const *args, double *ref);
+  /* instead of reference: checks the results (as float32, in order) against the args itself;
+     returns the relative error to compare with tol, with what it measured in msg */
+  double (*check)(const void *const *args, const float *const *results, char *msg, size_t len);
+  const char *peer;         /* non-NULL: the script in bench/peers that times it in JAX */
 } workload;
 
 extern const workload bench_workloads[];
@@ -73,7 +82,8 @@ extern const int bench_n_workloads;
 
 int64_t wl_numel(int rank, const int64_t *shape);
 int wl_n_results(const workload *w);
-/* Fills dst with the seeded uniform(-1, 1) data of argument i of w (the same in every process). */
-void wl_fill(const workload *w, int i, float *dst);
+/* Fills dst with the seeded data of argument i of w (the same in every process): float32 offset +
+   uniform(-1, 1) * scale, or int32 uniform over [0, int_range). */
+void wl_fill(const workload *w, int i, void *dst);
 
 #endif /* TJIT_BENCH_H */

@@ -45,15 +45,18 @@ typedef struct options {
   int no_cold;              /* --no-cold: skip the child processes */
   int opt_level;            /* --opt-level: jit_ctx_opts.opt_level (0 runs the interpreter) */
   const char *child;        /* --child ID: this process is a cold run of workload ID */
+  const char *peers;        /* --peers PYTHON: also time the workloads' bench/peers scripts */
 } options;
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tjit-bench [--quick] [--only W1,W4] [--json FILE] [--reps N] [--warmups N]\n"
-          "                  [--no-cold] [--opt-level 0..3]\n"
+          "                  [--no-cold] [--opt-level 0..3] [--peers PYTHON]\n"
           "Measures the machine's floors (triad bandwidth, FMA peak), then checks each workload of\n"
           "shared/bench/WORKLOADS.md against a float64 reference and times it: cold in fresh child\n"
-          "processes (empty, then warm disk cache), warm in this process. See bench/README.md.\n");
+          "processes (empty, then warm disk cache), warm in this process. --peers PYTHON also runs\n"
+          "the JAX version of the workloads that have one (bench/peers) with that interpreter.\n"
+          "See bench/README.md.\n");
 }
 
 static int selected(const options *o, const char *id) {
@@ -74,7 +77,7 @@ typedef struct wl_inst {
   const workload *w;
   jit_ctx *ctx;
   jit_fn *fn;
-  float *host[WL_MAX_ARGS];
+  void *host[WL_MAX_ARGS];   /* float32, or int32 for an arg with an int_range */
   jit_array *args[WL_MAX_ARGS];
   jit_array **slices;   /* chain workloads: slice t of args[1] */
   int64_t n_slices;
@@ -114,8 +117,8 @@ static int inst_setup(const workload *w, int opt_level, wl_inst *in, double *ctx
       return -1;
     }
     wl_fill(w, i, in->host[i]);
-    st = jit_array_from_host(in->ctx, JIT_F32, w->args[i].rank, w->args[i].shape, in->host[i],
-                             &in->args[i]);
+    st = jit_array_from_host(in->ctx, w->args[i].int_range > 0 ? JIT_I32 : JIT_F32, w->args[i].rank,
+                             w->args[i].shape, in->host[i], &in->args[i]);
     if (st != JIT_OK) goto fail;
   }
   if (w->mesh > 0) { /* placed once, before any timing, as a user's data would be */
@@ -149,7 +152,7 @@ static int inst_setup(const workload *w, int opt_level, wl_inst *in, double *ctx
     }
     in->n_slices = n;
     for (int64_t t = 0; t < n && st == JIT_OK; t++)
-      st = jit_array_from_host(in->ctx, JIT_F32, x->rank - 1, x->shape + 1, in->host[1] + t * per,
+      st = jit_array_from_host(in->ctx, JIT_F32, x->rank - 1, x->shape + 1, (float *)in->host[1] + t * per,
                                &in->slices[t]);
     if (st != JIT_OK) goto fail;
   }
@@ -161,15 +164,19 @@ fail:
 }
 
 static int inst_compile(wl_inst *in, char *err, size_t errlen) {
-  jit_fn_opts o = {.name = in->w->name, .n_args = in->w->n_args, .n_results = wl_n_results(in->w)};
+  jit_fn_opts o = {.name = in->w->name, .n_args = in->w->n_args, .n_results = wl_n_results(in->w),
+                   .donate_mask = in->w->donate_mask};
   jit_status st = jit_compile(in->ctx, in->w->trace, NULL, &o, &in->fn);
   if (st == JIT_OK) return 0;
   snprintf(err, errlen, "jit_compile: %s: %s", jit_status_str(st), jit_last_error());
   return -1;
 }
 
+static int donated(const workload *w, int i) { return i < 64 && ((w->donate_mask >> i) & 1); }
+
 /* One jit_call; *sec is its wall time (the results are freed outside the timed region, or kept in
-   keep[0..n_results-1] when keep is not NULL). */
+   keep[0..n_results-1] when keep is not NULL). Result i of a donated arg i becomes that arg for
+   the next call: keep[i] then only borrows it. */
 static int inst_call(wl_inst *in, double *sec, jit_array **keep, char *err, size_t errlen) {
   jit_array *y[WL_MAX_RESULTS] = {NULL};
   double t0 = bench_now();
@@ -194,7 +201,12 @@ static int inst_call(wl_inst *in, double *sec, jit_array **keep, char *err, size
   }
   for (int i = 0; i < WL_MAX_RESULTS; i++) {
     if (keep) keep[i] = y[i];
-    else jit_array_free(y[i]);
+    if (donated(in->w, i)) { /* the arg was deleted by the call: its handle is freed here */
+      jit_array_free(in->args[i]);
+      in->args[i] = y[i];
+    } else if (!keep) {
+      jit_array_free(y[i]);
+    }
   }
   return 0;
 }
@@ -254,48 +266,59 @@ static int child_main(const char *id, int opt_level) {
   return 0;
 }
 
-/* fork + exec of this program with `--child ID`, TJIT_CACHE_DIR=cache_dir; reads its one line. */
-static void run_child(const char *id, int opt_level, const char *cache_dir, cold_result *r) {
-  memset(r, 0, sizeof *r);
+/* fork + execvp of argv[0] with argv (TJIT_CACHE_DIR=cache_dir for it unless NULL); the first
+   len - 1 bytes of its stdout into buf (the rest is read and dropped). Returns 0 with its wait
+   status in *status, or -1 with err set. */
+static int run_capture(char *const *argv, const char *cache_dir, char *buf, size_t len,
+                       int *status, char *err, size_t errlen) {
   int fds[2];
   if (pipe(fds) != 0) {
-    snprintf(r->err, sizeof r->err, "pipe: %s", strerror(errno));
-    return;
+    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    return -1;
   }
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
   if (pid < 0) {
-    snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
+    snprintf(err, errlen, "fork: %s", strerror(errno));
     close(fds[0]);
     close(fds[1]);
-    return;
+    return -1;
   }
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
     close(fds[1]);
-    setenv("TJIT_CACHE_DIR", cache_dir, 1);
-    char level[16];
-    snprintf(level, sizeof level, "%d", opt_level);
-    execl("/proc/self/exe", "tjit-bench", "--child", id, "--opt-level", level, (char *)NULL);
+    if (cache_dir) setenv("TJIT_CACHE_DIR", cache_dir, 1);
+    execvp(argv[0], argv);
     _exit(127);
   }
   close(fds[1]);
-  char buf[1024];
-  size_t len = 0;
+  size_t used = 0;
   for (;;) {
-    ssize_t k = read(fds[0], buf + len, sizeof buf - 1 - len);
+    char drop[256];
+    int full = used == len - 1;
+    ssize_t k = read(fds[0], full ? drop : buf + used, full ? sizeof drop : len - 1 - used);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break;
-    len += (size_t)k;
-    if (len == sizeof buf - 1) break;
+    if (!full) used += (size_t)k;
   }
-  buf[len] = '\0';
+  buf[used] = '\0';
   close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  *status = 0;
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
   }
+  return 0;
+}
+
+/* This program re-run with `--child ID`, TJIT_CACHE_DIR=cache_dir; reads its one line. */
+static void run_child(const char *id, int opt_level, const char *cache_dir, cold_result *r) {
+  memset(r, 0, sizeof *r);
+  char level[16], buf[1024];
+  snprintf(level, sizeof level, "%d", opt_level);
+  char *argv[] = {"/proc/self/exe", "--child", (char *)id, "--opt-level", level, NULL};
+  int status = 0;
+  if (run_capture(argv, cache_dir, buf, sizeof buf, &status, r->err, sizeof r->err) != 0) return;
   unsigned long long hits = 0;
   if (sscanf(buf, "ok compile_ms=%lf cold_ms=%lf ctx_ms=%lf trace_ms=%lf passes_ms=%lf "
                   "codegen_ms=%lf llvm_ms=%lf n_kernels=%d disk_cache_hits=%llu",
@@ -353,6 +376,81 @@ static int dir_has_entries(const char *dir) {
   return n > 0;
 }
 
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fflush(stderr);
+}
+
+/* ---- a peer's run of one workload (bench/peers/SCRIPT under --peers PYTHON) ---- */
+typedef struct peer_result {
+  int ok, cold_runs, reps;
+  char name[16], version[32], backend[16];
+  double cold_ms;           /* the lowest over cold_runs fresh processes */
+  double warm_median_ms, warm_min_ms, loss;
+  char err[256];
+} peer_result;
+
+/* The number after "key": in a one-line JSON object, or NAN. */
+static double json_number(const char *line, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": ", key);
+  const char *p = strstr(line, pat);
+  return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* The string after "key": into out, or "?". */
+static void json_string(const char *line, const char *key, char *out, size_t len) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": \"", key);
+  const char *p = strstr(line, pat);
+  size_t n = p ? strcspn(p + strlen(pat), "\"") : 0;
+  snprintf(out, len, "%.*s", p ? (int)n : 1, p ? p + strlen(pat) : "?");
+}
+
+/* The peer script, fresh processes as tjit's cold runs: the first also times warm calls. */
+static void run_peer(const workload *w, const options *o, peer_result *p) {
+  memset(p, 0, sizeof *p);
+  char script[512], reps[16], warmups[16];
+  snprintf(script, sizeof script, "%s/%s", TJIT_BENCH_PEERS_DIR, w->peer);
+  snprintf(reps, sizeof reps, "%d", o->reps > 0 ? o->reps : o->quick ? 10 : 20);
+  snprintf(warmups, sizeof warmups, "%d", o->warmups > 0 ? o->warmups : 3);
+  int runs = o->quick ? 2 : 3;
+  progress("%s peer %s x%d...", w->id, w->peer, runs);
+  for (int k = 0; k < runs; k++) {
+    char *argv[] = {(char *)o->peers, script, "--reps", reps, "--warmups", warmups,
+                    k ? "--cold-only" : NULL, NULL};
+    char buf[1024];
+    int status = 0;
+    if (run_capture(argv, NULL, buf, sizeof buf, &status, p->err, sizeof p->err) != 0) break;
+    double cold = json_number(buf, "cold_ms");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !isfinite(cold)) {
+      buf[strcspn(buf, "\n")] = '\0';
+      snprintf(p->err, sizeof p->err, "%s exited with status %d%s%.150s", w->peer,
+               WIFEXITED(status) ? WEXITSTATUS(status) : -1, buf[0] ? ": " : " (see stderr)", buf);
+      p->ok = 0;
+      break;
+    }
+    if (k == 0) {
+      json_string(buf, "peer", p->name, sizeof p->name);
+      json_string(buf, "version", p->version, sizeof p->version);
+      json_string(buf, "backend", p->backend, sizeof p->backend);
+      p->warm_median_ms = json_number(buf, "warm_median_ms");
+      p->warm_min_ms = json_number(buf, "warm_min_ms");
+      p->loss = json_number(buf, "loss");
+      p->reps = (int)json_number(buf, "reps");
+      p->cold_ms = cold;
+      p->ok = 1;
+    }
+    p->cold_ms = fmin(p->cold_ms, cold);
+    p->cold_runs = k + 1;
+  }
+  progress(" %s\n", p->ok ? "done" : p->err);
+}
+
 /* ---- the parent's run of one workload -------------------------------------------------------------- */
 typedef struct wl_result {
   const workload *w;
@@ -360,6 +458,8 @@ typedef struct wl_result {
   char msg[512];
   double rel_err;
   double first_ms;          /* this process's first call (trace + compile + run) */
+  double scalar_result;     /* the first call's last rank-0 result (W10: the loss) */
+  char check_msg[512];      /* what a workload's own check measured */
   cold_result cold, cold_disk;
   int disk_cache_filled;    /* the first child left files in its cache dir */
   double warm_median_s, warm_min_s;
@@ -367,6 +467,7 @@ typedef struct wl_result {
   double rate;              /* GB/s or GFLOP/s at the median */
   double pct_floor;         /* of triad(2 threads) or FMA peak(2 threads); < 0: none */
   jit_fn_stats stats;       /* this process's function after the timed calls */
+  peer_result peer;         /* --peers: the same workload in the peer's script */
 } wl_result;
 
 static double rel_error(const float *y, const double *ref, int64_t n) {
@@ -377,15 +478,6 @@ static double rel_error(const float *y, const double *ref, int64_t n) {
     den += ref[i] * ref[i];
   }
   return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void progress(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fflush(stderr);
 }
 
 static void run_workload(const workload *w, const options *o, const floor_result *fl,
@@ -414,22 +506,17 @@ static void run_workload(const workload *w, const options *o, const floor_result
 
   /* ---- check every result against float64 before timing anything; rel.err is the worst ---- */
   int nres = wl_n_results(w);
-  int64_t total = 0, most = 0;
+  int64_t total = 0, offsets[WL_MAX_RESULTS];
   for (int k = 0; k < nres; k++) {
-    int64_t nk = wl_numel(w->out_rank[k], w->out_shape[k]);
-    total += nk;
-    if (nk > most) most = nk;
+    offsets[k] = total;
+    total += wl_numel(w->out_rank[k], w->out_shape[k]);
   }
-  got = bench_alloc((size_t)most * sizeof(float));
-  ref = bench_alloc((size_t)total * sizeof(double));
-  if (!got || !ref) {
+  got = bench_alloc((size_t)total * sizeof(float));
+  ref = w->check ? NULL : bench_alloc((size_t)total * sizeof(double));
+  if (!got || (!w->check && !ref)) {
     snprintf(r->msg, sizeof r->msg, "out of memory for the check");
     goto done;
   }
-  w->reference((const float *const *)in.host, ref);
-  r->rel_err = 0;
-  int worst = 0;
-  int64_t off = 0;
   for (int k = 0; k < nres; k++) {
     int64_t n = wl_numel(w->out_rank[k], w->out_shape[k]);
     if (!y[k] || jit_array_rank(y[k]) != w->out_rank[k] ||
@@ -440,20 +527,31 @@ static void run_workload(const workload *w, const options *o, const floor_result
       r->status = ST_FAIL;
       goto done;
     }
-    jit_status st = jit_array_to_host(y[k], got, (size_t)n * sizeof(float));
+    jit_status st = jit_array_to_host(y[k], got + offsets[k], (size_t)n * sizeof(float));
     if (st != JIT_OK) {
       snprintf(r->msg, sizeof r->msg, "jit_array_to_host: %s", jit_last_error());
       goto done;
     }
-    double e = rel_error(got, ref + off, n);
-    if (!(e <= r->rel_err)) { /* NaN sticks */
-      r->rel_err = e;
-      worst = k;
+    if (w->out_rank[k] == 0) r->scalar_result = got[offsets[k]];
+  }
+  int worst = 0;
+  if (w->check) {
+    const float *res[WL_MAX_RESULTS];
+    for (int k = 0; k < nres; k++) res[k] = got + offsets[k];
+    r->rel_err = w->check((const void *const *)in.host, res, r->check_msg, sizeof r->check_msg);
+  } else {
+    w->reference((const float *const *)in.host, ref);
+    r->rel_err = 0;
+    for (int k = 0; k < nres; k++) {
+      double e = rel_error(got + offsets[k], ref + offsets[k], wl_numel(w->out_rank[k], w->out_shape[k]));
+      if (!(e <= r->rel_err)) { /* NaN sticks */
+        r->rel_err = e;
+        worst = k;
+      }
     }
-    off += n;
   }
   for (int k = 0; k < WL_MAX_RESULTS; k++) {
-    jit_array_free(y[k]);
+    if (!donated(w, k)) jit_array_free(y[k]); /* a donated arg's result is in.args[k] now */
     y[k] = NULL;
   }
   free(got);
@@ -462,8 +560,12 @@ static void run_workload(const workload *w, const options *o, const floor_result
   ref = NULL;
   if (!(r->rel_err < w->tol)) {
     r->status = ST_FAIL;
-    snprintf(r->msg, sizeof r->msg, "relative error %.3g (result %d) exceeds %.0e: not timed",
-             r->rel_err, worst, w->tol);
+    if (w->check)
+      snprintf(r->msg, sizeof r->msg, "relative error %.3g exceeds %.0e (%.400s): not timed",
+               r->rel_err, w->tol, r->check_msg);
+    else
+      snprintf(r->msg, sizeof r->msg, "relative error %.3g (result %d) exceeds %.0e: not timed",
+               r->rel_err, worst, w->tol);
     goto done;
   }
 
@@ -546,7 +648,8 @@ done:
   free(times);
   free(got);
   free(ref);
-  for (int k = 0; k < WL_MAX_RESULTS; k++) jit_array_free(y[k]);
+  for (int k = 0; k < WL_MAX_RESULTS; k++)
+    if (!donated(w, k)) jit_array_free(y[k]); /* a donated one is in.args[k], freed below */
   inst_free(&in);
 }
 
@@ -742,6 +845,25 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
   if (notes)
     for (int i = 0; i < n; i++)
       if (rs[i].w->note && rs[i].status != ST_NA) fprintf(f, "note: %s\n", rs[i].w->note);
+  for (int i = 0; i < n; i++)
+    if (rs[i].status == ST_OK && rs[i].check_msg[0])
+      fprintf(f, "%s check: %s\n", rs[i].w->id, rs[i].check_msg);
+  for (int i = 0; i < n; i++) {
+    const wl_result *r = &rs[i];
+    if (r->status != ST_OK || !o->peers || !r->w->peer) continue;
+    const peer_result *p = &r->peer;
+    if (!p->ok) {
+      fprintf(f, "%s peer: %s\n", r->w->id, p->err);
+      continue;
+    }
+    fprintf(f, "%s in %s %s (%s), same run: warm med %.2f ms, min %.2f ms (%d reps); cold (jit + "
+               "first call) %.0f ms, lowest of %d processes; loss %.6f (tjit %.6f)\n",
+            r->w->id, p->name, p->version, p->backend, p->warm_median_ms, p->warm_min_ms, p->reps,
+            p->cold_ms, p->cold_runs, p->loss, r->scalar_result);
+    if (r->cold.ok)
+      fprintf(f, "%s tjit / %s: warm median %.2fx, cold %.2fx (below 1: tjit is faster)\n", r->w->id,
+              p->name, r->warm_median_s * 1e3 / p->warm_median_ms, r->cold.cold_ms / p->cold_ms);
+  }
   const wl_result *vm = NULL, *hand = NULL;
   for (int i = 0; i < n; i++) {
     if (strcmp(rs[i].w->id, "W6") == 0 && rs[i].status == ST_OK) vm = &rs[i];
@@ -889,6 +1011,34 @@ static int write_json(const char *path, const machine *m, const options *o,
       if (r->w->mesh > 0)
         fprintf(f, ", \"devices\": %d, \"comm_bytes\": %llu", r->w->mesh,
                 (unsigned long long)r->stats.comm_bytes);
+      if (r->check_msg[0]) {
+        fprintf(f, ", \"check\": ");
+        json_str(f, r->check_msg);
+      }
+      if (o->peers && r->w->peer) {
+        const peer_result *p = &r->peer;
+        fprintf(f, ",\n      \"peer\": {\"ok\": %s", p->ok ? "true" : "false");
+        if (p->ok) {
+          fprintf(f, ", \"name\": ");
+          json_str(f, p->name);
+          fprintf(f, ", \"version\": ");
+          json_str(f, p->version);
+          fprintf(f, ", \"backend\": ");
+          json_str(f, p->backend);
+          fprintf(f, ", \"cold_ms\": ");
+          json_num(f, p->cold_ms);
+          fprintf(f, ", \"cold_runs\": %d, \"warm_median_ms\": ", p->cold_runs);
+          json_num(f, p->warm_median_ms);
+          fprintf(f, ", \"warm_min_ms\": ");
+          json_num(f, p->warm_min_ms);
+          fprintf(f, ", \"reps\": %d, \"loss\": ", p->reps);
+          json_num(f, p->loss);
+        } else {
+          fprintf(f, ", \"error\": ");
+          json_str(f, p->err);
+        }
+        fprintf(f, "}");
+      }
       if (r->pct_floor >= 0) {
         fprintf(f, ", \"rate\": ");
         json_num(f, r->rate);
@@ -913,6 +1063,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--no-cold") == 0) o.no_cold = 1;
     else if (strcmp(a, "--json") == 0 && i + 1 < argc) o.json = argv[++i];
     else if (strcmp(a, "--only") == 0 && i + 1 < argc) o.only = argv[++i];
+    else if (strcmp(a, "--peers") == 0 && i + 1 < argc) o.peers = argv[++i];
     else if (strcmp(a, "--reps") == 0 && i + 1 < argc) o.reps = atoi(argv[++i]);
     else if (strcmp(a, "--warmups") == 0 && i + 1 < argc) o.warmups = atoi(argv[++i]);
     else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -936,7 +1087,7 @@ int main(int argc, char **argv) {
         found = strlen(bench_workloads[i].id) == (size_t)(e - p) &&
                 strncasecmp(p, bench_workloads[i].id, (size_t)(e - p)) == 0;
       if (!found) {
-        fprintf(stderr, "tjit-bench: --only: no workload '%.*s' (W1..W9)\n", (int)(e - p), p);
+        fprintf(stderr, "tjit-bench: --only: no workload '%.*s' (W1..W10)\n", (int)(e - p), p);
         return 2;
       }
       p = e;
@@ -962,6 +1113,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < bench_n_workloads; i++) {
     if (!selected(&o, bench_workloads[i].id)) continue;
     run_isolated(&bench_workloads[i], &o, &fl, &rs[n]);
+    if (o.peers && bench_workloads[i].peer && rs[n].status == ST_OK)
+      run_peer(&bench_workloads[i], &o, &rs[n].peer);
     if (rs[n].status == ST_FAIL || rs[n].status == ST_ERROR) failed = 1;
     n++;
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "transformer_model.h"
 
 #define MiB (1024.0 * 1024.0)
 
@@ -24,15 +25,21 @@ static uint64_t next_u64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-void wl_fill(const workload *w, int i, float *dst) {
+void wl_fill(const workload *w, int i, void *dst) {
   uint64_t s = 0x7431u;
   for (const char *c = w->data_id ? w->data_id : w->id; *c; c++) s = s * 131 + (uint64_t)*c;
   s = s * 131 + (uint64_t)i;
-  int64_t n = wl_numel(w->args[i].rank, w->args[i].shape);
+  const wl_arg *a = &w->args[i];
+  int64_t n = wl_numel(a->rank, a->shape);
   for (int64_t k = 0; k < n; k++) {
-    /* 24 random bits, centred on half-steps: uniform over (-1, 1) and never exactly 0 */
-    double u = ((double)(next_u64(&s) >> 40) + 0.5) / 8388608.0 - 1.0;
-    dst[k] = (float)(u * w->args[i].scale);
+    uint64_t bits = next_u64(&s) >> 40; /* 24 random bits */
+    if (a->int_range > 0) {
+      ((int32_t *)dst)[k] = (int32_t)(bits % (uint64_t)a->int_range);
+      continue;
+    }
+    /* centred on half-steps: uniform over (-1, 1) and never exactly 0 */
+    double u = ((double)bits + 0.5) / 8388608.0 - 1.0;
+    ((float *)dst)[k] = (float)a->offset + (float)(u * a->scale);
   }
 }
 
@@ -96,18 +103,26 @@ static void w3_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = jit_add(t, jit_mul(t, y, g), b);
 }
 
-static void w3_ref(const float *const *a, double *y) {
-  const float *g = a[1], *b = a[2];
-  for (int64_t r = 0; r < ROWS; r++) {
-    const float *x = a[0] + r * COLS;
-    double *o = y + r * COLS;
+/* (x - mean) / sqrt(var + 1e-5) * g + b over each row of x [n, d], into y */
+static void layernorm_f64(int64_t n, int64_t d, const double *x, const double *g, const double *b,
+                          double *y) {
+  for (int64_t i = 0; i < n; i++) {
+    const double *r = x + i * d;
     double mean = 0, var = 0;
-    for (int c = 0; c < COLS; c++) mean += x[c];
-    mean /= COLS;
-    for (int c = 0; c < COLS; c++) var += (x[c] - mean) * (x[c] - mean);
-    var /= COLS;
-    double inv = 1.0 / sqrt(var + 1e-5);
-    for (int c = 0; c < COLS; c++) o[c] = (x[c] - mean) * inv * g[c] + b[c];
+    for (int64_t j = 0; j < d; j++) mean += r[j];
+    mean /= (double)d;
+    for (int64_t j = 0; j < d; j++) var += (r[j] - mean) * (r[j] - mean);
+    double inv = 1.0 / sqrt(var / (double)d + 1e-5);
+    for (int64_t j = 0; j < d; j++) y[i * d + j] = (r[j] - mean) * inv * g[j] + b[j];
+  }
+}
+
+static void w3_ref(const float *const *a, double *y) {
+  double g[COLS], b[COLS], x[COLS];
+  for (int c = 0; c < COLS; c++) g[c] = a[1][c], b[c] = a[2][c];
+  for (int64_t r = 0; r < ROWS; r++) {
+    for (int c = 0; c < COLS; c++) x[c] = a[0][r * COLS + c];
+    layernorm_f64(1, COLS, x, g, b, y + r * COLS);
   }
 }
 
@@ -362,10 +377,146 @@ static void w9_ref(const float *const *a, double *y) {
   memcpy(y, memo, sizeof(double) * W9_N * W9_N);
 }
 
+/* ---- W10 transformer_step: value_and_grad + SGD of examples/transformer_model.h's model ---------- */
+#define W10_LR 0.1 /* bench/peers/jax_w10.py's LR */
+static const tf_config w10_config = {.batch = 8, .seq = 128, .dim = 256, .heads = 4, .vocab = 4096,
+                                     .lr = W10_LR};
+
+static void w10_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  tf_step(t, a, r, (void *)&w10_config);
+}
+
+/* The model's loss in float64 (transformer_model.h's tf_loss, loop by loop); NAN when out of
+   memory. w: the weights in float64. */
+static double w10_loss_f64(const tf_config *c, double *const *w, const int32_t *ids,
+                           const int32_t *labels) {
+  const int64_t B = c->batch, T = c->seq, N = B * T, D = c->dim, H = c->heads, dh = D / H,
+                V = c->vocab, F = 4 * D;
+  double *x = malloc(sizeof(double) * N * D), *h = malloc(sizeof(double) * N * D);
+  double *big = malloc(sizeof(double) * N * (V > F ? V : F)); /* qkv, the MLP's hidden, logits */
+  double *o = malloc(sizeof(double) * N * D), *p = malloc(sizeof(double) * T);
+  double loss = NAN;
+  if (!x || !h || !big || !o || !p) goto done;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t j = 0; j < D; j++) x[n * D + j] = w[TF_WTE][ids[n] * D + j] + w[TF_WPE][(n % T) * D + j];
+  layernorm_f64(N, D, x, w[TF_LN1_G], w[TF_LN1_B], h);
+  matmul_dd(N, D, 3 * D, h, w[TF_WQKV], big); /* q | k | v, heads side by side in each */
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t hd = 0; hd < H; hd++)
+      for (int64_t i = 0; i < T; i++) {
+        const double *q = big + ((b * T + i) * 3 * D) + hd * dh;
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; j++) { /* causal: keys up to the query's position */
+          const double *k = big + ((b * T + j) * 3 * D) + D + hd * dh;
+          double s = 0;
+          for (int64_t e = 0; e < dh; e++) s += q[e] * k[e];
+          p[j] = s / sqrt((double)dh);
+          m = fmax(m, p[j]);
+        }
+        for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - m));
+        double *out = o + (b * T + i) * D + hd * dh;
+        for (int64_t e = 0; e < dh; e++) out[e] = 0;
+        for (int64_t j = 0; j <= i; j++) {
+          const double *v = big + ((b * T + j) * 3 * D) + 2 * D + hd * dh;
+          for (int64_t e = 0; e < dh; e++) out[e] += p[j] / sum * v[e];
+        }
+      }
+  matmul_dd(N, D, D, o, w[TF_WO], h);
+  for (int64_t i = 0; i < N * D; i++) x[i] += h[i];
+  layernorm_f64(N, D, x, w[TF_LN2_G], w[TF_LN2_B], h);
+  matmul_dd(N, D, F, h, w[TF_W1], big);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t j = 0; j < F; j++) {
+      double u = big[n * F + j] + w[TF_B1][j];
+      big[n * F + j] = 0.5 * u * (1.0 + erf(u / sqrt(2.0)));
+    }
+  matmul_dd(N, F, D, big, w[TF_W2], h);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t j = 0; j < D; j++) x[n * D + j] += h[n * D + j] + w[TF_B2][j];
+  layernorm_f64(N, D, x, w[TF_LNF_G], w[TF_LNF_B], h);
+  matmul_dd(N, D, V, h, w[TF_WOUT], big);
+  loss = 0;
+  for (int64_t n = 0; n < N; n++) {
+    const double *l = big + n * V;
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < V; j++) m = fmax(m, l[j]);
+    for (int64_t j = 0; j < V; j++) sum += exp(l[j] - m);
+    loss += m + log(sum) - l[labels[n]];
+  }
+  loss /= (double)N;
+done:
+  free(x);
+  free(h);
+  free(big);
+  free(o);
+  free(p);
+  return loss;
+}
+
+/* The step's loss against w10_loss_f64, and its update against a float64 central difference:
+   with g_i = (w_i - w'_i) / lr the gradient the step applied to weight i, the derivative of the
+   float64 loss along d = (g_i / |g_i|^2 for each i) is sum_i <dL/dw_i, g_i> / |g_i|^2, which is
+   1 per weight when every g_i is dL/dw_i, and moves away from it when one of them is wrong. */
+static double w10_check(const void *const *args, const float *const *res, char *msg, size_t len) {
+  const tf_config *c = &w10_config;
+  double *w[TF_N_WEIGHTS] = {NULL}, *d[TF_N_WEIGHTS] = {NULL}, *probe[TF_N_WEIGHTS] = {NULL};
+  int64_t n[TF_N_WEIGHTS];
+  double err = INFINITY, d_norm2 = 0;
+  int terms = 0;
+  for (int i = 0; i < TF_N_WEIGHTS; i++) {
+    int64_t shape[2];
+    int rank = tf_weight_shape(c, i, shape);
+    n[i] = wl_numel(rank, shape);
+    w[i] = malloc(sizeof(double) * n[i]);
+    d[i] = malloc(sizeof(double) * n[i]);
+    probe[i] = malloc(sizeof(double) * n[i]);
+    if (!w[i] || !d[i] || !probe[i]) {
+      snprintf(msg, len, "out of memory for the check");
+      goto done;
+    }
+    const float *w0 = args[i], *w1 = res[i];
+    double g2 = 0;
+    for (int64_t k = 0; k < n[i]; k++) {
+      w[i][k] = w0[k];
+      d[i][k] = ((double)w0[k] - (double)w1[k]) / c->lr;
+      g2 += d[i][k] * d[i][k];
+    }
+    for (int64_t k = 0; k < n[i]; k++) d[i][k] = g2 > 0 ? d[i][k] / g2 : 0;
+    terms += g2 > 0;
+    d_norm2 += g2 > 0 ? 1.0 / g2 : 0;
+  }
+  const int32_t *ids = args[TF_IDS], *labels = args[TF_LABELS];
+  double loss = w10_loss_f64(c, w, ids, labels);
+  double h = 1e-3 / sqrt(d_norm2), lp = NAN, lm = NAN;
+  for (int sign = 1; sign >= -1; sign -= 2) {
+    for (int i = 0; i < TF_N_WEIGHTS; i++)
+      for (int64_t k = 0; k < n[i]; k++) probe[i][k] = w[i][k] + sign * h * d[i][k];
+    *(sign > 0 ? &lp : &lm) = w10_loss_f64(c, probe, ids, labels);
+  }
+  double deriv = (lp - lm) / (2 * h), loss_err = fabs(res[TF_LOSS][0] - loss) / fabs(loss);
+  double grad_err = fabs(deriv - terms) / terms;
+  err = fmax(loss_err, grad_err);
+  snprintf(msg, len, "loss %.6f (float64 %.6f, rel.err %.1e); derivative along the update %.5f "
+           "(%d if exact, rel.err %.1e)", res[TF_LOSS][0], loss, loss_err, deriv, terms, grad_err);
+  if (!isfinite(err)) err = INFINITY;
+done:
+  for (int i = 0; i < TF_N_WEIGHTS; i++) {
+    free(w[i]);
+    free(d[i]);
+    free(probe[i]);
+  }
+  return err;
+}
+
 /* ---- the table ------------------------------------------------------------------------------------ */
 #define ARG1(n) {1, {(n), 0, 0}, 1.0}
 #define ARG2(r, c) {2, {(r), (c), 0}, 1.0}
 #define ARG3(a, b, c) {3, {(a), (b), (c)}, 1.0}
+/* W10's weights (transformer_model.h's tf_init_scale) and its i32 ids and labels */
+#define W10_MAT(r, c, s) {2, {(r), (c), 0}, (s)}
+#define W10_VEC(n, constant) {1, {(n), 0, 0}, 0.0, (constant)}
+#define W10_TOKENS {2, {8, 128, 0}, 0.0, 0.0, 4096}
 
 const workload bench_workloads[] = {
     {.id = "W1", .name = "eltwise", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
@@ -426,5 +577,22 @@ const workload bench_workloads[] = {
      .tol = 1e-4, .devices = 2, .threads = 2, .mesh = 2, .specs = {"_,x", "x,_"}, .data_id = "W9",
      .n_args = 2, .args = {ARG2(W9_N, W9_N), ARG2(W9_N, W9_N)}, .out_rank = {2},
      .out_shape = {{W9_N, W9_N}}, .trace = w9_trace, .reference = w9_ref},
+    {.id = "W10", .name = "transformer", .kind = FLOOR_FLOPS, /* tf_step_flops: 11.7 GFLOP */
+     .amount = 3.0 * (2.0 * 1024 * 256 * 12 * 256 + 4.0 * 1024 * 128 * 256 + 2.0 * 1024 * 256 * 4096),
+     .tol = 1e-3, .donate_mask = (UINT64_C(1) << TF_N_WEIGHTS) - 1, .peer = "jax_w10.py",
+     .note = "W10: one SGD step (lr 0.1) of examples/transformer_model.h's model (W10 plus a learned "
+             "position embedding), weights donated and fed back; checked by a float64 forward "
+             "and a central difference along the update",
+     .n_args = TF_N_ARGS,
+     .args = {W10_MAT(4096, 256, 1.0), W10_MAT(128, 256, 1.0), W10_VEC(256, 1), W10_VEC(256, 0),
+              W10_MAT(256, 768, 0.0625), W10_MAT(256, 256, 0.0625), W10_VEC(256, 1),
+              W10_VEC(256, 0), W10_MAT(256, 1024, 0.0625), W10_VEC(1024, 0),
+              W10_MAT(1024, 256, 0.03125), W10_VEC(256, 0), W10_VEC(256, 1), W10_VEC(256, 0),
+              W10_MAT(256, 4096, 0.0625), W10_TOKENS, W10_TOKENS},
+     .n_results = TF_N_RESULTS,
+     .out_rank = {2, 2, 1, 1, 2, 2, 1, 1, 2, 1, 2, 1, 1, 1, 2, 0},
+     .out_shape = {{4096, 256}, {128, 256}, {256}, {256}, {256, 768}, {256, 256}, {256}, {256},
+                   {256, 1024}, {1024}, {1024, 256}, {256}, {256}, {256}, {256, 4096}, {0}},
+     .trace = w10_trace, .check = w10_check},
 };
 const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);
