@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/collectives.h"
 #include "ir/ir.h"
 #include "ir/passes/passes.h"
-#include "runtime/collectives.h"
 #include "runtime/exec.h"
 #include "runtime/sharding.h"
 #include "support/randprog.h"

@@ -117,7 +117,7 @@ typedef struct jit_sig {
   struct exec *exe;           /* the compiled executable (opt_level > 0); of spmd->local when
                                  partitioned */
   struct ir_spmd *spmd;       /* the per-device program when the signature is partitioned */
-  struct coll_world *world;   /* its devices' collectives */
+  struct coll_transport *world; /* its devices' collectives */
   double trace_ms, passes_ms;
 } jit_sig;
 

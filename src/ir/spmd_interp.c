@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/passes/passes.h"
-#include "runtime/collectives.h"
+#include "ir/collectives.h"
 #include "ir/mesh_spec.h"
+#include "ir/passes/passes.h"
 #include "runtime/error.h"
 
 typedef struct spmd_run {

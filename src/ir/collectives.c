@@ -3,7 +3,7 @@
  * from every operand in position order, and meets them again so no operand is reused early.
  * A mutex-and-condvar barrier: race-free by construction (ThreadSanitizer sees the happens-before)
  * and deterministic, since each result is a function of the operands alone. */
-#include "runtime/collectives.h"
+#include "ir/collectives.h"
 
 #include <math.h>
 #include <pthread.h>

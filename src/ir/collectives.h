@@ -1,5 +1,6 @@
 /* collectives.h: the collectives of partitioned programs between the devices (threads) of one
- * process, through shared memory, with exactly ir_coll's semantics (src/ir/ir.h). */
+ * process, through shared memory, with exactly ir_coll's semantics (src/ir/ir.h): how the SPMD
+ * interpreter's devices meet, and the runtime's in-process transport (runtime/transport.h). */
 #ifndef TJIT_COLLECTIVES_H
 #define TJIT_COLLECTIVES_H
 
