@@ -30,6 +30,14 @@ struct coll_transport {
 /* Shared memory between the threads of this process that run the devices of mesh m. */
 jit_status coll_transport_shm_new(const ir_mesh *m, coll_transport **out);
 
+#ifdef TJIT_MPI
+/* Crosses processes: device d of mesh m runs in MPI rank process[d] (n_devices entries); this
+   process runs those of its own rank. Every rank makes it for the same mesh and process map (a
+   collective call: it duplicates MPI_COMM_WORLD). MPI must be initialized with
+   MPI_THREAD_MULTIPLE: the device threads call it concurrently. */
+jit_status coll_transport_mpi_new(const ir_mesh *m, const int *process, coll_transport **out);
+#endif
+
 static inline jit_status coll_transport_run(coll_transport *t, int device, ir_op op,
                                             const ir_coll *c, const ir_type *in_t, const void *in,
                                             void *out) {
