@@ -96,6 +96,9 @@ static jit_status mpi_run(coll_transport *base, int device, ir_op op, const ir_c
   int n = coll_world_group_devices(t->world, c->axes, group, devices);
   if ((st = coll_check(n, pos, op, c, in_t)) != JIT_OK) return st;
   if (coll_is_local(op)) return coll_eval(n, pos, op, c, in_t, in, NULL, out);
+  bool all_here = true;
+  for (int q = 0; q < n; q++) all_here &= t->process[devices[q]] == t->rank;
+  if (all_here) return coll_run(g, member, op, c, in_t, in, out); /* member == pos: shared memory */
   size_t bytes = (size_t)ir_type_numel(in_t) * jit_dtype_size(in_t->dtype);
   const void **ins = NULL;
   unsigned char *recv = NULL, *send = NULL;
