@@ -2,7 +2,7 @@
 # install-deps.sh: installs the Debian 12 packages tjit builds with, if any are missing.
 # Idempotent and silent when everything is there; needs root (or sudo) only when installing.
 set -eu
-pkgs="cmake make gcc pkg-config llvm-19-dev libffi-dev libcmocka-dev"
+pkgs="cmake make gcc pkg-config llvm-19-dev libffi-dev libcmocka-dev libopenmpi-dev openmpi-bin"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,4 +1,4 @@
-/* test_collectives.c: the shared-memory collectives (runtime/collectives.h) on 1..8 threads,
+/* test_collectives.c: the shared-memory collectives (ir/collectives.h) on 1..8 threads,
  * each against a sequential reference written from ir_coll's definitions, repeated to shake out
  * races; plus the argument checks. */
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/collectives.h"
+#include "ir/collectives.h"
 
 enum { MAXN = 8, ROWS = 4, COLS = 8 }; /* operands are f32[ROWS, COLS] (i32 for the int case) */
 

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/collectives.h"
 #include "ir/ir.h"
 #include "ir/passes/passes.h"
-#include "runtime/collectives.h"
 #include "runtime/exec.h"
 #include "runtime/sharding.h"
 #include "support/randprog.h"
@@ -393,7 +393,7 @@ static const mesh_shape meshes[] = {{1, {1}}, {1, {2}}, {1, {4}}, {1, {8}},
 static jit_mesh *make_mesh(const mesh_shape *ms) {
   static const char *const names[] = {"x", "y"};
   jit_mesh *m = NULL;
-  assert_int_equal(mesh_new(NULL, ms->n, ms->sizes, names, NULL, "test", &m), JIT_OK);
+  assert_int_equal(mesh_new(NULL, 0, ms->n, ms->sizes, names, NULL, "test", &m), JIT_OK);
   return m;
 }
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 const char *const ir_op_name[IR_N_OPS] = {
 #define OP_NAME(name, arity, flags, text) text,

@@ -500,7 +500,7 @@ typedef struct ir_device {
 } ir_device;
 jit_status ir_interp_device(const ir_func *f, const ir_device *dev, const void *const *args,
                             void *const *results);
-/* A SHARD_MAP instruction in of f, evaluated as the interpreter does (passes/spmd_interp.c):
+/* A SHARD_MAP instruction in of f, evaluated as the interpreter does (spmd_interp.c):
    ops[i] = operand i's global bytes, result k written at out + off[k]. */
 jit_status ir_eval_shard_map(const ir_func *f, const ir_ins *in, const void *const *ops,
                              unsigned char *out, const size_t *off);

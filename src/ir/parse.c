@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 /* ---- lexer ------------------------------------------------------------------------------------ */
 typedef enum tok_kind {
@@ -561,7 +561,7 @@ static jit_status parse_smap_attrs(parser *p, uint32_t n_in, ir_attr *a, jit_sha
   const char *names[IR_MAX_MESH_AXES];
   for (int i = 0; i < im.n_axes; i++) names[i] = im.names[i];
   jit_mesh *m = NULL;
-  if ((st = mesh_new(NULL, im.n_axes, im.sizes, names, NULL, "shard_map", &m))) {
+  if ((st = mesh_new(NULL, 0, im.n_axes, im.sizes, names, NULL, "shard_map", &m))) {
     if (st == JIT_ENOMEM) return oom(p);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", jit_last_error());

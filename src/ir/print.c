@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 /* The column (0-based) where a location comment's '#' goes, so that locations line up. */
 enum { LOC_COLUMN = 66 };

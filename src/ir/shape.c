@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
-#include "runtime/sharding.h"
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
 
 /* A formatted type or list, held by value so that several fit in one printf call. */

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 static jit_status why_fail(char *why, size_t n, const char *fmt, ...) JIT_PRINTF(3, 4);
 static jit_status why_fail(char *why, size_t n, const char *fmt, ...) {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
-#include "runtime/collectives.h"
+#include "runtime/transport.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
@@ -98,7 +98,7 @@ void sig_free(jit_sig *s) {
   if (!s) return;
   exec_free(s->exe);
   ir_spmd_free(s->spmd);
-  coll_world_free(s->world);
+  coll_transport_free(s->world);
   for (int i = 0; s->arg_shardings && i < s->n_args; i++) sharding_unref(s->arg_shardings[i]);
   free(s->arg_shardings);
   free(s->arg_types);

@@ -11,11 +11,11 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+#include "ir/mesh_spec.h" /* JIT_MAX_DEVICES */
 #include "tjit.h"
 
 #define JIT_MAX_FN_ARGS 64    /* n_args of a jit_fn: 0..JIT_MAX_FN_ARGS */
 #define JIT_MAX_FN_RESULTS 64 /* n_results of a jit_fn: 1..JIT_MAX_FN_RESULTS */
-#define JIT_MAX_DEVICES 4096  /* sanity bound on virtual devices */
 #define JIT_ARRAY_ALIGN 64    /* every array buffer starts on a cache line (and AVX-512 vector) */
 /* Compiled signatures a context keeps (over all its functions) unless TJIT_MAX_SIGNATURES says
    otherwise. A tiny signature costs ~90 KB (IR, executable, code pages), a large one a few hundred:
@@ -117,7 +117,7 @@ typedef struct jit_sig {
   struct exec *exe;           /* the compiled executable (opt_level > 0); of spmd->local when
                                  partitioned */
   struct ir_spmd *spmd;       /* the per-device program when the signature is partitioned */
-  struct coll_world *world;   /* its devices' collectives */
+  struct coll_transport *world; /* its devices' collectives */
   double trace_ms, passes_ms;
 } jit_sig;
 

@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
-#include "runtime/collectives.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/pool.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
+#include "runtime/transport.h"
 
 jit_status spmd_choose_mesh(const jit_ctx *ctx, const char *fn_name, int n_args,
                             jit_array *const *args, const ir_func *g, jit_mesh **out) {
@@ -58,7 +58,7 @@ jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_me
   uint64_t pt = prof_begin();
   TRY(ir_partition(s->optimized, mesh, sh, &s->spmd));
   prof_end(pt, "compile", "partition", 1, &(prof_arg){"devices", NULL, mesh->n_devices});
-  TRY(coll_world_new(s->spmd->local->mesh, &s->world));
+  TRY(coll_transport_shm_new(s->spmd->local->mesh, &s->world));
   if (ctx->opt_level > 0) {
     /* the pipeline once more on the per-device program (an inlined shard_map body, the gathers
        and slices), on a copy: the partitioned dump shows the partitioner's own output */
@@ -85,7 +85,7 @@ typedef struct device_job {
 static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, const ir_type *in_t,
                              const void *in, void *out) {
   uint64_t t0 = prof_begin();
-  jit_status st = coll_world_run(ctx, pos, op, c, in_t, in, out);
+  jit_status st = coll_transport_run(ctx, pos, op, c, in_t, in, out);
   if (t0) {
     size_t bytes = 0; /* axis_index has no operand */
     if (in_t) array_byte_size(in_t->dtype, in_t->rank, in_t->dims, &bytes);
@@ -112,7 +112,7 @@ static void run_device(void *arg, int d, int nth) {
   j->status[d] = st;
   if (st != JIT_OK) {
     snprintf(j->msg[d], sizeof j->msg[0], "%s", jit_last_error());
-    coll_world_abort(s->world); /* the others must not wait for this device */
+    coll_transport_abort(s->world); /* the others must not wait for this device */
   }
 }
 
@@ -191,7 +191,7 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
       st = jit_error(j.status[d], "%s", j.msg[d]);
   for (int d = 0; d < n && st == JIT_OK; d++)
     if (j.status[d] != JIT_OK) st = jit_error(j.status[d], "%s", j.msg[d]);
-  if (st != JIT_OK) coll_world_reset(s->world);
+  if (st != JIT_OK) coll_transport_reset(s->world);
 fail:
   if (st != JIT_OK)
     for (int k = 0; k < n_results; k++) {

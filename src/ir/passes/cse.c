@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 typedef struct cand {   /* an instruction about to be emitted, operands remapped */
   ir_op op;

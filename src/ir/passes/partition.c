@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "ir/passes/passes.h"
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 typedef struct spec {
   uint8_t n[IR_MAX_RANK];                     /* axes splitting each dim */

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/collectives.h"
+#include "ir/mesh_spec.h"
 #include "ir/passes/passes.h"
-#include "runtime/collectives.h"
 #include "runtime/error.h"
-#include "runtime/sharding.h"
 
 typedef struct spmd_run {
   pthread_mutex_t mu; /* the start gate: no device runs before all threads exist */

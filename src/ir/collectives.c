@@ -3,13 +3,14 @@
  * from every operand in position order, and meets them again so no operand is reused early.
  * A mutex-and-condvar barrier: race-free by construction (ThreadSanitizer sees the happens-before)
  * and deterministic, since each result is a function of the operands alone. */
-#include "runtime/collectives.h"
+#include "ir/collectives.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/mesh_spec.h" /* JIT_MAX_DEVICES */
 #include "runtime/error.h"
 
 struct coll_group {
@@ -73,6 +74,12 @@ static jit_status aborted(void) {
   return jit_error(JIT_EINTERNAL, COLL_ABORTED_MSG);
 }
 
+/* The operands of one collective: every member's, in position order. */
+typedef struct coll_operands {
+  int n;
+  const void *const *ins;
+} coll_operands;
+
 /* Shape helpers: the elements before dim (outer) and from dim on (per outer index). */
 static int64_t prod(const ir_type *t, int from, int to) {
   int64_t n = 1;
@@ -86,7 +93,7 @@ static ir_op reduce_op(uint8_t kind) {
 
 /* Sums of f32 and f64 in their own arithmetic: a sum of two floats rounded once to f32 equals the
    interpreter's (add in double, then round), since double holds every such sum's rounding. */
-static bool fold_sum_fast(const coll_group *g, jit_dtype dt, int64_t off, int64_t count, void *out) {
+static bool fold_sum_fast(const coll_operands *g, jit_dtype dt, int64_t off, int64_t count, void *out) {
   if (dt == JIT_F32) {
     float *o = out;
     memcpy(o, (const float *)g->ins[0] + off, (size_t)count * sizeof *o);
@@ -117,7 +124,7 @@ static inline float max_f32(float a, float b, bool max) {
   return (signbit(a) != 0) == max ? b : a;
 }
 
-static bool fold_minmax_fast(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t off,
+static bool fold_minmax_fast(const coll_operands *g, jit_dtype dt, uint8_t kind, int64_t off,
                              int64_t count, void *out) {
   if (dt != JIT_F32) return false;
   bool max = kind == IR_COLL_MAX;
@@ -131,7 +138,7 @@ static bool fold_minmax_fast(const coll_group *g, jit_dtype dt, uint8_t kind, in
 }
 
 /* out[i] = fold over members q of ins[q][at(q) + i], i < count, in position order. */
-static void fold(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off, int64_t count,
+static void fold(const coll_operands *g, jit_dtype dt, uint8_t kind, int64_t src_off, int64_t count,
                  void *out) {
   if (kind == IR_COLL_SUM && fold_sum_fast(g, dt, src_off, count, out)) return;
   if (kind != IR_COLL_SUM && fold_minmax_fast(g, dt, kind, src_off, count, out)) return;
@@ -147,7 +154,7 @@ static void fold(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_of
 }
 
 /* Integers reduce exactly in int64 (wrapped to the dtype), as the interpreter does. */
-static void fold_int(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off,
+static void fold_int(const coll_operands *g, jit_dtype dt, uint8_t kind, int64_t src_off,
                      int64_t count, void *out) {
   for (int64_t i = 0; i < count; i++) {
     int64_t acc = ir_load_i64(dt, g->ins[0], src_off + i);
@@ -161,14 +168,14 @@ static void fold_int(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t sr
   }
 }
 
-static void reduce_range(const coll_group *g, jit_dtype dt, uint8_t kind, int64_t src_off,
+static void reduce_range(const coll_operands *g, jit_dtype dt, uint8_t kind, int64_t src_off,
                          int64_t count, void *out) {
   if (ir_dtype_is_float(dt)) fold(g, dt, kind, src_off, count, out);
   else fold_int(g, dt, kind, src_off, count, out);
 }
 
 /* Member p's result, every operand published. */
-static jit_status compute(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *t,
+static jit_status compute(const coll_operands *g, int p, ir_op op, const ir_coll *c, const ir_type *t,
                           void *out) {
   int n = g->n;
   size_t es = jit_dtype_size(t->dtype);
@@ -223,7 +230,8 @@ static jit_status compute(coll_group *g, int p, ir_op op, const ir_coll *c, cons
 }
 
 /* The checks every member can make alone (so that all of them fail alike, before any waits). */
-static jit_status check(const coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *t) {
+static jit_status check(const coll_operands *g, int p, ir_op op, const ir_coll *c,
+                        const ir_type *t) {
   if (p < 0 || p >= g->n)
     return jit_error(JIT_EINVAL, "collectives: position %d outside the group of %d", p, g->n);
   if (op < IR_ALL_REDUCE || op > IR_AXIS_INDEX)
@@ -244,10 +252,10 @@ static jit_status check(const coll_group *g, int p, ir_op op, const ir_coll *c, 
   return JIT_OK;
 }
 
-jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *in_t,
-                    const void *in, void *out) {
-  if (!g || !c) return jit_error(JIT_EINVAL, "collectives: group or attributes is NULL");
-  jit_status st = check(g, p, op, c, in_t);
+jit_status coll_eval(int n, int p, ir_op op, const ir_coll *c, const ir_type *in_t, const void *in,
+                     const void *const *ins, void *out) {
+  coll_operands g = {n, ins};
+  jit_status st = coll_check(n, p, op, c, in_t);
   if (st != JIT_OK) return st;
   if (op == IR_AXIS_INDEX) { /* the member's position: nothing to exchange, nobody to wait for */
     ir_store_i64(JIT_I32, out, 0, p);
@@ -256,15 +264,36 @@ jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_t
   if (op == IR_SHARD_SLICE) { /* the member's own chunk: nothing to exchange, nobody to wait for */
     size_t es = jit_dtype_size(in_t->dtype);
     int64_t outer = prod(in_t, 0, c->dim), whole = prod(in_t, c->dim, in_t->rank) * (int64_t)es;
-    int64_t part = whole / g->n;
+    int64_t part = whole / n;
     for (int64_t o = 0; o < outer; o++)
       memcpy((unsigned char *)out + o * part, (const unsigned char *)in + o * whole + p * part,
              (size_t)part);
     return JIT_OK;
   }
+  if (!ins)
+    return jit_error(JIT_EINVAL, "collectives: %s without the members' operands", ir_op_name[op]);
+  return compute(&g, p, op, c, in_t, out);
+}
+
+jit_status coll_check(int n, int p, ir_op op, const ir_coll *c, const ir_type *in_t) {
+  if (!c) return jit_error(JIT_EINVAL, "collectives: attributes are NULL");
+  return check(&(coll_operands){n, NULL}, p, op, c, in_t);
+}
+
+void coll_group_publish(coll_group *g, int p, const void *ptr) { g->ins[p] = ptr; }
+bool coll_group_barrier(coll_group *g) { return barrier(g); }
+const void *const *coll_group_published(const coll_group *g) { return g->ins; }
+
+jit_status coll_run(coll_group *g, int p, ir_op op, const ir_coll *c, const ir_type *in_t,
+                    const void *in, void *out) {
+  if (!g || !c) return jit_error(JIT_EINVAL, "collectives: group or attributes is NULL");
+  if (coll_is_local(op) || p < 0 || p >= g->n) /* no peer needed, or refused before any wait */
+    return coll_eval(g->n, p, op, c, in_t, in, NULL, out);
+  jit_status st = coll_check(g->n, p, op, c, in_t);
+  if (st != JIT_OK) return st; /* every member fails alike, before any waits */
   g->ins[p] = in; /* each member writes only its own slot; the barrier publishes it */
   if (!barrier(g)) return aborted();
-  st = compute(g, p, op, c, in_t, out);
+  st = compute(&(coll_operands){g->n, g->ins}, p, op, c, in_t, out);
   /* nobody returns (and reuses its operand) before everyone has read it */
   if (!barrier(g)) return aborted();
   return st;
@@ -276,23 +305,32 @@ struct coll_world {
   int n_axes;
   int64_t sizes[IR_MAX_MESH_AXES];
   int n_devices;
+  bool *here;                         /* per device: run by this process (NULL: all are) */
   pthread_mutex_t mu;                 /* guards making groups and aborted */
   bool aborted;                       /* groups made from now on start aborted */
   coll_group **groups[1 << IR_MAX_MESH_AXES]; /* per axes mask: its groups, made on first use */
 };
 
 jit_status coll_world_new(const ir_mesh *m, coll_world **out) {
+  return coll_world_new_local(m, NULL, out);
+}
+
+jit_status coll_world_new_local(const ir_mesh *m, const bool *here, coll_world **out) {
   *out = NULL;
   if (!m || m->n_axes < 1 || m->n_axes > IR_MAX_MESH_AXES)
     return jit_error(JIT_EINVAL, "collectives: a world needs a mesh of 1..%d axes", IR_MAX_MESH_AXES);
   int64_t n = 1;
   for (int i = 0; i < m->n_axes; i++) {
-    if (m->sizes[i] < 1 || n * m->sizes[i] > 4096)
+    if (m->sizes[i] < 1 || n * m->sizes[i] > JIT_MAX_DEVICES)
       return jit_error(JIT_EINVAL, "collectives: bad mesh axis size %lld", (long long)m->sizes[i]);
     n *= m->sizes[i];
   }
   coll_world *w = calloc(1, sizeof *w);
-  if (!w) return jit_error(JIT_ENOMEM, "collectives: out of memory");
+  if (!w || (here && !(w->here = malloc((size_t)n * sizeof *w->here)))) {
+    free(w);
+    return jit_error(JIT_ENOMEM, "collectives: out of memory");
+  }
+  if (here) memcpy(w->here, here, (size_t)n * sizeof *w->here);
   w->n_axes = m->n_axes;
   memcpy(w->sizes, m->sizes, sizeof w->sizes);
   w->n_devices = (int)n;
@@ -301,17 +339,23 @@ jit_status coll_world_new(const ir_mesh *m, coll_world **out) {
   return JIT_OK;
 }
 
+static int64_t group_size(const coll_world *w, unsigned mask) {
+  int64_t size = 1;
+  for (int i = 0; i < w->n_axes; i++)
+    if (mask >> i & 1) size *= w->sizes[i];
+  return size;
+}
+
 void coll_world_free(coll_world *w) {
   if (!w) return;
   for (int mask = 0; mask < 1 << IR_MAX_MESH_AXES; mask++) {
     if (!w->groups[mask]) continue;
-    int64_t size = 1;
-    for (int i = 0; i < w->n_axes; i++)
-      if (mask >> i & 1) size *= w->sizes[i];
-    for (int64_t i = 0; i < w->n_devices / size; i++) coll_group_free(w->groups[mask][i]);
+    for (int64_t i = 0; i < w->n_devices / group_size(w, (unsigned)mask); i++)
+      coll_group_free(w->groups[mask][i]);
     free(w->groups[mask]);
   }
   pthread_mutex_destroy(&w->mu);
+  free(w->here);
   free(w);
 }
 
@@ -321,10 +365,8 @@ static void world_set_aborted(coll_world *w, bool on) {
   pthread_mutex_lock(&w->mu);
   for (int mask = 0; mask < 1 << IR_MAX_MESH_AXES; mask++) {
     if (!w->groups[mask]) continue;
-    int64_t size = 1;
-    for (int i = 0; i < w->n_axes; i++)
-      if (mask >> i & 1) size *= w->sizes[i];
-    for (int64_t i = 0; i < w->n_devices / size; i++) set_aborted(w->groups[mask][i], on);
+    for (int64_t i = 0; i < w->n_devices / group_size(w, (unsigned)mask); i++)
+      if (w->groups[mask][i]) set_aborted(w->groups[mask][i], on);
   }
   w->aborted = on;
   pthread_mutex_unlock(&w->mu);
@@ -349,35 +391,70 @@ static void locate(const coll_world *w, unsigned mask, int d, int *group, int *p
   *pos = (int)p;
 }
 
-jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
-                          const ir_type *in_t, const void *in, void *out) {
-  if (!w || !c) return jit_error(JIT_EINVAL, "collectives: world or attributes is NULL");
+int coll_world_group_devices(const coll_world *w, unsigned mask, int group, int *devices) {
+  int n = 0;
+  for (int d = 0; d < w->n_devices; d++) {
+    int g, p;
+    locate(w, mask, d, &g, &p);
+    if (g == group) devices[p] = d, n++;
+  }
+  return n;
+}
+
+/* The members of group gi of mask that this process runs. */
+static int local_members(const coll_world *w, unsigned mask, int gi) {
+  if (!w->here) return (int)group_size(w, mask);
+  int devices[JIT_MAX_DEVICES], n = coll_world_group_devices(w, mask, gi, devices), k = 0;
+  for (int q = 0; q < n; q++) k += w->here[devices[q]];
+  return k;
+}
+
+jit_status coll_world_group(coll_world *w, int device, unsigned mask, coll_group **g, int *group,
+                            int *pos, int *member) {
   if (device < 0 || device >= w->n_devices)
     return jit_error(JIT_EINVAL, "collectives: device %d outside the mesh of %d", device, w->n_devices);
-  unsigned mask = c->axes;
   if (!mask || mask >> w->n_axes)
     return jit_error(JIT_EINVAL, "collectives: axes 0x%x outside the mesh's %d axes", mask, w->n_axes);
-  int64_t size = 1;
-  for (int i = 0; i < w->n_axes; i++)
-    if (mask >> i & 1) size *= w->sizes[i];
-  int n_groups = (int)(w->n_devices / size), gi, pos;
-  locate(w, mask, device, &gi, &pos);
+  if (w->here && !w->here[device])
+    return jit_error(JIT_EINVAL, "collectives: device %d is not run by this process", device);
+  int n_groups = (int)(w->n_devices / group_size(w, mask));
+  locate(w, mask, device, group, pos);
+  *member = *pos; /* the device's index among the group's members this process runs */
+  if (w->here) {
+    int devices[JIT_MAX_DEVICES];
+    coll_world_group_devices(w, mask, *group, devices);
+    *member = 0;
+    for (int q = 0; q < *pos; q++) *member += w->here[devices[q]];
+  }
   pthread_mutex_lock(&w->mu);
   jit_status st = JIT_OK;
   if (!w->groups[mask]) {
     coll_group **gs = calloc((size_t)n_groups, sizeof *gs);
-    for (int i = 0; gs && i < n_groups && st == JIT_OK; i++) st = coll_group_new((int)size, &gs[i]);
+    for (int i = 0; gs && i < n_groups && st == JIT_OK; i++) {
+      int k = local_members(w, mask, i);
+      if (k > 0) st = coll_group_new(k, &gs[i]);
+    }
     if (!gs || st != JIT_OK) {
       for (int i = 0; gs && i < n_groups; i++) coll_group_free(gs[i]);
       free(gs);
       st = jit_error(JIT_ENOMEM, "collectives: out of memory");
     } else {
-      for (int i = 0; i < n_groups; i++) gs[i]->aborted = w->aborted;
+      for (int i = 0; i < n_groups; i++)
+        if (gs[i]) gs[i]->aborted = w->aborted;
       w->groups[mask] = gs;
     }
   }
-  coll_group *g = st == JIT_OK ? w->groups[mask][gi] : NULL;
+  *g = st == JIT_OK ? w->groups[mask][*group] : NULL;
   pthread_mutex_unlock(&w->mu);
+  return st;
+}
+
+jit_status coll_world_run(coll_world *w, int device, ir_op op, const ir_coll *c,
+                          const ir_type *in_t, const void *in, void *out) {
+  if (!w || !c) return jit_error(JIT_EINVAL, "collectives: world or attributes is NULL");
+  coll_group *g;
+  int group, pos, member;
+  jit_status st = coll_world_group(w, device, c->axes, &g, &group, &pos, &member);
   if (st != JIT_OK) return st;
   return coll_run(g, pos, op, c, in_t, in, out);
 }

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/mesh_spec.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
-#include "runtime/sharding.h"
 
 /* snprintf that never writes past n and accumulates the total length like snprintf does. */
 static void put(char *buf, size_t n, int *len, const char *fmt, ...) JIT_PRINTF(4, 5);
@@ -54,8 +53,9 @@ static jit_status check_axis_name(const char *name, int i, const char *who) {
   return JIT_OK;
 }
 
-jit_status mesh_new(jit_ctx *ctx, int n_axes, const int64_t *sizes, const char *const *names,
-                    const int *device_ids, const char *who, jit_mesh **out) {
+jit_status mesh_new(jit_ctx *ctx, int n_ctx_devices, int n_axes, const int64_t *sizes,
+                    const char *const *names, const int *device_ids, const char *who,
+                    jit_mesh **out) {
   jit_status st = JIT_OK;
   jit_mesh *m = NULL;
   bool *seen = NULL;
@@ -84,7 +84,7 @@ jit_status mesh_new(jit_ctx *ctx, int n_axes, const int64_t *sizes, const char *
                        dims, JIT_MAX_DEVICES);
     n *= sizes[i];
   }
-  int have = ctx ? ctx->n_devices : JIT_MAX_DEVICES;
+  int have = ctx ? n_ctx_devices : JIT_MAX_DEVICES;
   if (n > have) {
     if (device_ids)
       return jit_error(JIT_ESHARDING,
@@ -139,14 +139,6 @@ fail:
   if (m) free(m->device_ids);
   free(m);
   return st;
-}
-
-jit_status jit_mesh_create(jit_ctx *ctx, int n_axes, const int64_t *axis_sizes,
-                           const char *const *axis_names, const int *device_ids, jit_mesh **out) {
-  if (!out) return jit_error(JIT_EINVAL, "jit_mesh_create: out is NULL");
-  *out = NULL;
-  if (!ctx) return jit_error(JIT_EINVAL, "jit_mesh_create: ctx is NULL");
-  return mesh_new(ctx, n_axes, axis_sizes, axis_names, device_ids, "jit_mesh_create", out);
 }
 
 jit_mesh *mesh_ref(jit_mesh *m) {
