@@ -475,7 +475,8 @@ static jit_status visit(fuse *z, ir_ref v) {
     }
     return JIT_OK;
   }
-  if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT) {
+  if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT || op == IR_CONV ||
+      op == IR_REDUCE_WINDOW || op == IR_SELECT_SCATTER) {
     /* a kernel of its own (the runtime exchanges it between devices; a sort runs ir_sort_eval
        on whole rows): operands in buffers */
     mark_operands(z, v, z->must_mat);
