@@ -127,7 +127,7 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   for (int i = lt->rank - 1; i >= 0; i--) {
     if (lt->dims[i] < 0)
       return jit_error(JIT_EINVAL, "matmul: negative dim");
-    ls[i] = acc;
+    ls[i] = d->lhs_view ? d->lhs_strides[i] : acc;
     acc *= lt->dims[i] ? lt->dims[i] : 1;
   }
   acc = 1;
@@ -214,9 +214,48 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
   d->vec_bytes = vec_bytes;
 }
 
+/* A conv in GEMM form as a dot of the lhs view [batch, out spatial..., window..., in features]
+   with the rhs, contracting the window and feature dims with the rhs's spatial and in dims. */
+static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uint32_t n_epi,
+                      int vec_bytes) {
+  const ir_conv *c = &in->attr.conv;
+  const ir_type *lt = ir_type_of(f, in->args[0]), *rt = ir_type_of(f, in->args[1]);
+  const ir_type *ot = &f->types[in->ty];
+  int ns = lt->rank - 2;
+  int64_t s[IR_MAX_RANK], acc = 1;
+  for (int i = lt->rank - 1; i >= 0; i--) {
+    s[i] = acc;
+    acc *= lt->dims[i];
+  }
+  ir_type view = {.dtype = lt->dtype, .rank = 2 * ns + 2};
+  ir_dot_dims dims = {.n_contract = (uint8_t)(ns + 1)};
+  int64_t vs[IR_MAX_RANK];
+  view.dims[0] = lt->dims[c->lhs[0]];
+  vs[0] = s[c->lhs[0]];
+  for (int i = 0; i < ns; i++) {
+    view.dims[1 + i] = ot->dims[1 + i];
+    vs[1 + i] = c->stride[i] * s[c->lhs[2 + i]];
+    view.dims[1 + ns + i] = rt->dims[c->rhs[2 + i]];
+    vs[1 + ns + i] = c->rhs_dil[i] * s[c->lhs[2 + i]];
+    dims.lhs_contract[i] = (uint8_t)(1 + ns + i);
+    dims.rhs_contract[i] = c->rhs[2 + i];
+  }
+  view.dims[1 + 2 * ns] = lt->dims[c->lhs[1]];
+  vs[1 + 2 * ns] = s[c->lhs[1]];
+  dims.lhs_contract[ns] = (uint8_t)(1 + 2 * ns);
+  dims.rhs_contract[ns] = c->rhs[1];
+  cg_matmul_desc_init(d, &view, rt, &dims, n_epi, vec_bytes);
+  d->lhs_view = true;
+  memcpy(d->lhs_strides, vs, sizeof vs);
+}
+
 void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
                             int vec_bytes) {
   const ir_ins *in = &f->ins[dot];
+  if (in->op == IR_CONV) {
+    conv_desc(d, f, in, n_epi, vec_bytes);
+    return;
+  }
   cg_matmul_desc_init(d, ir_type_of(f, in->args[0]), ir_type_of(f, in->args[1]), &in->attr.dot,
                       n_epi, vec_bytes);
 }

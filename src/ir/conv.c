@@ -108,6 +108,18 @@ jit_status ir_infer_conv_op(ir_op op, uint32_t n_args, const ir_type *const *arg
   return infer_window(op, n_args, args, &attr->window, out, why, why_n);
 }
 
+bool ir_conv_is_gemm(const ir_func *f, const ir_ins *in) {
+  const ir_conv *c = &in->attr.conv;
+  const ir_type *lt = ir_type_of(f, in->args[0]);
+  int rank = lt->rank, ns = rank - 2;
+  if (in->op != IR_CONV || !ir_dtype_is_float(lt->dtype) || c->groups != 1 || c->batch_groups != 1 ||
+      c->out[0] != 0 || c->out[1] != rank - 1)
+    return false;
+  for (int i = 0; i < ns; i++)
+    if (c->out[2 + i] != 1 + i || c->pad_lo[i] || c->pad_hi[i] || c->lhs_dil[i] != 1) return false;
+  return true;
+}
+
 /* ---- interpreter ------------------------------------------------------------------------------ */
 
 /* The row-major index of the multi-index idx (rank entries) in a type of strides s. */

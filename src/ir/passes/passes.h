@@ -10,7 +10,8 @@
   _(canonicalize, CANONICALIZE)   \
   _(cse, CSE)                     \
   _(hoist, HOIST)                 \
-  _(dce, DCE)
+  _(dce, DCE)                     \
+  _(conv_layout, CONV_LAYOUT)
 
 typedef enum pass_id {
 #define PASS_ENUM(name, NAME) PASS_##NAME,

@@ -16,6 +16,9 @@
  *   dce            keep only what a result depends on (a no-op after canonicalize; it keeps the
  *      |           pipeline tidy when canonicalize is switched off)
  *      v
+ *   conv_layout    each conv without groups in the GEMM's form: explicit PAD, result as
+ *      |           [batch, spatial..., feature] then transposed back
+ *      v
  *   optimized fn   (ir_verify after every pass when asked, naming the pass)
  *
  * Glossary (used in every pass): fn = ir_func; ins = instruction (ir_ins); ref = an ins's
@@ -149,6 +152,7 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
   TRY(run(f, PASS_CANONICALIZE, disabled, verify));
   TRY(run(f, PASS_HOIST, disabled, verify));
   TRY(run(f, PASS_DCE, disabled, verify));
+  TRY(run(f, PASS_CONV_LAYOUT, disabled, verify));
   return JIT_OK;
 fail:
   return st;
