@@ -161,7 +161,7 @@ static void test_against_loop(void **state) {
   }
 }
 
-/* A W11-like layer at a size that takes the native GEMM path with several row blocks. */
+/* W11-like layers at sizes that take the native GEMM path with several row and K blocks. */
 static void test_larger(void **state) {
   (void)state;
   convcase c = {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, ONES, {1, 1}, {1, 1},
@@ -170,6 +170,16 @@ static void test_larger(void **state) {
   convcase s2 = c;
   s2.stride[0] = s2.stride[1] = 2;
   check_case(&s2, "larger strided");
+  /* K = 3 * 3 * 300 spans several of the GEMM's K blocks, each starting at a window row */
+  convcase deep = {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0},
+                   ONES, ONES, 1, JIT_F32};
+  check_case(&deep, "deep K");
+  deep.dt = JIT_F64;
+  check_case(&deep, "deep K f64");
+  /* a strided 1x1: one contiguous K run, rows that do not merge */
+  convcase one = {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0},
+                  ONES, ONES, 1, JIT_F32};
+  check_case(&one, "strided 1x1");
 }
 
 /* ---- VJPs by finite differences ------------------------------------------------------------- */

@@ -100,6 +100,13 @@ static bool acc_is_storage(jit_dtype dt, jit_dtype out) {
   }
 }
 
+/* For an lhs view whose innermost K dim is contiguous (a conv's features): that dim's length,
+   the run of K the lhs packer can load as vectors; 0 otherwise. */
+static int64_t conv_run(const cg_matmul_desc *d, const plan *p) {
+  const grp *k = &p->k;
+  return d->lhs_view && k->n >= 1 && k->s[0][k->n - 1] == 1 ? k->ext[k->n - 1] : 0;
+}
+
 static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   memset(p, 0, sizeof *p);
   const ir_type *lt = &d->lhs, *rt = &d->rhs;
@@ -175,6 +182,10 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   p->nr = p->vw * p->nv;
   p->mr = d->vec_bytes == 64 ? 8 : 6;
   int64_t kc = MM_KC_STRIP / ((int64_t)p->nr * (int64_t)es);
+  /* a conv's view: K blocks start at whole contiguous runs of its innermost K dim (a window
+     row's features), which the lhs packer then loads as vectors (emit_pack) */
+  int64_t run = conv_run(d, p);
+  if (run && p->K > kc && run <= kc) kc -= kc % run;
   int64_t mc = round_up(MM_MC_BLOCK / (kc * (int64_t)es), p->mr);
   int64_t ncb = round_up(MM_NC_PANEL / (kc * (int64_t)es), p->nr);
   p->kc = kc;
@@ -698,6 +709,18 @@ static void emit_pack(mm *e, LLVMValueRef dst, LLVMValueRef src, const grp *gw, 
     loop_close(e, &lk, step(e, k, 1));
   } else if (gw->n <= 1 && gk->n == 1 && gk->s[ks][0] == 1) {
     emit_pack_transpose(e, sdst, src, gw, ks, LLVMBuildAdd(b, w0, ws, ""), valid, k0, kc, W, name);
+  } else if (ks == 0 && conv_run(e->d, &e->p) &&
+             (e->p.K <= e->p.kc || e->p.kc % conv_run(e->d, &e->p) == 0)) {
+    /* a conv's patches: each contiguous run of K (one window row's features) transposed in
+       vector chunks like a contiguous-k operand; K blocks start at run boundaries (make_plan) */
+    int64_t run = conv_run(e->d, &e->p);
+    loop lr;
+    snprintf(nm, sizeof nm, "%s.run", name);
+    LLVMValueRef r0 = loop_open(e, &lr, ci(e, 0), kc, nm);
+    emit_pack_transpose(e, gep(e, e->T, sdst, LLVMBuildMul(b, r0, ci(e, W), "")), src, gw, ks,
+                        LLVMBuildAdd(b, w0, ws, ""), valid, LLVMBuildAdd(b, k0, r0, ""),
+                        imin(e, ci(e, run), LLVMBuildSub(b, kc, r0, "")), W, name);
+    loop_close(e, &lr, step(e, r0, run));
   } else {
     /* any layout: element by element, k innermost (contiguous when k has the smaller stride) */
     snprintf(nm, sizeof nm, "%s.j", name);
