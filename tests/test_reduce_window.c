@@ -80,12 +80,17 @@ static const wcase cases[] = {
     {JIT_WINDOW_SUM, 2, {5, 6}, {2, 3}, {1, 2}, {1, 0}, {0, 2}, JIT_I32},
     {JIT_WINDOW_MAX, 2, {5, 6}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, JIT_I32},
     {JIT_WINDOW_MIN, 2, {4, 4}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, JIT_I8},
+    /* a window too large to expand into slices (the op itself, interpreted), 64-bit ints */
+    {JIT_WINDOW_MAX, 2, {9, 8}, {6, 6}, {1, 2}, {1, 0}, {0, 3}, JIT_F32},
+    {JIT_WINDOW_SUM, 2, {5, 6}, {2, 3}, {1, 2}, {1, 0}, {0, 2}, JIT_I64},
+    {JIT_WINDOW_MIN, 1, {7}, {2}, {2}, {1}, {1}, JIT_U32},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
 static ot_array input(const wcase *c, uint64_t seed) {
+  bool uns = c->dt == JIT_U8 || c->dt == JIT_U32;
   return ot_is_float(c->dt) ? ot_random(c->dt, c->rank, c->shape, seed, -1, 1)
-                            : ot_random(c->dt, c->rank, c->shape, seed, -50, 50);
+                            : ot_random(c->dt, c->rank, c->shape, seed, uns ? 0 : -50, 50);
 }
 
 static void test_against_loop(void **state) {
@@ -202,7 +207,8 @@ static void test_vmap(void **state) {
       vcase v = {c, axis};
       int64_t shape[5];
       for (int d = 0, j = 0; d <= c->rank; d++) shape[d] = d == axis ? B : c->shape[j++];
-      ot_array x = ot_random(c->dt, c->rank + 1, shape, 7, -20, 20), got, grads[2];
+      bool uns = c->dt == JIT_U8 || c->dt == JIT_U32;
+      ot_array x = ot_random(c->dt, c->rank + 1, shape, 7, uns ? 0 : -20, 20), got, grads[2];
       OT_ASSERT_OK(ot_run("vmapped", vmapped, &v, 1, &x, 1, &got));
       bool fl = ot_is_float(c->dt);
       if (fl) OT_ASSERT_OK(ot_run("grad vmapped", grad_vmapped, &v, 1, &x, 2, grads));

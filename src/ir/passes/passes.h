@@ -11,6 +11,7 @@
   _(cse, CSE)                     \
   _(hoist, HOIST)                 \
   _(dce, DCE)                     \
+  _(windows, WINDOWS)             \
   _(conv_layout, CONV_LAYOUT)
 
 typedef enum pass_id {

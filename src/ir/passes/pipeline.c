@@ -16,6 +16,9 @@
  *   dce            keep only what a result depends on (a no-op after canonicalize; it keeps the
  *      |           pipeline tidy when canonicalize is switched off)
  *      v
+ *   windows        a reduce_window of a small window as the sum / max / min of strided slices
+ *      |           of its padded operand (one fused loop)
+ *      v
  *   conv_layout    each conv without groups in the GEMM's form: explicit PAD, result as
  *      |           [batch, spatial..., feature] then transposed back
  *      v
@@ -152,6 +155,7 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
   TRY(run(f, PASS_CANONICALIZE, disabled, verify));
   TRY(run(f, PASS_HOIST, disabled, verify));
   TRY(run(f, PASS_DCE, disabled, verify));
+  TRY(run(f, PASS_WINDOWS, disabled, verify));
   TRY(run(f, PASS_CONV_LAYOUT, disabled, verify));
   return JIT_OK;
 fail:
