@@ -170,6 +170,32 @@ static void test_tie_goes_first(void **state) {
   ot_free(&x);
 }
 
+static void sum_loss(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  res[0] = jit_reduce_sum(t, apply(t, user, args[0]), 1, (int[]){0});
+}
+
+static void sum_grad(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  jit_value_and_grad(t, sum_loss, user, 1, args, 1, 0, res);
+}
+
+/* Padding is never selected: a window of a pad and the identity (-inf for max) picks the
+   identity element (compiled, where the VJP is slices and selects, and interpreted). */
+static void test_padded_infinities(void **state) {
+  (void)state;
+  for (int k = JIT_WINDOW_MAX; k <= JIT_WINDOW_MIN; k++) {
+    double id = k == JIT_WINDOW_MAX ? -INFINITY : INFINITY, mid = k == JIT_WINDOW_MAX ? 3 : -3;
+    wcase c = {(jit_window_kind)k, 1, {4}, {2}, {2}, {1}, {1}, JIT_F32};
+    ot_array x = ot_values(JIT_F32, 1, c.shape, (double[]){id, id, mid, id}), res[4];
+    ot_run_both("padded infinities", sum_grad, &c, 1, &x, 2, res);
+    for (int r = 0; r < 2; r++) {
+      const double *g = res[1 + 2 * r].v; /* the compiled, then the interpreted gradient */
+      assert_true(g[0] == 1 && g[1] == 0 && g[2] == 1 && g[3] == 1);
+    }
+    for (int r = 0; r < 4; r++) ot_free(&res[r]);
+    ot_free(&x);
+  }
+}
+
 /* ---- vmap against a loop ------------------------------------------------------------------ */
 
 typedef struct vcase {
@@ -329,6 +355,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_loop), cmocka_unit_test(test_nan),
       cmocka_unit_test(test_grads),        cmocka_unit_test(test_tie_goes_first),
+      cmocka_unit_test(test_padded_infinities),
       cmocka_unit_test(test_vmap),         cmocka_unit_test(test_sharded),
       cmocka_unit_test(test_errors),
   };
