@@ -181,8 +181,7 @@ void ir_eval_conv(const ir_conv *c, const ir_type *lt, const void *lhs, const ir
   } while (next_index(oi, ot->dims, rank));
 }
 
-/* The kind's identity in dtype d, as a double (ints: the dtype's lowest or highest value). */
-static double identity(uint8_t kind, jit_dtype d) {
+double ir_window_identity(uint8_t kind, jit_dtype d) {
   if (kind == JIT_WINDOW_SUM) return 0;
   bool mx = kind == JIT_WINDOW_MAX;
   if (ir_dtype_is_float(d)) return mx ? -INFINITY : INFINITY;
@@ -241,7 +240,7 @@ void ir_eval_reduce_window(const ir_window *w, const ir_type *xt, const void *x,
   if (ir_type_numel(ot) == 0) return;
   bool ints = !ir_dtype_is_float(xt->dtype);
   do {
-    fold f = {w->kind, xt->dtype, x, identity(w->kind, xt->dtype), -1};
+    fold f = {w->kind, xt->dtype, x, ir_window_identity(w->kind, xt->dtype), -1};
     if (ints && w->kind == JIT_WINDOW_SUM) { /* exact, wrapping: sum as int64 */
       int64_t s = 0;
       int64_t k[IR_MAX_RANK] = {0};

@@ -587,6 +587,9 @@ void ir_eval_select_scatter(const ir_window *w, const ir_type *xt, const void *x
    groups, no padding or lhs dilation, a float dtype, the result laid out [batch, spatial...,
    feature] (passes/conv_layout.c puts convs in this form). */
 bool ir_conv_is_gemm(const ir_func *f, const ir_ins *in);
+/* The identity of a window reduction of kind (jit_window_kind) in dtype d: 0, -inf / +inf, an
+   int dtype's lowest / highest value (u64's highest rounds up as a double). */
+double ir_window_identity(uint8_t kind, jit_dtype d);
 /* The output size of one window dim (the rule above; 0 when the window does not fit). */
 int64_t ir_window_out(int64_t in, int64_t lo, int64_t hi, int64_t window, int64_t stride);
 /* 1 + d * (n - 1), or 0 for n = 0: a dim of n elements dilated by d. */

@@ -31,31 +31,11 @@ static bool expandable(const ir_func *f, const ir_ins *in) {
   return n <= WINDOW_EXPAND_MAX;
 }
 
-/* The identity of the window's reduction in dtype dt (the pad value). */
-static double identity(uint8_t kind, jit_dtype dt) {
-  if (kind == JIT_WINDOW_SUM) return 0;
-  bool mx = kind == JIT_WINDOW_MAX;
-  if (ir_dtype_is_float(dt)) return mx ? -INFINITY : INFINITY;
-  switch (dt) {
-  case JIT_I8: return mx ? INT8_MIN : INT8_MAX;
-  case JIT_U8: return mx ? 0 : UINT8_MAX;
-  case JIT_I32: return mx ? INT32_MIN : INT32_MAX;
-  default: return mx ? 0 : UINT32_MAX; /* u32 */
-  }
-}
+static const char *const who = "windows";
 
 static ir_ref emit(ir_func *nf, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *a,
                    ir_loc loc) {
-  const ir_type *t[3] = {ir_type_of(nf, args[0]), n > 1 ? ir_type_of(nf, args[1]) : NULL,
-                         n > 2 ? ir_type_of(nf, args[2]) : NULL};
-  ir_type out;
-  char why[256];
-  if (ir_infer_type(op, n, t, a, NULL, &out, why, sizeof why) != JIT_OK) {
-    jit_error(JIT_EINTERNAL, "windows: %s: %s", ir_op_name[op], why);
-    return IR_NOREF;
-  }
-  ir_ty ty = ir_type_intern(nf, &out);
-  return ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, op, ty, n, args, a, loc);
+  return pass_emit_inferred(nf, who, op, n, args, a, loc);
 }
 
 /* x padded as the window pads it, with the scalar value v of dtype dt (x itself without pads). */
@@ -63,15 +43,16 @@ static ir_ref pad_window(ir_func *nf, const ir_ins *in, ir_ref x, jit_dtype dt, 
   const ir_window *w = &in->attr.window;
   ir_attr pa = {0};
   bool pad = false;
+  if (x == IR_NOREF) return IR_NOREF;
   for (int d = 0; d < ir_type_of(nf, x)->rank; d++) {
     pa.pad.lo[d] = w->pad_lo[d];
     pa.pad.hi[d] = w->pad_hi[d];
     pad |= w->pad_lo[d] || w->pad_hi[d];
   }
-  if (!pad || x == IR_NOREF) return x;
+  if (!pad) return x;
   ir_ref c = ir_emit_const(nf, ir_type_make(nf, dt, 0, NULL), v, in->loc);
   ir_ref args[2] = {x, c};
-  return c == IR_NOREF ? IR_NOREF : emit(nf, IR_PAD, 2, args, &pa, in->loc);
+  return emit(nf, IR_PAD, 2, args, &pa, in->loc);
 }
 
 /* The window elements at offset k of every output position t: a strided slice of x. */
@@ -84,7 +65,7 @@ static ir_ref window_slice(ir_func *nf, const ir_ins *in, const ir_type *t, ir_r
     sa.slice.stride[d] = w->stride[d];
   }
   sa.remat = in->attr.remat;
-  return x == IR_NOREF ? IR_NOREF : emit(nf, IR_SLICE, 1, &x, &sa, in->loc);
+  return emit(nf, IR_SLICE, 1, &x, &sa, in->loc);
 }
 
 /* The next window offset in row-major order; false after the last. */
@@ -98,14 +79,14 @@ static ir_ref binop(ir_func *nf, const ir_ins *in, ir_op op, ir_ref a, ir_ref b)
   ir_ref args[2] = {a, b};
   ir_attr at = {0};
   at.remat = in->attr.remat;
-  return a == IR_NOREF || b == IR_NOREF ? IR_NOREF : emit(nf, op, 2, args, &at, in->loc);
+  return emit(nf, op, 2, args, &at, in->loc);
 }
 
 static ir_ref expand(ir_func *nf, const ir_ins *in, const ir_type *t, ir_ref x) {
   const ir_window *w = &in->attr.window;
   int rank = t->rank;
   jit_dtype dt = ir_type_of(nf, x)->dtype;
-  x = pad_window(nf, in, x, dt, identity(w->kind, dt));
+  x = pad_window(nf, in, x, dt, ir_window_identity(w->kind, dt));
   if (x == IR_NOREF) return IR_NOREF;
   ir_op combine = w->kind == JIT_WINDOW_SUM ? IR_ADD : w->kind == JIT_WINDOW_MAX ? IR_MAX : IR_MIN;
   int64_t k[IR_MAX_RANK] = {0};
@@ -132,8 +113,8 @@ static ir_ref expand_select(ir_func *nf, const ir_ins *in, const ir_type *t, ir_
   ir_ty vt = ir_type_make(nf, dt, rank, t->dims);
   /* in-bounds: a padded splat of true */
   ir_ref valid = pad_window(nf, in, ir_emit_const(nf, ir_type_make(nf, JIT_BOOL, rank, xt.dims), 1, loc), JIT_BOOL, 0);
-  ir_ref xp = pad_window(nf, in, x, dt, identity(w->kind, dt));
-  ir_ref has = ir_emit_const(nf, bt, 0, loc), cur = ir_emit_const(nf, vt, identity(w->kind, dt), loc);
+  ir_ref xp = pad_window(nf, in, x, dt, ir_window_identity(w->kind, dt));
+  ir_ref has = ir_emit_const(nf, bt, 0, loc), cur = ir_emit_const(nf, vt, ir_window_identity(w->kind, dt), loc);
   ir_ref c = ir_emit_const(nf, it, -1, loc);
   ir_attr cmp = {0};
   cmp.cmp = w->kind == JIT_WINDOW_MAX ? JIT_GE : JIT_LE;
@@ -143,15 +124,14 @@ static ir_ref expand_select(ir_func *nf, const ir_ins *in, const ir_type *t, ir_
   do {
     ir_ref v = window_slice(nf, in, t, xp, k), ok = window_slice(nf, in, t, valid, k);
     ir_ref args[3] = {cur, v, IR_NOREF};
-    ir_ref keep = v == IR_NOREF || cur == IR_NOREF ? IR_NOREF : emit(nf, IR_CMP, 2, args, &cmp, loc);
-    ir_ref nkeep = keep == IR_NOREF ? IR_NOREF : emit(nf, IR_NOT, 1, &keep, &(ir_attr){.remat = in->attr.remat}, loc);
-    ir_ref nhas = has == IR_NOREF ? IR_NOREF : emit(nf, IR_NOT, 1, &has, &(ir_attr){.remat = in->attr.remat}, loc);
-    ir_ref take = binop(nf, in, IR_AND, ok, binop(nf, in, IR_OR, nhas, nkeep));
-    ir_ref s1[3] = {take, v, cur}, s2[3] = {take, ir_emit_const(nf, it, index, loc), c};
     ir_attr ra = {0};
     ra.remat = in->attr.remat;
-    cur = take == IR_NOREF ? IR_NOREF : emit(nf, IR_SELECT, 3, s1, &ra, loc);
-    c = take == IR_NOREF || s2[1] == IR_NOREF ? IR_NOREF : emit(nf, IR_SELECT, 3, s2, &ra, loc);
+    ir_ref keep = emit(nf, IR_CMP, 2, args, &cmp, loc);
+    ir_ref nkeep = emit(nf, IR_NOT, 1, &keep, &ra, loc), nhas = emit(nf, IR_NOT, 1, &has, &ra, loc);
+    ir_ref take = binop(nf, in, IR_AND, ok, binop(nf, in, IR_OR, nhas, nkeep));
+    ir_ref s1[3] = {take, v, cur}, s2[3] = {take, ir_emit_const(nf, it, index, loc), c};
+    cur = emit(nf, IR_SELECT, 3, s1, &ra, loc);
+    c = emit(nf, IR_SELECT, 3, s2, &ra, loc);
     has = binop(nf, in, IR_OR, has, ok);
     if (c == IR_NOREF || has == IR_NOREF) return IR_NOREF;
     index++;
@@ -165,67 +145,25 @@ static ir_ref expand_select(ir_func *nf, const ir_ins *in, const ir_type *t, ir_
     eq.cmp = JIT_EQ;
     eq.remat = pa.remat = in->attr.remat;
     ir_ref a[3] = {c, ir_emit_const(nf, it, index++, loc), IR_NOREF};
-    ir_ref mine = a[1] == IR_NOREF ? IR_NOREF : emit(nf, IR_CMP, 2, a, &eq, loc);
+    ir_ref mine = emit(nf, IR_CMP, 2, a, &eq, loc);
     ir_ref s3[3] = {mine, src, zeros};
-    ir_ref share = mine == IR_NOREF ? IR_NOREF : emit(nf, IR_SELECT, 3, s3, &pa, loc);
+    ir_ref share = emit(nf, IR_SELECT, 3, s3, &pa, loc);
     for (int d = 0; d < rank; d++) {
       pa.pad.lo[d] = k[d] - w->pad_lo[d];
       pa.pad.interior[d] = w->stride[d] - 1;
       pa.pad.hi[d] = xt.dims[d] - pa.pad.lo[d] - ((t->dims[d] - 1) * w->stride[d] + 1);
     }
     ir_ref p[2] = {share, zero};
-    ir_ref back = share == IR_NOREF ? IR_NOREF : emit(nf, IR_PAD, 2, p, &pa, loc);
+    ir_ref back = emit(nf, IR_PAD, 2, p, &pa, loc);
     dx = dx == IR_NOREF ? back : binop(nf, in, IR_ADD, dx, back);
     if (dx == IR_NOREF) return IR_NOREF;
   } while (next_offset(w, rank, k));
   return dx;
 }
 
-jit_status pass_windows(ir_func *f) {
-  bool any = false;
-  for (uint32_t i = f->n_params; i < f->n_ins && !any; i++) any = expandable(f, &f->ins[i]);
-  if (!any) return JIT_OK;
-  ir_ref *map = malloc(f->n_ins * sizeof *map);
-  if (!map) return jit_error(JIT_ENOMEM, "windows: out of memory");
-  ir_func *nf = pass_rebuild_begin(f, map, "windows");
-  if (!nf) {
-    free(map);
-    return JIT_ENOMEM;
-  }
-  ir_ref *args = NULL;
-  uint32_t cap = 0;
-  jit_status st = JIT_OK;
-  for (uint32_t i = f->n_params; i < f->n_ins; i++) {
-    const ir_ins *in = &f->ins[i];
-    if (in->n_args > cap) {
-      ir_ref *a = realloc(args, in->n_args * sizeof *a);
-      if (!a) {
-        nf->oom = true;
-        break;
-      }
-      args = a;
-      cap = in->n_args;
-    }
-    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
-    if (expandable(f, in)) {
-      map[i] = in->op == IR_SELECT_SCATTER ? expand_select(nf, in, ir_type_of(f, in->args[1]), args[0], args[1])
-                                           : expand(nf, in, &f->types[in->ty], args[0]);
-      if (map[i] == IR_NOREF && !nf->oom) { /* a rule refused: a bug, reported as such */
-        st = JIT_EINTERNAL;
-        break;
-      }
-    } else { /* as dce copies: the same attributes, bodies moved at the end */
-      map[i] = ir_emit(nf, in->op, in->ty, in->n_args, args, &in->attr, in->loc);
-    }
-    if (map[i] == IR_NOREF) break;
-  }
-  free(args);
-  if (st != JIT_OK) {
-    ir_func_free(nf);
-    free(map);
-    return st;
-  }
-  st = pass_rebuild_end(f, nf, map, "windows");
-  free(map);
-  return st;
+static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_ref *ops) {
+  return in->op == IR_SELECT_SCATTER ? expand_select(nf, in, ir_type_of(f, in->args[1]), ops[0], ops[1])
+                                     : expand(nf, in, &f->types[in->ty], ops[0]);
 }
+
+jit_status pass_windows(ir_func *f) { return pass_rewrite_each(f, who, expandable, rewrite); }
