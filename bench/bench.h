@@ -36,7 +36,7 @@ typedef enum { FLOOR_BYTES, FLOOR_FLOPS, FLOOR_LATENCY, FLOOR_FLOPS_1T } floor_k
 
 typedef struct wl_arg {
   int rank;
-  int64_t shape[3];
+  int64_t shape[4];
   double scale;             /* filled with offset + uniform(-1, 1) * scale */
   double offset;
   int64_t int_range;        /* > 0: an i32 arg, uniform over [0, int_range), not a f32 one */
@@ -54,7 +54,7 @@ typedef struct workload {
   wl_arg args[WL_MAX_ARGS];
   int n_results;             /* 0 means 1 */
   int out_rank[WL_MAX_RESULTS];
-  int64_t out_shape[WL_MAX_RESULTS][3];
+  int64_t out_shape[WL_MAX_RESULTS][4];
   jit_trace_fn trace;
   /* chain > 0: one timed unit is args[1]'s leading size of jit_calls of a one-step function:
      call t takes slice t of args[1] in its place and, as args[0], the previous call's result 0

@@ -509,6 +509,36 @@ done:
   return err;
 }
 
+/* ---- W11 conv3x3: relu(conv(x, w, SAME, NHWC/HWIO) + b) ------------------------------------------ */
+enum { W11_N = 32, W11_HW = 56, W11_C = 64, W11_O = 64, W11_K = 3 };
+
+static void w11_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  int64_t pad[2] = {1, 1};
+  jit_val y = jit_conv(t, a[0], a[1], NULL, pad, pad, NULL, NULL, "NHWC", "HWIO", "NHWC", 1);
+  r[0] = jit_relu(t, jit_add(t, y, a[2]));
+}
+
+static void w11_ref(const float *const *a, double *y) {
+  enum { N = W11_N, S = W11_HW, C = W11_C, O = W11_O, K = W11_K };
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t h = 0; h < S; h++)
+      for (int64_t w = 0; w < S; w++) {
+        double *out = y + ((n * S + h) * S + w) * O;
+        for (int o = 0; o < O; o++) out[o] = a[2][o];
+        for (int kh = 0; kh < K; kh++)
+          for (int kw = 0; kw < K; kw++) {
+            int64_t ih = h + kh - 1, iw = w + kw - 1;
+            if (ih < 0 || ih >= S || iw < 0 || iw >= S) continue;
+            const float *x = a[0] + ((n * S + ih) * S + iw) * C;
+            const float *wk = a[1] + (kh * K + kw) * C * O;
+            for (int c = 0; c < C; c++)
+              for (int o = 0; o < O; o++) out[o] += (double)x[c] * wk[c * O + o];
+          }
+        for (int o = 0; o < O; o++) out[o] = fmax(out[o], 0.0);
+      }
+}
+
 /* ---- the table ------------------------------------------------------------------------------------ */
 #define ARG1(n) {1, {(n), 0, 0}, 1.0}
 #define ARG2(r, c) {2, {(r), (c), 0}, 1.0}
@@ -517,6 +547,7 @@ done:
 #define W10_MAT(r, c, s) {2, {(r), (c), 0}, (s)}
 #define W10_VEC(n, constant) {1, {(n), 0, 0}, 0.0, (constant)}
 #define W10_TOKENS {2, {8, 128, 0}, 0.0, 0.0, 4096}
+#define ARG4(a, b, c, d) {4, {(a), (b), (c), (d)}, 1.0}
 
 const workload bench_workloads[] = {
     {.id = "W1", .name = "eltwise", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
@@ -594,5 +625,11 @@ const workload bench_workloads[] = {
      .out_shape = {{4096, 256}, {128, 256}, {256}, {256}, {256, 768}, {256, 256}, {256}, {256},
                    {256, 1024}, {1024}, {1024, 256}, {256}, {256}, {256}, {256, 4096}, {0}},
      .trace = w10_trace, .check = w10_check},
+    {.id = "W11", .name = "conv3x3", .kind = FLOOR_FLOPS,
+     .amount = 2.0 * W11_N * W11_HW * W11_HW * W11_O * W11_K * W11_K * W11_C, .tol = 1e-4,
+     .note = "W11 is jit_conv (SAME as pads 1) with the bias and relu after it",
+     .n_args = 3, .args = {ARG4(W11_N, W11_HW, W11_HW, W11_C), ARG4(W11_K, W11_K, W11_C, W11_O), ARG1(W11_O)},
+     .out_rank = {4}, .out_shape = {{W11_N, W11_HW, W11_HW, W11_O}}, .trace = w11_trace,
+     .reference = w11_ref},
 };
 const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);

@@ -320,6 +320,18 @@ jit_val jit_random_uniform(jit_trace *t, jit_val key, jit_dtype dt, int rank, co
 /* jax.random.normal: within 2 ulp of JAX's values (it goes through erf_inv) */
 jit_val jit_random_normal(jit_trace *t, jit_val key, jit_dtype dt, int rank, const int64_t *shape);
 jit_val jit_random_bernoulli(jit_trace *t, jit_val key, double p, int rank, const int64_t *shape);
+/* lax.conv_general_dilated. Specs name the dims as JAX's dimension_numbers do, e.g.
+   "NHWC", "HWIO", "NHWC" (N batch, C feature, I/O kernel in/out features, other letters spatial);
+   n spatial dims = rank - 2; NULL strides/dilations: 1; NULL pads: 0 */
+jit_val jit_conv(jit_trace *t, jit_val lhs, jit_val rhs, const int64_t *strides,
+                 const int64_t *pad_lo, const int64_t *pad_hi, const int64_t *lhs_dilation,
+                 const int64_t *rhs_dilation, const char *lhs_spec, const char *rhs_spec,
+                 const char *out_spec, int64_t feature_group_count);
+/* lax.reduce_window (max-pool, avg-pool as sum / count): window, strides per dim (NULL: 1),
+   pads per dim (NULL: 0), init = the kind's identity */
+typedef enum { JIT_WINDOW_SUM, JIT_WINDOW_MAX, JIT_WINDOW_MIN } jit_window_kind;
+jit_val jit_reduce_window(jit_trace *t, jit_val x, jit_window_kind kind, const int64_t *window,
+                          const int64_t *strides, const int64_t *pad_lo, const int64_t *pad_hi);
 
 /* ---- transformations (while tracing) ----------------------------------------------------------- */
 /* vmap: fn traced on one slice; in_axes[i] = -1: args[i] is not batched */
@@ -466,6 +478,8 @@ void jit_fori_loop(jit_trace *t, int64_t lower, int64_t upper, jit_fori_fn body,
 #define jit_random_uniform(t, ...) jit_random_uniform(JIT__AT(t), __VA_ARGS__)
 #define jit_random_normal(t, ...) jit_random_normal(JIT__AT(t), __VA_ARGS__)
 #define jit_random_bernoulli(t, ...) jit_random_bernoulli(JIT__AT(t), __VA_ARGS__)
+#define jit_conv(t, ...) jit_conv(JIT__AT(t), __VA_ARGS__)
+#define jit_reduce_window(t, ...) jit_reduce_window(JIT__AT(t), __VA_ARGS__)
 #endif
 
 #if defined(__GNUC__)

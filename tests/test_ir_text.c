@@ -195,6 +195,19 @@ static void every_op_roundtrips(void **state) {
   ir_attr ra = {0};
   ra.dims = (ir_dims){1, {1}};
   emit(f, IR_REV, f23, 1, &x, &ra, noloc);
+  /* conv(m, m) over m's last dim; a max-pool of m and its select_and_scatter_add */
+  ir_attr cv = {0};
+  for (int i = 0; i < 3; i++) cv.conv.lhs[i] = cv.conv.rhs[i] = cv.conv.out[i] = (uint8_t)i;
+  cv.conv.stride[0] = 2, cv.conv.pad_lo[0] = 1, cv.conv.pad_hi[0] = 2;
+  cv.conv.lhs_dil[0] = 2, cv.conv.rhs_dil[0] = 1, cv.conv.groups = 1, cv.conv.batch_groups = 2;
+  ir_ref cvargs[2] = {m, m};
+  emit(f, IR_CONV, T(f, JIT_F32, 3, 2, 4, 3), 2, cvargs, &cv, at);
+  ir_attr wa = {0};
+  wa.window.kind = JIT_WINDOW_MAX;
+  for (int i = 0; i < 3; i++) wa.window.size[i] = wa.window.stride[i] = i ? 2 : 1;
+  wa.window.pad_lo[1] = 1, wa.window.pad_hi[2] = 1;
+  ir_ref wargs[2] = {m, emit(f, IR_REDUCE_WINDOW, T(f, JIT_F32, 3, 4, 1, 2), 1, &m, &wa, noloc)};
+  emit(f, IR_SELECT_SCATTER, T(f, JIT_F32, 3, 4, 2, 3), 2, wargs, &wa, noloc);
   ir_ref res[3] = {sel, d, cmps[JIT_GE]};
   assert_int_equal(ir_set_results(f, 3, res), JIT_OK);
   if (ir_verify(f, NULL) != JIT_OK) fail_msg("%s", jit_last_error());
@@ -222,6 +235,11 @@ static void every_op_roundtrips(void **state) {
                                "combine=add mode=fill : f32[4,2,3]"));
   assert_non_null(strstr(text, " lo=[1,-1] hi=[0,2] interior=[1,0] : f32[4,4]"));
   assert_non_null(strstr(text, " axes=[1] : f32[2,3]"));
+  assert_non_null(strstr(text, " lhs=[0,1,2] rhs=[0,1,2] out=[0,1,2] strides=[2] pad_lo=[1] "
+                               "pad_hi=[2] lhs_dil=[2] rhs_dil=[1] groups=1 batch_groups=2 : f32[2,4,3]"));
+  assert_non_null(strstr(text, " reduce=max window=[1,2,2] strides=[1,2,2] "
+                               "pad_lo=[0,1,0] pad_hi=[0,0,1] : f32[4,1,2]"));
+  assert_non_null(strstr(text, " = select_and_scatter_add %"));
   free(text);
   ir_func_free(f);
 }
@@ -514,6 +532,14 @@ static const bad_case bad_cases[] = {
      "2:28: 'contract' lists differ in length: 1 vs 2"},
     {"func @f(%0: f32[2,3], %1: f32[3,4]) -> f32[2,4] {\n  %2 = dot %0, %1 contract=[1],[0] : f32[2,4]\n  return %2\n}\n",
      "2:31: expected 'x' between the lhs and rhs lists, found ','"},
+    {"func @f(%0: f32[1,3,4], %1: f32[2,3,1]) -> f32[1,2,4] {\n  %2 = conv %0, %1 lhs=[0,1,2] rhs=[0,1,2] out=[0,1,2] strides=[1] pad_lo=[0] pad_hi=[0] lhs_dil=[1] rhs_dil=[1] batch_groups=1 : f32[1,2,4]\n  return %2\n}\n",
+     "2:129: 'conv' needs attribute 'groups'"},
+    {"func @f(%0: f32[1,3,4], %1: f32[2,3,1]) -> f32[1,2,4] {\n  %2 = conv %0, %1 lhs=[0,1] rhs=[0,1,2] out=[0,1,2] strides=[1] pad_lo=[0] pad_hi=[0] lhs_dil=[1] rhs_dil=[1] groups=1 batch_groups=1 : f32[1,2,4]\n  return %2\n}\n",
+     "2:30: a conv dim list needs 3 entries (the operand's rank)"},
+    {"func @f(%0: f32[4]) -> f32[2] {\n  %1 = reduce_window %0 reduce=mean window=[2] strides=[2] pad_lo=[0] pad_hi=[0] : f32[2]\n  return %1\n}\n",
+     "2:32: expected a reduction (sum, max or min), found 'mean'"},
+    {"func @f(%0: f32[4]) -> f32[2] {\n  %1 = reduce_window %0 reduce=max window=[0] strides=[2] pad_lo=[0] pad_hi=[0] : f32[2]\n  return %1\n}\n",
+     "2:3: reduce_window: dim 0: window 0 and stride 2 must be >= 1, pads 0, 0 >= 0"},
     {"func @f(%0: f32[2], %1: f32[2]) -> bool[2] {\n  %2 = cmp %0, %1 dir=lesser : bool[2]\n  return %2\n}\n",
      "2:23: expected a comparison (eq, ne, lt, le, gt or ge), found 'lesser'"},
     {"func @f() -> f32[] {\n  %0 = const : f32[]\n  return %0\n}\n",

@@ -38,9 +38,10 @@ bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
   const ir_ins *dot = &f->ins[k->dot];
   const ir_type *dt = ir_type_of(f, k->dot), *rt = ir_type_of(f, k->root);
   const ir_type *rhs = ir_type_of(f, dot->args[1]);
-  /* the output's last dim must be the matmul's N: exactly one free rhs dim */
+  /* the output's last dim must be the matmul's N: exactly one free rhs dim (a conv in GEMM
+     form has it: its out features) */
   if (dt->rank < 1 || !same_dims(dt, rt) ||
-      rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1)
+      (dot->op == IR_DOT && rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1))
     return false;
   out->f = f;
   out->dot = k->dot;

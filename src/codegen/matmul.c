@@ -100,6 +100,13 @@ static bool acc_is_storage(jit_dtype dt, jit_dtype out) {
   }
 }
 
+/* For an lhs view whose innermost K dim is contiguous (a conv's features): that dim's length,
+   the run of K the lhs packer can load as vectors; 0 otherwise. */
+static int64_t conv_run(const cg_matmul_desc *d, const plan *p) {
+  const grp *k = &p->k;
+  return d->lhs_view && k->n >= 1 && k->s[0][k->n - 1] == 1 ? k->ext[k->n - 1] : 0;
+}
+
 static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   memset(p, 0, sizeof *p);
   const ir_type *lt = &d->lhs, *rt = &d->rhs;
@@ -127,7 +134,7 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   for (int i = lt->rank - 1; i >= 0; i--) {
     if (lt->dims[i] < 0)
       return jit_error(JIT_EINVAL, "matmul: negative dim");
-    ls[i] = acc;
+    ls[i] = d->lhs_view ? d->lhs_strides[i] : acc;
     acc *= lt->dims[i] ? lt->dims[i] : 1;
   }
   acc = 1;
@@ -175,6 +182,10 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   p->nr = p->vw * p->nv;
   p->mr = d->vec_bytes == 64 ? 8 : 6;
   int64_t kc = MM_KC_STRIP / ((int64_t)p->nr * (int64_t)es);
+  /* a conv's view: K blocks start at whole contiguous runs of its innermost K dim (a window
+     row's features), which the lhs packer then loads as vectors (emit_pack) */
+  int64_t run = conv_run(d, p);
+  if (run && p->K > kc && run <= kc) kc -= kc % run;
   int64_t mc = round_up(MM_MC_BLOCK / (kc * (int64_t)es), p->mr);
   int64_t ncb = round_up(MM_NC_PANEL / (kc * (int64_t)es), p->nr);
   p->kc = kc;
@@ -214,9 +225,48 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
   d->vec_bytes = vec_bytes;
 }
 
+/* A conv in GEMM form as a dot of the lhs view [batch, out spatial..., window..., in features]
+   with the rhs, contracting the window and feature dims with the rhs's spatial and in dims. */
+static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uint32_t n_epi,
+                      int vec_bytes) {
+  const ir_conv *c = &in->attr.conv;
+  const ir_type *lt = ir_type_of(f, in->args[0]), *rt = ir_type_of(f, in->args[1]);
+  const ir_type *ot = &f->types[in->ty];
+  int ns = lt->rank - 2;
+  int64_t s[IR_MAX_RANK], acc = 1;
+  for (int i = lt->rank - 1; i >= 0; i--) {
+    s[i] = acc;
+    acc *= lt->dims[i];
+  }
+  ir_type view = {.dtype = lt->dtype, .rank = 2 * ns + 2};
+  ir_dot_dims dims = {.n_contract = (uint8_t)(ns + 1)};
+  int64_t vs[IR_MAX_RANK];
+  view.dims[0] = lt->dims[c->lhs[0]];
+  vs[0] = s[c->lhs[0]];
+  for (int i = 0; i < ns; i++) {
+    view.dims[1 + i] = ot->dims[1 + i];
+    vs[1 + i] = c->stride[i] * s[c->lhs[2 + i]];
+    view.dims[1 + ns + i] = rt->dims[c->rhs[2 + i]];
+    vs[1 + ns + i] = c->rhs_dil[i] * s[c->lhs[2 + i]];
+    dims.lhs_contract[i] = (uint8_t)(1 + ns + i);
+    dims.rhs_contract[i] = c->rhs[2 + i];
+  }
+  view.dims[1 + 2 * ns] = lt->dims[c->lhs[1]];
+  vs[1 + 2 * ns] = s[c->lhs[1]];
+  dims.lhs_contract[ns] = (uint8_t)(1 + 2 * ns);
+  dims.rhs_contract[ns] = c->rhs[1];
+  cg_matmul_desc_init(d, &view, rt, &dims, n_epi, vec_bytes);
+  d->lhs_view = true;
+  memcpy(d->lhs_strides, vs, sizeof vs);
+}
+
 void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
                             int vec_bytes) {
   const ir_ins *in = &f->ins[dot];
+  if (in->op == IR_CONV) {
+    conv_desc(d, f, in, n_epi, vec_bytes);
+    return;
+  }
   cg_matmul_desc_init(d, ir_type_of(f, in->args[0]), ir_type_of(f, in->args[1]), &in->attr.dot,
                       n_epi, vec_bytes);
 }
@@ -659,6 +709,18 @@ static void emit_pack(mm *e, LLVMValueRef dst, LLVMValueRef src, const grp *gw, 
     loop_close(e, &lk, step(e, k, 1));
   } else if (gw->n <= 1 && gk->n == 1 && gk->s[ks][0] == 1) {
     emit_pack_transpose(e, sdst, src, gw, ks, LLVMBuildAdd(b, w0, ws, ""), valid, k0, kc, W, name);
+  } else if (ks == 0 && conv_run(e->d, &e->p) &&
+             (e->p.K <= e->p.kc || e->p.kc % conv_run(e->d, &e->p) == 0)) {
+    /* a conv's patches: each contiguous run of K (one window row's features) transposed in
+       vector chunks like a contiguous-k operand; K blocks start at run boundaries (make_plan) */
+    int64_t run = conv_run(e->d, &e->p);
+    loop lr;
+    snprintf(nm, sizeof nm, "%s.run", name);
+    LLVMValueRef r0 = loop_open(e, &lr, ci(e, 0), kc, nm);
+    emit_pack_transpose(e, gep(e, e->T, sdst, LLVMBuildMul(b, r0, ci(e, W), "")), src, gw, ks,
+                        LLVMBuildAdd(b, w0, ws, ""), valid, LLVMBuildAdd(b, k0, r0, ""),
+                        imin(e, ci(e, run), LLVMBuildSub(b, kc, r0, "")), W, name);
+    loop_close(e, &lr, step(e, r0, run));
   } else {
     /* any layout: element by element, k innermost (contiguous when k has the smaller stride) */
     snprintf(nm, sizeof nm, "%s.j", name);

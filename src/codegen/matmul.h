@@ -72,6 +72,9 @@ typedef struct cg_matmul_desc {
   int out_buf;          /* of the output ([batch * M, N] dense, row-major), */
   int scratch_buf;      /* and of this thread's scratch (see cg_matmul_scratch_bytes) */
   int vec_bytes;        /* vector registers to block for: 64, 32 or 16 (the target's) */
+  bool lhs_view;        /* the lhs is read through lhs_strides (elements, one per lhs dim; they
+                           may overlap), not as a dense row-major array: a conv's im2col view */
+  int64_t lhs_strides[IR_MAX_RANK];
 } cg_matmul_desc;
 
 /* Fills d for a dot of lhs x rhs with the default buffer layout
@@ -82,7 +85,11 @@ typedef struct cg_matmul_desc {
    runs correctly on any x86-64 host (LLVM splits wider vectors); the target's is the fast one. */
 void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *rhs,
                          const ir_dot_dims *dims, uint32_t n_epi, int vec_bytes);
-/* The same for instruction `dot` (an IR_DOT) of f. */
+/* The same for instruction `dot` of f: an IR_DOT, or an IR_CONV in GEMM form (ir_conv_is_gemm):
+   M = batch x output positions and K = window positions x in features read through a strided
+   view of the lhs (each (position, window offset) pair addresses lhs element position * stride +
+   offset * dilation), N = out features, the result [batch, spatial..., feature] exactly the
+   matmul's [M, N]. */
 void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
                             int vec_bytes);
 

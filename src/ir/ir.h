@@ -36,7 +36,10 @@
      SHARDING sharding: the identity, pinning its value's sharding (jit_with_sharding_constraint;
      the partitioner consumes it). ALL_REDUCE .. AXIS_INDEX coll: the collectives of a
      partitioned (per-device) function, see ir_coll; they need the function's mesh. SCAN scan (see ir_scan; any number of operands, 0 included); COND, WHILE cond (see
-     ir_cond); GET axis (the index of the scan, cond or while result it reads). */
+     ir_cond); GET axis (the index of the scan, cond or while result it reads). CONV (lhs, rhs)
+     conv: lax.conv_general_dilated (see ir_conv and conv.c); REDUCE_WINDOW window: lax's
+     reduce_window of sum, max or min; SELECT_SCATTER (operand, source) window: XLA's
+     select_and_scatter_add, the VJP of a max / min window reduction (see ir_window). */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
 #define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
@@ -113,7 +116,10 @@
   _(COND, -1, 0, "cond")                           \
   _(WHILE, -1, 0, "while")                         \
   _(GET, 1, 0, "get")                              \
-  _(SHARD_MAP, -1, 0, "shard_map")
+  _(SHARD_MAP, -1, 0, "shard_map")                \
+  _(CONV, 2, 0, "conv")                            \
+  _(REDUCE_WINDOW, 1, 0, "reduce_window")          \
+  _(SELECT_SCATTER, 2, 0, "select_and_scatter_add")
 
 typedef enum ir_op {
 #define IR_OP_ENUM(name, arity, flags, text) IR_##name,
@@ -265,6 +271,41 @@ typedef struct ir_sort {
   uint8_t descending;  /* 0 or 1 */
 } ir_sort;
 
+/* lax.conv_general_dilated's attributes. Dim lists name the operands' and result's dims as XLA's
+   ConvDimensionNumbers do: lhs = (batch, feature, spatial...), rhs = (out feature, in feature,
+   spatial...), out = (batch, feature, spatial...); spatial dim i of the three corresponds, and
+   the per-spatial-dim lists below are in that order (n spatial = rank - 2). With lhs spatial
+   size x, window k: the dilated input is lhs_dil * (x - 1) + 1 long (0 when x = 0), padded by
+   pad_lo / pad_hi (negative: cropped), the window rhs_dil * (k - 1) + 1; the output has
+   (padded - window) / stride + 1 positions (0 when the window does not fit). Output feature o
+   belongs to feature group o / (O / groups), which reads lhs features [g * I, (g + 1) * I)
+   (I = rhs in features; lhs features = I * groups), and to batch group o / (O / batch_groups),
+   which reads lhs batch [b * N', (b + 1) * N') (N' = the result's batch = lhs batch /
+   batch_groups; batch groups come from the filter VJP of a grouped conv). One of groups and
+   batch_groups is 1. Text: `conv %0, %1 lhs=[0,3,1,2] rhs=[3,2,0,1] out=[0,3,1,2]
+   strides=[1,1] pad_lo=[1,1] pad_hi=[1,1] lhs_dil=[1,1] rhs_dil=[1,1] groups=1
+   batch_groups=1`. */
+#define IR_CONV_MAX_SPATIAL (IR_MAX_RANK - 2)
+typedef struct ir_conv {
+  uint8_t lhs[IR_MAX_RANK], rhs[IR_MAX_RANK], out[IR_MAX_RANK]; /* rank entries each */
+  int64_t stride[IR_CONV_MAX_SPATIAL], pad_lo[IR_CONV_MAX_SPATIAL], pad_hi[IR_CONV_MAX_SPATIAL];
+  int64_t lhs_dil[IR_CONV_MAX_SPATIAL], rhs_dil[IR_CONV_MAX_SPATIAL]; /* >= 1 */
+  int64_t groups, batch_groups; /* >= 1 */
+} ir_conv;
+
+/* lax.reduce_window (REDUCE_WINDOW) and select_and_scatter_add (SELECT_SCATTER), per operand
+   dim: the window's size (>= 1), its stride (>= 1) and the padding before / after (>= 0), filled
+   with the kind's identity (0, -inf, +inf; the dtype's lowest / highest for ints). Result dim =
+   (dim + lo + hi - size) / stride + 1 (0 when the window does not fit). SELECT_SCATTER: the
+   result has the operand's shape; for each window position (source element, the source has
+   REDUCE_WINDOW's result shape) the first in-bounds operand element of the window that is >= (max)
+   / <= (min) every other is selected, and the source element added to it (all else 0).
+   Text: `reduce_window %0 reduce=max window=[2,2] strides=[2,2] pad_lo=[0,0] pad_hi=[0,0]`. */
+typedef struct ir_window {
+  int64_t size[IR_MAX_RANK], stride[IR_MAX_RANK], pad_lo[IR_MAX_RANK], pad_hi[IR_MAX_RANK];
+  uint8_t kind; /* jit_window_kind: SUM, MAX, MIN (SELECT_SCATTER: MAX or MIN) */
+} ir_window;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -282,6 +323,8 @@ typedef struct ir_attr {
   ir_cond cond;        /* COND, WHILE */
   ir_shard_map smap;   /* SHARD_MAP */
   ir_sort sort;        /* SORT (with axis) */
+  ir_conv conv;        /* CONV */
+  ir_window window;    /* REDUCE_WINDOW, SELECT_SCATTER */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */
@@ -527,6 +570,37 @@ void ir_eval_pad(const ir_attr *a, const ir_type *ot, const void *operand, const
 void ir_eval_rev(const ir_attr *a, const ir_type *ot, const void *operand, void *out);
 /* The length of the index vector of indices type it (1 when index_dim == its rank). */
 int64_t ir_gather_index_len(const ir_type *it, int index_dim);
+
+/* ---- convolution and windows (conv.c) ----------------------------------------------------------
+   CONV's, REDUCE_WINDOW's and SELECT_SCATTER's type rules (ir_infer_type's contract) and the
+   interpreter's semantics on dense row-major buffers (attributes already checked by the rule;
+   sums in double). */
+jit_status ir_infer_conv_op(ir_op op, uint32_t n_args, const ir_type *const *args,
+                            const ir_attr *attr, ir_type *out, char *why, size_t why_n);
+void ir_eval_conv(const ir_conv *c, const ir_type *lt, const void *lhs, const ir_type *rt,
+                  const void *rhs, const ir_type *ot, void *out);
+void ir_eval_reduce_window(const ir_window *w, const ir_type *xt, const void *x,
+                           const ir_type *ot, void *out);
+void ir_eval_select_scatter(const ir_window *w, const ir_type *xt, const void *x,
+                            const ir_type *st, const void *src, void *out);
+/* CONV instruction in runs as one GEMM over a strided view of its lhs (codegen/matmul.c): no
+   groups, no padding or lhs dilation, a float dtype, the result laid out [batch, spatial...,
+   feature] (passes/conv_layout.c puts convs in this form). */
+bool ir_conv_is_gemm(const ir_func *f, const ir_ins *in);
+/* The identity of a window reduction of kind (jit_window_kind) in dtype d: 0, -inf / +inf, an
+   int dtype's lowest / highest value (u64's highest rounds up as a double). */
+double ir_window_identity(uint8_t kind, jit_dtype d);
+/* The output size of one window dim (the rule above; 0 when the window does not fit). */
+int64_t ir_window_out(int64_t in, int64_t lo, int64_t hi, int64_t window, int64_t stride);
+/* 1 + d * (n - 1), or 0 for n = 0: a dim of n elements dilated by d. */
+int64_t ir_dilate(int64_t n, int64_t d);
+/* The attributes of the convs that give CONV c's VJPs, XLA's rules (lt, rt, ot: its lhs, rhs and
+   result types): d_lhs = conv(ct, rev(rhs')) with for_lhs, rhs' = the rhs with its out features
+   split into (groups, O / groups) and the groups moved in front of its in features when c has
+   feature (or batch) groups, the result's batch groups moved back likewise; d_rhs = conv(lhs, ct)
+   with for_rhs. */
+void ir_conv_vjp_attrs(const ir_conv *c, const ir_type *lt, const ir_type *rt, const ir_type *ot,
+                       ir_conv *for_lhs, ir_conv *for_rhs);
 
 /* ---- liveness (liveness.c) -------------------------------------------------------------------
    The bytes of live intermediate values at the peak of f's instruction order: a value is live

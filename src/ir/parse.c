@@ -747,17 +747,27 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
 }
 
 /* gather / scatter / pad keys, all required where allowed: bit i of *seen is index_keys[i]. */
-enum { K_GATHER = 1, K_SCATTER = 2, K_PAD = 4 };
+enum { K_GATHER = 1, K_SCATTER = 2, K_PAD = 4, K_CONV = 8, K_WIN = 16 };
 static const struct { const char *name; unsigned ops; } index_keys[] = {
     {"offset_dims", K_GATHER}, {"window_dims", K_SCATTER}, {"collapsed", K_GATHER},
     {"inserted", K_SCATTER},   {"start_map", K_GATHER | K_SCATTER},
     {"index_dim", K_GATHER | K_SCATTER}, {"sizes", K_GATHER}, {"combine", K_SCATTER},
     {"mode", K_GATHER | K_SCATTER}, {"lo", K_PAD}, {"hi", K_PAD}, {"interior", K_PAD},
+    {"lhs", K_CONV}, {"rhs", K_CONV}, {"out", K_CONV}, {"reduce", K_WIN}, {"window", K_WIN},
+    {"strides", K_CONV | K_WIN}, {"pad_lo", K_CONV | K_WIN}, {"pad_hi", K_CONV | K_WIN},
+    {"lhs_dil", K_CONV}, {"rhs_dil", K_CONV}, {"groups", K_CONV}, {"batch_groups", K_CONV},
 };
 enum { N_INDEX_KEYS = sizeof index_keys / sizeof index_keys[0] };
 
 static unsigned index_op_bit(ir_op op) {
-  return op == IR_GATHER ? K_GATHER : op == IR_SCATTER ? K_SCATTER : op == IR_PAD ? K_PAD : 0;
+  switch (op) {
+  case IR_GATHER: return K_GATHER;
+  case IR_SCATTER: return K_SCATTER;
+  case IR_PAD: return K_PAD;
+  case IR_CONV: return K_CONV;
+  case IR_REDUCE_WINDOW: case IR_SELECT_SCATTER: return K_WIN;
+  default: return 0;
+  }
 }
 
 /* One word among names (n of them) into *out. */
@@ -769,6 +779,35 @@ static jit_status parse_choice(parser *p, const char *const *names, int n, const
       return JIT_OK;
     }
   return expected(p, what);
+}
+
+/* CONV's and the window ops' keys (index_keys from "lhs" on: j = 0 lhs .. 11 batch_groups). */
+static jit_status parse_conv_attr(parser *p, int j, ir_op op, int rank, ir_attr *a) {
+  ir_conv *c = &a->conv;
+  ir_window *w = &a->window;
+  bool conv = op == IR_CONV;
+  int ns = rank > 2 ? rank - 2 : 0;
+  uint8_t n = 0;
+  jit_status st;
+  static const char *const kinds[] = {"sum", "max", "min"};
+  switch (j) {
+  case 0:
+  case 1:
+  case 2:
+    if ((st = parse_axes(p, j == 0 ? c->lhs : j == 1 ? c->rhs : c->out, &n))) return st;
+    if (n != rank)
+      return err_at(p->t.line, p->t.col, "a conv dim list needs %d entries (the operand's rank)", rank);
+    return JIT_OK;
+  case 3: return parse_choice(p, kinds, 3, "a reduction (sum, max or min)", &w->kind);
+  case 4: return parse_i64s(p, "window", w->size, rank);
+  case 5: return conv ? parse_i64s(p, "strides", c->stride, ns) : parse_i64s(p, "strides", w->stride, rank);
+  case 6: return conv ? parse_i64s(p, "pad_lo", c->pad_lo, ns) : parse_i64s(p, "pad_lo", w->pad_lo, rank);
+  case 7: return conv ? parse_i64s(p, "pad_hi", c->pad_hi, ns) : parse_i64s(p, "pad_hi", w->pad_hi, rank);
+  case 8: return parse_i64s(p, "lhs_dil", c->lhs_dil, ns);
+  case 9: return parse_i64s(p, "rhs_dil", c->rhs_dil, ns);
+  case 10: return parse_int(p, "a group count", 1, INT32_MAX, &c->groups);
+  default: return parse_int(p, "a group count", 1, INT32_MAX, &c->batch_groups);
+  }
 }
 
 static jit_status parse_index_attr(parser *p, ir_op op, const ir_type *operand, ir_attr *a,
@@ -806,7 +845,8 @@ static jit_status parse_index_attr(parser *p, ir_op op, const ir_type *operand, 
   case 8: return parse_choice(p, modes, 2, "a mode (clip or fill)", &g->mode);
   case 9: return parse_i64s(p, "lo", a->pad.lo, rank);
   case 10: return parse_i64s(p, "hi", a->pad.hi, rank);
-  default: return parse_i64s(p, "interior", a->pad.interior, rank);
+  case 11: return parse_i64s(p, "interior", a->pad.interior, rank);
+  default: return parse_conv_attr(p, k - 12, op, rank, a);
   }
 }
 

@@ -240,6 +240,41 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
     put_i64s(l, a->pad.interior, n);
     break;
   }
+  case IR_CONV: {
+    int n = clamp_n(operand0_rank(f, in)), ns = n >= 2 ? n - 2 : 0;
+    const ir_conv *c = &a->conv;
+    static const char *const keys[] = {" strides=", " pad_lo=", " pad_hi=", " lhs_dil=", " rhs_dil="};
+    const int64_t *lists[] = {c->stride, c->pad_lo, c->pad_hi, c->lhs_dil, c->rhs_dil};
+    puts_(l, " lhs=");
+    put_dims(l, c->lhs, n);
+    puts_(l, " rhs=");
+    put_dims(l, c->rhs, n);
+    puts_(l, " out=");
+    put_dims(l, c->out, n);
+    for (int i = 0; i < 5; i++) {
+      puts_(l, keys[i]);
+      put_i64s(l, lists[i], ns);
+    }
+    lprintf(l, " groups=%lld batch_groups=%lld", (long long)c->groups, (long long)c->batch_groups);
+    break;
+  }
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER: {
+    int n = clamp_n(operand0_rank(f, in));
+    const ir_window *w = &a->window;
+    static const char *const kinds[] = {"sum", "max", "min"};
+    if (w->kind <= JIT_WINDOW_MIN) lprintf(l, " reduce=%s", kinds[w->kind]);
+    else lprintf(l, " reduce=<bad %u>", w->kind);
+    puts_(l, " window=");
+    put_i64s(l, w->size, n);
+    puts_(l, " strides=");
+    put_i64s(l, w->stride, n);
+    puts_(l, " pad_lo=");
+    put_i64s(l, w->pad_lo, n);
+    puts_(l, " pad_hi=");
+    put_i64s(l, w->pad_hi, n);
+    break;
+  }
   case IR_DOT:
     if (a->dot.n_batch) {
       puts_(l, " batch=");

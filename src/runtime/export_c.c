@@ -119,6 +119,9 @@ static jit_status put_dot(FILE *out, const ir_func *f, const estep *s, const cha
   const ir_ins *in = &f->ins[s->dot];
   const ir_type *lt = ir_type_of(f, in->args[0]), *rt = ir_type_of(f, in->args[1]);
   const ir_dot_dims *dd = &in->attr.dot;
+  if (in->op != IR_DOT)
+    return jit_error(JIT_EUNSUPPORTED, "%s: %s: a %s has no exported C form yet", who, f->name,
+                     ir_op_name[in->op]);
   if (lt->dtype != JIT_F32 && lt->dtype != JIT_F64)
     return jit_error(JIT_EUNSUPPORTED, "%s: %s: a %s matmul has no exported C form (f32, f64 only)",
                      who, f->name, jit_dtype_name(lt->dtype));

@@ -376,13 +376,87 @@ static void step_index(gen *g, pv a) {
   }
 }
 
+/* A random permutation of 0..n-1 into d. */
+static void shuffle(gen *g, uint8_t *d, int n) {
+  for (int i = 0; i < n; i++) d[i] = (uint8_t)i;
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)(rng(&g->s) % (uint64_t)(i + 1));
+    uint8_t x = d[i];
+    d[i] = d[j];
+    d[j] = x;
+  }
+}
+
+/* conv (floats, rank >= 3: random dimension numbers, strides, pads, dilations, groups, against a
+   kernel made of iotas) or reduce_window (pads smaller than the window, so that every window
+   holds an element of the operand). */
+static void step_window(gen *g, pv a) {
+  const ir_type *t = ty(g, a.r);
+  ir_attr at = {0};
+  if (t->rank == 0) return;
+  if (rng(&g->s) % 2 && t->rank >= 3 && ir_dtype_is_float(t->dtype)) {
+    ir_conv *c = &at.conv;
+    int rank = t->rank, ns = rank - 2;
+    shuffle(g, c->lhs, rank);
+    shuffle(g, c->rhs, rank);
+    shuffle(g, c->out, rank);
+    int64_t C = t->dims[c->lhs[1]];
+    c->groups = C % 2 == 0 && rng(&g->s) % 3 == 0 ? 2 : 1;
+    c->batch_groups = 1;
+    ir_type kt = {.dtype = t->dtype, .rank = rank};
+    kt.dims[c->rhs[0]] = c->groups * irange(&g->s, 1, 3);
+    kt.dims[c->rhs[1]] = C / c->groups;
+    int64_t terms = C / c->groups;
+    for (int i = 0; i < ns; i++) {
+      kt.dims[c->rhs[2 + i]] = irange(&g->s, 1, 3);
+      terms *= kt.dims[c->rhs[2 + i]];
+      c->stride[i] = irange(&g->s, 1, 2);
+      c->pad_lo[i] = irange(&g->s, -1, 2);
+      c->pad_hi[i] = irange(&g->s, -1, 2);
+      c->lhs_dil[i] = irange(&g->s, 1, 2);
+      c->rhs_dil[i] = irange(&g->s, 1, 2);
+    }
+    double bound = a.bound * 3 * (double)terms; /* |kernel| < 3 */
+    if (bound > 1e4) return;
+    /* kernel = iota(dim 0) / 4 - iota(last dim) / 8: small distinct values */
+    ir_attr i0 = {0}, i1 = {0};
+    i1.axis = rank - 1;
+    ir_type it = kt;
+    it.dtype = JIT_I32;
+    if (ir_type_numel(&kt) > MAX_NUMEL) return;
+    ir_ref q = emit_op(g, IR_IOTA, 0, NULL, &i0, &it), r = emit_op(g, IR_IOTA, 0, NULL, &i1, &it);
+    if (q == IR_NOREF || r == IR_NOREF) return;
+    q = emit_op(g, IR_CONVERT, 1, &q, NULL, &kt);
+    r = emit_op(g, IR_CONVERT, 1, &r, NULL, &kt);
+    ir_ref w = binary(g, IR_SUB, binary(g, IR_MUL, q, mk_const(g, &kt, 0.25)),
+                      binary(g, IR_MUL, r, mk_const(g, &kt, 0.125)));
+    ir_ref x[2] = {a.r, w};
+    push(g, emit_op(g, IR_CONV, 2, x, &at, NULL), false, bound);
+    return;
+  }
+  ir_window *w = &at.window;
+  w->kind = (uint8_t)(rng(&g->s) % 3);
+  double n = 1;
+  for (int d = 0; d < t->rank; d++) {
+    w->size[d] = irange(&g->s, 1, 3);
+    w->stride[d] = irange(&g->s, 1, 2);
+    w->pad_lo[d] = irange(&g->s, 0, w->size[d] - 1);
+    w->pad_hi[d] = irange(&g->s, 0, w->size[d] - 1);
+    n *= (double)w->size[d];
+  }
+  bool sum = w->kind == JIT_WINDOW_SUM, fl = ir_dtype_is_float(t->dtype);
+  push(g, emit_op(g, IR_REDUCE_WINDOW, 1, &a.r, &at, NULL), a.exact && !(sum && fl),
+       sum ? a.bound * n : a.bound);
+}
+
 /* Movement and reductions (any dtype). */
 static void step_shape(gen *g, pv a) {
   const ir_type *t = ty(g, a.r);
   ir_type nt = *t;
   ir_attr at = {0};
   bool fl = ir_dtype_is_float(t->dtype);
-  switch (rng(&g->s) % 8) {
+  switch (rng(&g->s) % 9) {
+  case 8: step_window(g, a); return;
   case 7: step_index(g, a); return;
   case 0: { /* transpose */
     int rk = t->rank < IR_MAX_RANK ? t->rank : IR_MAX_RANK;

@@ -96,6 +96,14 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
     h = mix(mix(mix(mix(h, (uint64_t)a->axis), a->sort.n_keys), a->sort.index), a->sort.descending);
     break;
   case IR_SCAN: h = mix(h, a->scan.body); break;
+  case IR_CONV: /* a few fields: same_attr compares them all (built from zero: memcmp) */
+    h = mix(mix(mix(mix(h, a->conv.lhs[1]), a->conv.rhs[0]), (uint64_t)a->conv.stride[0]),
+            (uint64_t)a->conv.groups);
+    break;
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER:
+    h = mix(mix(mix(h, a->window.kind), (uint64_t)a->window.size[0]), (uint64_t)a->window.stride[0]);
+    break;
   case IR_GATHER:
   case IR_SCATTER: /* a few fields: same_attr compares them all */
     h = mix(mix(mix(mix(h, a->gather.offset_dims.n), a->gather.index_dim), a->gather.mode),
@@ -168,6 +176,9 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
   }
   case IR_GET: return x->axis == y->axis;
   case IR_SORT: return x->axis == y->axis && !memcmp(&x->sort, &y->sort, sizeof x->sort);
+  case IR_CONV: return !memcmp(&x->conv, &y->conv, sizeof x->conv);
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER: return !memcmp(&x->window, &y->window, sizeof x->window);
   case IR_SCAN: /* each runs its own body: never merged */
   case IR_COND:
   case IR_WHILE:

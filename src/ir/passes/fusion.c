@@ -332,6 +332,12 @@ static bool users_agree(const fuse *z, ir_ref v, int32_t *g, fz_map *m) {
   return seen;
 }
 
+/* A dot, or a conv that runs as one (ir_conv_is_gemm): the matmul kernel computes it, with an
+   elementwise epilogue fused into its store. */
+static bool is_gemm(const ir_func *f, ir_ref v) {
+  return f->ins[v].op == IR_DOT || (f->ins[v].op == IR_CONV && ir_conv_is_gemm(f, &f->ins[v]));
+}
+
 static jit_status new_group(fuse *z, ir_ref v) {
   group *grown = realloc(z->groups, (z->n_groups + 1) * sizeof *grown);
   if (!grown) return jit_error(JIT_ENOMEM, "fusion: out of memory");
@@ -339,9 +345,10 @@ static jit_status new_group(fuse *z, ir_ref v) {
   group *g = &z->groups[z->n_groups];
   memset(g, 0, sizeof *g);
   ir_op op = z->f->ins[v].op;
-  g->kind = is_reduce(op) ? FZ_ROW : op == IR_DOT ? FZ_DOT : FZ_LOOP;
+  bool gemm = is_gemm(z->f, v);
+  g->kind = is_reduce(op) ? FZ_ROW : gemm ? FZ_DOT : FZ_LOOP;
   g->root = v;
-  g->dot = op == IR_DOT ? v : IR_NOREF;
+  g->dot = gemm ? v : IR_NOREF;
   fz_space(z->f, v, &g->n_row, g->row_ext, &g->root_map);
   z->st[v] = ST_ROOT;
   z->grp[v] = (int32_t)z->n_groups++;
@@ -373,7 +380,7 @@ static bool legal(const fuse *z, ir_ref v, const group *g, const fz_map *m) {
     int64_t out = ir_type_numel(ir_type_of(f, v));
     return ir_type_numel(ir_type_of(f, f->ins[v].args[0])) / (out ? out : 1) <= FZ_MAX_ROW_ELEMS;
   }
-  if (op == IR_DOT)
+  if (is_gemm(f, v))
     return g->kind == FZ_LOOP && fz_map_equal(m, &g->root_map) &&
            same_dims(ir_type_of(f, v), ir_type_of(f, g->root));
   if (op == IR_CONST || op == IR_IOTA || is_move(op)) return true;
@@ -475,9 +482,10 @@ static jit_status visit(fuse *z, ir_ref v) {
     }
     return JIT_OK;
   }
-  if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT) {
+  if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT ||
+      (op == IR_CONV && !is_gemm(z->f, v)) || op == IR_REDUCE_WINDOW || op == IR_SELECT_SCATTER) {
     /* a kernel of its own (the runtime exchanges it between devices; a sort runs ir_sort_eval
-       on whole rows): operands in buffers */
+       on whole rows; the others run through the interpreter): operands in buffers */
     mark_operands(z, v, z->must_mat);
     return new_group(z, v);
   }
@@ -494,7 +502,7 @@ static jit_status visit(fuse *z, ir_ref v) {
   }
   if (!ok) {
     jit_status st = new_group(z, v);
-    if (st == JIT_OK && op == IR_DOT) mark_operands(z, v, z->must_mat);
+    if (st == JIT_OK && is_gemm(f, v)) mark_operands(z, v, z->must_mat);
     return st;
   }
   group *g = &z->groups[gi];
@@ -502,7 +510,7 @@ static jit_status visit(fuse *z, ir_ref v) {
   z->grp[v] = gi;
   z->map[v] = m;
   if (is_reduce(op)) g->kind = FZ_ROW;
-  if (op == IR_DOT) {
+  if (is_gemm(f, v)) {
     g->kind = FZ_DOT;
     g->dot = v;
     mark_operands(z, v, z->must_mat);

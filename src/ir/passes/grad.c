@@ -637,6 +637,96 @@ static void vjp_dot(grad *g, const ir_ins *in, ir_ref ct) {
   }
 }
 
+/* JAX's _reshape_axis_out_of: dim src of a (size n * m) split into (n, m) at src, n major. */
+static ir_ref split_axis(grad *g, ir_ref a, int src, int64_t n) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, a);
+  int64_t d[IR_MAX_RANK];
+  for (int i = 0, j = 0; i < t.rank; i++) {
+    if (i == src) {
+      d[j++] = n;
+      d[j++] = t.dims[i] / n;
+    } else {
+      d[j++] = t.dims[i];
+    }
+  }
+  return reshape(g, a, t.rank + 1, d);
+}
+
+/* JAX's _reshape_axis_into: dim src of a merged into dim dst (an index once src is removed), src
+   the major part. */
+static ir_ref merge_axis(grad *g, ir_ref a, int src, int dst) {
+  if (g->st != JIT_OK) return IR_NOREF;
+  ir_type t = type_of(g, a);
+  int perm[IR_MAX_RANK], n = 0;
+  int64_t d[IR_MAX_RANK] = {0};
+  for (int i = 0; i < t.rank; i++)
+    if (i != src) perm[n++] = i;
+  for (int i = n; i > dst; i--) perm[i] = perm[i - 1];
+  perm[dst] = src;
+  for (int i = 0, j = 0; i < t.rank; i++)
+    if (i != src) d[j++] = t.dims[i];
+  d[dst] *= t.dims[src];
+  return reshape(g, transpose(g, a, t.rank, perm), t.rank - 1, d);
+}
+
+/* XLA's conv VJPs (ir_conv_vjp_attrs): the lhs's through a conv of ct with the reversed kernel,
+   the rhs's through a conv of the lhs with ct. */
+static void vjp_conv(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_conv *c = &in->attr.conv;
+  const ir_type *lt = body_type(g, in->args[0]), *rt = body_type(g, in->args[1]);
+  ir_type ot = type_of(g, ct);
+  if (ir_type_numel(&ot) == 0) return; /* no cotangent flows (JAX's Zero) */
+  ir_attr fl = {0}, fr = {0};
+  ir_conv_vjp_attrs(c, lt, rt, &ot, &fl.conv, &fr.conv);
+  int rank = lt->rank;
+  if (g->dep[in->args[0]]) {
+    ir_ref w = primal(g, in->args[1]);
+    int64_t groups = c->groups > 1 ? c->groups : c->batch_groups;
+    if (groups > 1) w = merge_axis(g, split_axis(g, w, c->rhs[0], groups), c->rhs[0], c->rhs[1]);
+    ir_attr rv = {0};
+    for (int d = 0; d < rank; d++) /* the kernel's spatial dims, increasing */
+      for (int i = 2; i < rank; i++)
+        if (c->rhs[i] == d) rv.dims.d[rv.dims.n++] = (uint8_t)d;
+    w = emit(g, IR_REV, 1, &w, &rv, NULL);
+    ir_ref x[2] = {ct, w};
+    ir_ref dl = emit(g, IR_CONV, 2, x, &fl, NULL);
+    if (c->batch_groups > 1) dl = merge_axis(g, split_axis(g, dl, c->lhs[1], c->batch_groups), c->lhs[1], c->lhs[0]);
+    accum(g, in->args[0], dl);
+  }
+  if (g->dep[in->args[1]]) {
+    ir_ref x[2] = {primal(g, in->args[0]), ct};
+    accum(g, in->args[1], emit(g, IR_CONV, 2, x, &fr, NULL));
+  }
+}
+
+/* reduce_window's VJPs: a sum's cotangent spread back by a window sum over it padded (JAX's
+   transpose rule: interior padding for the strides); a max's or min's scattered to the element
+   each window selected (select_and_scatter_add). */
+static void vjp_reduce_window(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_window *w = &in->attr.window;
+  const ir_type *xt = body_type(g, in->args[0]);
+  ir_type ot = type_of(g, ct);
+  if (w->kind != JIT_WINDOW_SUM) {
+    ir_ref x[2] = {primal(g, in->args[0]), ct};
+    accum(g, in->args[0], emit(g, IR_SELECT_SCATTER, 2, x, &in->attr, NULL));
+    return;
+  }
+  ir_attr pa = {0}, sa = {0};
+  sa.window.kind = JIT_WINDOW_SUM;
+  for (int d = 0; d < xt->rank; d++) {
+    int64_t lo = w->size[d] - 1 - w->pad_lo[d];
+    pa.pad.lo[d] = lo;
+    pa.pad.hi[d] = xt->dims[d] + w->size[d] - 1 - ir_dilate(ot.dims[d], w->stride[d]) - lo;
+    pa.pad.interior[d] = ot.dims[d] ? w->stride[d] - 1 : 0;
+    sa.window.size[d] = w->size[d];
+    sa.window.stride[d] = 1;
+  }
+  ir_ref x[2] = {ct, cst(g, &(ir_type){.dtype = ot.dtype}, 0)};
+  ir_ref padded = emit(g, IR_PAD, 2, x, &pa, NULL);
+  accum(g, in->args[0], emit(g, IR_REDUCE_WINDOW, 1, &padded, &sa, NULL));
+}
+
 /* The cotangents of scan or cond i's results (summed over its GETs), then its backward. */
 static void vjp_bodied(grad *g, ir_ref i) {
   const ir_ins *in = &g->body->ins[i];
@@ -785,6 +875,12 @@ static void vjp(grad *g, ir_ref i) {
   case IR_REDUCE_MIN:
   case IR_REDUCE_PROD: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
+  case IR_CONV: vjp_conv(g, in, ct); break;
+  case IR_REDUCE_WINDOW: vjp_reduce_window(g, in, ct); break;
+  case IR_SELECT_SCATTER:
+    if (g->st == JIT_OK)
+      g->st = jit_error(JIT_EUNSUPPORTED, "%s: select_and_scatter_add (a max-pool's VJP) has no VJP of its own yet", who);
+    break;
   case IR_GET: /* marks its scan or cond: its rule gathers its GETs' cotangents */
     if (g->ct[x0] == IR_NOREF) g->ct[x0] = ct;
     break;

@@ -194,7 +194,9 @@ static void scan_result_guess(const part *P, const ir_ins *sc, uint32_t k, spec 
    along it): pairs (operand dim xd[j], result dim rd[j]); their count. Split alike, the op runs
    on local blocks with no communication: rev and pad on dims they leave alone, a gather on its
    indices' batch dims, and on the operand dims its windows take whole (an embedding table
-   split along its features). Scatter and every other dim: replicated. */
+   split along its features); a conv on the lhs's batch and (without groups) the rhs's output
+   features; a window reduction on the dims its windows of 1 pass through. Scatter and every
+   other dim: replicated. */
 static int index_pairs(const part *P, const ir_ins *in, uint32_t k, int *xd, int *rd) {
   int n = 0;
   const ir_type *x = gtype(P, in->args[k]);
@@ -208,6 +210,19 @@ static int index_pairs(const part *P, const ir_ins *in, uint32_t k, int *xd, int
       xd[n] = rd[n] = d, n++;
     }
     break;
+  case IR_CONV: { /* lhs batch -> out batch; rhs out features -> out features (no groups) */
+    const ir_conv *c = &in->attr.conv;
+    if (k == 0 && c->batch_groups == 1) xd[n] = c->lhs[0], rd[n] = c->out[0], n++;
+    if (k == 1 && c->groups == 1 && c->batch_groups == 1) xd[n] = c->rhs[0], rd[n] = c->out[1], n++;
+    break;
+  }
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER: { /* the dims a window of 1 passes through */
+    const ir_window *w = &in->attr.window;
+    for (int d = 0; d < x->rank; d++)
+      if (w->size[d] == 1 && w->stride[d] == 1 && !w->pad_lo[d] && !w->pad_hi[d]) xd[n] = rd[n] = d, n++;
+    break;
+  }
   case IR_PAD:
     for (int d = 0; k == 0 && d < x->rank; d++)
       if (!in->attr.pad.lo[d] && !in->attr.pad.hi[d] && !in->attr.pad.interior[d]) xd[n] = rd[n] = d, n++;
@@ -337,7 +352,10 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
   case IR_REV:
   case IR_PAD:
   case IR_GATHER:
-    for (uint32_t k = 0; k < (in->op == IR_GATHER ? 2u : 1u); k++) {
+  case IR_CONV:
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER:
+    for (uint32_t k = 0; k < (in->op == IR_PAD ? 1u : in->n_args); k++) {
       int xd[IR_MAX_RANK], rd[IR_MAX_RANK];
       int n = ops[k] ? index_pairs(P, in, k, xd, rd) : 0;
       for (int j = 0; j < n; j++)
@@ -411,7 +429,10 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
     break;
   case IR_REV:
   case IR_PAD:
-  case IR_GATHER: {
+  case IR_GATHER:
+  case IR_CONV:
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER: {
     int xd[IR_MAX_RANK], rd[IR_MAX_RANK], n = index_pairs(P, in, k, xd, rd);
     for (int j = 0; j < n; j++) copy_dim(out, xd[j], s, rd[j]);
     break;

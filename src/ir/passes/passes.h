@@ -10,7 +10,9 @@
   _(canonicalize, CANONICALIZE)   \
   _(cse, CSE)                     \
   _(hoist, HOIST)                 \
-  _(dce, DCE)
+  _(dce, DCE)                     \
+  _(windows, WINDOWS)             \
+  _(conv_layout, CONV_LAYOUT)
 
 typedef enum pass_id {
 #define PASS_ENUM(name, NAME) PASS_##NAME,
@@ -38,6 +40,21 @@ jit_status ir_run_pass(ir_func *f, const char *name, bool verify);
    if any emit failed. Both name the pass in the last error. */
 ir_func   *pass_rebuild_begin(const ir_func *f, ir_ref *map, const char *pass);
 jit_status pass_rebuild_end(ir_func *f, ir_func *nf, const ir_ref *map, const char *pass);
+/* The rebuild of a pass that rewrites some instructions one by one: when want selects any, f is
+   rebuilt with the others copied as they are (attributes and bodies kept, as dce copies) and
+   each selected one replaced by rewrite's value (operands mapped already, args[k] = operand k
+   in nf; the value must have the instruction's type). IR_NOREF from rewrite fails the pass:
+   JIT_ENOMEM when nf ran out of memory, else JIT_EINTERNAL (a type rule refused, as reported
+   through pass_emit_inferred). f is untouched when nothing is selected. */
+typedef bool (*pass_select_fn)(const ir_func *f, const ir_ins *in);
+typedef ir_ref (*pass_rewrite_fn)(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_ref *args);
+jit_status pass_rewrite_each(ir_func *f, const char *pass, pass_select_fn want, pass_rewrite_fn rewrite);
+/* Emits op into nf with the type its rule infers (n <= 3 operands; ops whose type is declared
+   excepted), the remat tag of attr kept; IR_NOREF with the rule's reason in the last error
+   (JIT_EINTERNAL, naming pass) or on OOM. Accepts IR_NOREF operands (and returns IR_NOREF), so
+   that a chain of emits needs one check at its end. */
+ir_ref pass_emit_inferred(ir_func *nf, const char *pass, ir_op op, uint32_t n, const ir_ref *args,
+                          const ir_attr *attr, ir_loc loc);
 
 /* vmap.c: not a pass of the pipeline but the batching transformation jit_vmap runs. Emits into
    dst the batched version of body: args[i] (refs in dst) are body's params with the batch dim

@@ -16,6 +16,12 @@
  *   dce            keep only what a result depends on (a no-op after canonicalize; it keeps the
  *      |           pipeline tidy when canonicalize is switched off)
  *      v
+ *   windows        a reduce_window of a small window as the sum / max / min of strided slices
+ *      |           of its padded operand (one fused loop)
+ *      v
+ *   conv_layout    each conv without groups in the GEMM's form: explicit PAD, result as
+ *      |           [batch, spatial..., feature] then transposed back
+ *      v
  *   optimized fn   (ir_verify after every pass when asked, naming the pass)
  *
  * Glossary (used in every pass): fn = ir_func; ins = instruction (ir_ins); ref = an ins's
@@ -86,6 +92,67 @@ oom:
   return jit_error(JIT_ENOMEM, "%s: out of memory rebuilding @%s", pass, f->name);
 }
 
+ir_ref pass_emit_inferred(ir_func *nf, const char *pass, ir_op op, uint32_t n, const ir_ref *args,
+                          const ir_attr *attr, ir_loc loc) {
+  const ir_type *t[3] = {NULL, NULL, NULL};
+  if (n > 3) {
+    jit_error(JIT_EINTERNAL, "%s: %s with %u operands", pass, ir_op_name[op], n);
+    return IR_NOREF;
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    if (args[k] == IR_NOREF) return IR_NOREF;
+    t[k] = ir_type_of(nf, args[k]);
+  }
+  ir_type out;
+  char why[256];
+  if (ir_infer_type(op, n, t, attr, NULL, &out, why, sizeof why) != JIT_OK) {
+    jit_error(JIT_EINTERNAL, "%s: %s: %s", pass, ir_op_name[op], why);
+    return IR_NOREF;
+  }
+  ir_ty ty = ir_type_intern(nf, &out);
+  return ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, op, ty, n, args, attr, loc);
+}
+
+jit_status pass_rewrite_each(ir_func *f, const char *pass, pass_select_fn want, pass_rewrite_fn rewrite) {
+  bool any = false;
+  for (uint32_t i = f->n_params; i < f->n_ins && !any; i++) any = want(f, &f->ins[i]);
+  if (!any) return JIT_OK;
+  ir_ref *map = malloc(f->n_ins * sizeof *map);
+  if (!map) return jit_error(JIT_ENOMEM, "%s: out of memory", pass);
+  ir_func *nf = pass_rebuild_begin(f, map, pass);
+  if (!nf) {
+    free(map);
+    return JIT_ENOMEM;
+  }
+  ir_ref *args = NULL;
+  uint32_t cap = 0;
+  jit_status st = JIT_OK;
+  for (uint32_t i = f->n_params; i < f->n_ins && st == JIT_OK; i++) {
+    const ir_ins *in = &f->ins[i];
+    if (in->n_args > cap) {
+      ir_ref *a = realloc(args, in->n_args * sizeof *a);
+      if (!a) {
+        nf->oom = true;
+        break;
+      }
+      args = a;
+      cap = in->n_args;
+    }
+    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
+    bool mine = want(f, in);
+    map[i] = mine ? rewrite(nf, f, in, args) : ir_emit(nf, in->op, in->ty, in->n_args, args, &in->attr, in->loc);
+    if (map[i] == IR_NOREF) st = nf->oom || !mine ? JIT_ENOMEM : JIT_EINTERNAL;
+  }
+  free(args);
+  if (st == JIT_EINTERNAL) { /* a rule refused: a bug, its reason already in the last error */
+    ir_func_free(nf);
+  } else {
+    st = pass_rebuild_end(f, nf, map, pass); /* reports nf's OOM */
+  }
+  free(map);
+  return st;
+}
+
 /* ---- the pipeline ---------------------------------------------------------------------------- */
 
 /* "canonicalize, cse, dce" (from the pass table) into buf, for error messages. */
@@ -149,6 +216,8 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
   TRY(run(f, PASS_CANONICALIZE, disabled, verify));
   TRY(run(f, PASS_HOIST, disabled, verify));
   TRY(run(f, PASS_DCE, disabled, verify));
+  TRY(run(f, PASS_WINDOWS, disabled, verify));
+  TRY(run(f, PASS_CONV_LAYOUT, disabled, verify));
   return JIT_OK;
 fail:
   return st;

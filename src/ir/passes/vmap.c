@@ -852,6 +852,149 @@ done:
   free(out_axes);
 }
 
+/* ---- conv and windows (JAX's rules in lax/convolution.py, lax/windowed_reductions.py) ------ */
+
+/* x reshaped to dims (rank n) of its dtype. */
+static ir_ref reshape_to(vm *v, ir_ref x, int n, const int64_t *dims) {
+  if (v->st != JIT_OK) return IR_NOREF;
+  ir_type t = {.dtype = ir_type_of(v->dst, x)->dtype, .rank = n};
+  for (int i = 0; i < n; i++) t.dims[i] = dims[i];
+  return emit(v, IR_RESHAPE, 1, &x, NULL, &t);
+}
+
+/* x (batched at k) with its batch dim merged into its dim d (a dim of the unbatched value), as
+   the major (or minor) part. */
+static ir_ref fold_bdim(vm *v, ir_ref x, int k, int d, bool major) {
+  x = move_bdim(v, x, k, major ? d : d + 1);
+  if (v->st != JIT_OK) return IR_NOREF;
+  const ir_type *t = ir_type_of(v->dst, x);
+  int64_t dims[IR_MAX_RANK] = {0};
+  for (int i = 0, j = 0; i < t->rank; i++)
+    if (i == d + 1) dims[j - 1] *= t->dims[i];
+    else dims[j++] = t->dims[i];
+  return reshape_to(v, x, t->rank - 1, dims);
+}
+
+/* y's dim d split into (batch, rest) (major) or (rest, batch); the batch dim's position in *bd. */
+static ir_ref unfold_bdim(vm *v, ir_ref y, int d, bool major, int8_t *bd) {
+  if (v->st != JIT_OK) return IR_NOREF;
+  const ir_type *t = ir_type_of(v->dst, y);
+  int64_t dims[IR_MAX_RANK];
+  if (t->rank + 1 > IR_MAX_RANK) {
+    vfail(v, JIT_ESHAPE, "batching would need rank %d (at most %d)", t->rank + 1, IR_MAX_RANK);
+    return IR_NOREF;
+  }
+  for (int i = 0, j = 0; i < t->rank; i++) {
+    if (i == d) {
+      dims[j++] = major ? v->batch : t->dims[i] / v->batch;
+      dims[j++] = major ? t->dims[i] / v->batch : v->batch;
+    } else {
+      dims[j++] = t->dims[i];
+    }
+  }
+  *bd = (int8_t)(major ? d : d + 1);
+  return reshape_to(v, y, t->rank + 1, dims);
+}
+
+/* x's dim d (of size groups * m, here with the batch B at d just before it) as (groups, B, m)
+   merged: the batch goes inside each group (minor = false: from (B, groups, m)). inverse = true
+   goes back from a merged (groups, B, m) dim d to (B, groups * m) with the batch at d. */
+static ir_ref regroup(vm *v, ir_ref x, int d, int64_t groups, bool inverse) {
+  if (v->st != JIT_OK) return IR_NOREF;
+  ir_type t = *ir_type_of(v->dst, x);
+  int64_t B = v->batch, m = (inverse ? t.dims[d] / B : t.dims[d + 1]) / groups;
+  if (t.rank + 2 > IR_MAX_RANK) {
+    vfail(v, JIT_ESHAPE, "batching a grouped conv would need rank %d (at most %d)", t.rank + 2, IR_MAX_RANK);
+    return IR_NOREF;
+  }
+  int64_t dims[IR_MAX_RANK] = {0};
+  int n = 0;
+  for (int i = 0; i < t.rank; i++) {
+    if (i == d) {
+      int64_t first = inverse ? groups : B, second = inverse ? B : groups;
+      dims[n++] = first;
+      dims[n++] = second;
+      dims[n++] = m;
+      if (!inverse) i++; /* (B, groups * m) spans dims d, d + 1 */
+    } else {
+      dims[n++] = t.dims[i];
+    }
+  }
+  x = reshape_to(v, x, n, dims);
+  ir_attr a = {0}; /* swap dims d and d + 1 */
+  a.dims.n = (uint8_t)n;
+  for (int i = 0; i < n; i++) a.dims.d[i] = (uint8_t)(i == d ? d + 1 : i == d + 1 ? d : i);
+  x = emit(v, IR_TRANSPOSE, 1, &x, &a, NULL);
+  if (v->st != JIT_OK) return IR_NOREF;
+  t = *ir_type_of(v->dst, x);
+  n = 0;
+  for (int i = 0; i < t.rank; i++) {
+    if (i == d) {
+      dims[n++] = inverse ? t.dims[d] : t.dims[d] * t.dims[d + 1] * t.dims[d + 2];
+      if (inverse) dims[n++] = t.dims[d + 1] * t.dims[d + 2];
+      i += 2;
+    } else {
+      dims[n++] = t.dims[i];
+    }
+  }
+  return reshape_to(v, x, n, dims);
+}
+
+/* The batch folds into the lhs's batch dim (lhs batched), the rhs's out features (rhs batched,
+   inside each group), or both operands' features as more feature groups (both). */
+static void rule_conv(vm *v, ir_ref r, const ir_ins *in) {
+  int lk = v->bd[in->args[0]], rk = v->bd[in->args[1]];
+  ir_attr a = in->attr;
+  const ir_conv *c = &in->attr.conv;
+  ir_ref x[2];
+  if (lk >= 0 && rk < 0) {
+    x[0] = fold_bdim(v, v->map[in->args[0]], lk, c->lhs[0], false);
+    x[1] = v->map[in->args[1]];
+    ir_ref y = emit(v, IR_CONV, 2, x, &a, NULL);
+    v->map[r] = unfold_bdim(v, y, c->out[0], false, &v->bd[r]);
+    return;
+  }
+  if (lk < 0) {
+    int64_t groups = c->groups > 1 ? c->groups : c->batch_groups;
+    x[0] = v->map[in->args[0]];
+    x[1] = regroup(v, move_bdim(v, v->map[in->args[1]], rk, c->rhs[0]), c->rhs[0], groups, false);
+    ir_ref y = emit(v, IR_CONV, 2, x, &a, NULL);
+    v->map[r] = regroup(v, y, c->out[1], groups, true);
+    v->bd[r] = (int8_t)c->out[1];
+    return;
+  }
+  if (c->batch_groups > 1) {
+    vfail(v, JIT_EUNSUPPORTED, "no batching rule for a conv with batch groups and both operands batched");
+    return;
+  }
+  x[0] = fold_bdim(v, v->map[in->args[0]], lk, c->lhs[1], true);
+  x[1] = fold_bdim(v, v->map[in->args[1]], rk, c->rhs[0], true);
+  a.conv.groups = c->groups * v->batch;
+  ir_ref y = emit(v, IR_CONV, 2, x, &a, NULL);
+  v->map[r] = unfold_bdim(v, y, c->out[1], true, &v->bd[r]);
+}
+
+/* A window of 1 over the batch dim. */
+static void rule_window(vm *v, ir_ref r, const ir_ins *in) {
+  int k = -1;
+  for (uint32_t i = 0; i < in->n_args && k < 0; i++) k = v->bd[in->args[i]];
+  ir_ref x[2];
+  for (uint32_t i = 0; i < in->n_args; i++) x[i] = batched_at(v, in->args[i], k);
+  ir_attr a = {0};
+  const ir_window *w = &in->attr.window;
+  a.window.kind = w->kind;
+  for (int j = 0, d = 0; j < IR_MAX_RANK; j++) {
+    bool b = j == k;
+    a.window.size[j] = b ? 1 : w->size[d];
+    a.window.stride[j] = b ? 1 : w->stride[d];
+    a.window.pad_lo[j] = b ? 0 : w->pad_lo[d];
+    a.window.pad_hi[j] = b ? 0 : w->pad_hi[d];
+    if (!b && ++d == IR_MAX_RANK) break;
+  }
+  v->map[r] = emit(v, in->op, in->n_args, x, &a, NULL);
+  v->bd[r] = (int8_t)k;
+}
+
 static void batch_ins(vm *v, ir_ref r) {
   const ir_ins *in = &v->body->ins[r];
   bool any = false;
@@ -879,6 +1022,9 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_REDUCE_MIN:
   case IR_REDUCE_PROD: rule_reduce(v, r, in); break;
   case IR_DOT: rule_dot(v, r, in); break;
+  case IR_CONV: rule_conv(v, r, in); break;
+  case IR_REDUCE_WINDOW:
+  case IR_SELECT_SCATTER: rule_window(v, r, in); break;
   case IR_SCAN: rule_scan(v, r, in); break;
   case IR_GET: rule_get(v, r, in); break;
   case IR_COND: rule_cond(v, r, in); break;

@@ -1,0 +1,65 @@
+/* conv_layout.c: gives each conv without groups the form the native GEMM runs (see
+ * ir_conv_is_gemm): its padding and lhs dilation become an explicit PAD of the lhs (zeros, with
+ * interior padding for the dilation) and its result comes out in [batch, spatial..., feature]
+ * order, a TRANSPOSE restoring the layout asked for. The conv is then a GEMM over a strided view
+ * of the padded lhs (codegen/matmul.c): M = batch x output positions, K = window x features,
+ * N = output features.
+ *
+ * Needs: verified f. Keeps: every value's type and meaning (the interpreter gives the same
+ * results before and after); locations. Grouped convs (feature or batch groups) stay as they are
+ * and run through the interpreter. Leaves f untouched when no conv needs it.
+ * Cost: O(instructions), one rebuild when a conv changes; at run time the PAD copies the lhs once.
+ */
+#include "ir/passes/passes.h"
+#include "runtime/error.h"
+
+/* A conv this pass rewrites: no groups, float, and not in GEMM form yet. */
+static bool wants_rewrite(const ir_func *f, const ir_ins *in) {
+  return in->op == IR_CONV && in->attr.conv.groups == 1 && in->attr.conv.batch_groups == 1 &&
+         !ir_conv_is_gemm(f, in);
+}
+
+static const char *const who = "conv_layout";
+
+static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_ref *ops) {
+  (void)f;
+  ir_ref lhs = ops[0], rhs = ops[1];
+  const ir_conv *c = &in->attr.conv;
+  int rank = ir_type_of(nf, lhs)->rank, ns = rank - 2;
+  ir_attr ca = in->attr;
+  ir_conv *g = &ca.conv;
+  bool pad = false;
+  ir_attr pa = {0};
+  for (int i = 0; i < ns; i++) {
+    int d = c->lhs[2 + i];
+    pa.pad.lo[d] = c->pad_lo[i];
+    pa.pad.hi[d] = c->pad_hi[i];
+    pa.pad.interior[d] = c->lhs_dil[i] - 1;
+    pad |= c->pad_lo[i] || c->pad_hi[i] || c->lhs_dil[i] != 1;
+    g->pad_lo[i] = g->pad_hi[i] = 0;
+    g->lhs_dil[i] = 1;
+  }
+  if (pad) {
+    ir_ref zero = ir_emit_const(nf, ir_type_make(nf, ir_type_of(nf, lhs)->dtype, 0, NULL), 0, in->loc);
+    ir_ref pargs[2] = {lhs, zero};
+    lhs = zero == IR_NOREF ? IR_NOREF : pass_emit_inferred(nf, who, IR_PAD, 2, pargs, &pa, in->loc);
+    if (lhs == IR_NOREF) return IR_NOREF;
+  }
+  /* the result as [batch, spatial..., feature], then transposed to the asked layout */
+  g->out[0] = 0;
+  g->out[1] = (uint8_t)(rank - 1);
+  for (int i = 0; i < ns; i++) g->out[2 + i] = (uint8_t)(1 + i);
+  ir_ref args[2] = {lhs, rhs};
+  ir_ref y = pass_emit_inferred(nf, who, IR_CONV, 2, args, &ca, in->loc);
+  ir_attr ta = {0};
+  ta.dims.n = (uint8_t)rank;
+  bool identity = true;
+  for (int i = 0; i < rank; i++) {
+    ta.dims.d[c->out[i]] = g->out[i];
+    identity &= c->out[i] == g->out[i];
+  }
+  ta.remat = in->attr.remat;
+  return identity ? y : pass_emit_inferred(nf, who, IR_TRANSPOSE, 1, &y, &ta, in->loc);
+}
+
+jit_status pass_conv_layout(ir_func *f) { return pass_rewrite_each(f, who, wants_rewrite, rewrite); }

@@ -1,0 +1,370 @@
+/* test_conv.c: jit_conv (lax.conv_general_dilated) against a direct float64 loop written here
+ * from the specs' letters: dimension-number permutations, 1-3 spatial dims, odd sizes, strides,
+ * padding (negative too), lhs and rhs dilation together, feature groups and depthwise; compiled
+ * and interpreted, f32 and f64; VJPs of both operands by finite differences; vmap of either or
+ * both operands against a loop over examples; errors naming the user's line. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "support/gradcheck.h"
+#include "support/optest.h"
+#include "tjit.h"
+
+#define THIS_FILE "tests/test_conv.c"
+
+typedef struct convcase {
+  const char *lspec, *rspec, *ospec;
+  int64_t lshape[5], rshape[5]; /* in the specs' layouts */
+  int64_t stride[3], lo[3], hi[3], ldil[3], rdil[3];
+  int64_t groups;
+  jit_dtype dt;
+} convcase;
+
+static int rank_of(const convcase *c) { return (int)strlen(c->lspec); }
+
+static int pos(const char *spec, char ch) { return (int)(strchr(spec, ch) - spec); }
+
+/* The spatial letters in the rhs spec's order (JAX's order of strides and pads). */
+static int spatial_letters(const convcase *c, char *sp) {
+  int n = 0;
+  for (const char *p = c->rspec; *p; p++)
+    if (*p != 'O' && *p != 'I') sp[n++] = *p;
+  return n;
+}
+
+static int64_t dilated(int64_t n, int64_t d) { return n ? 1 + d * (n - 1) : 0; }
+
+/* The direct loop: out[n, o, s] = sum over in features of o's group and window positions. */
+static ot_array reference(const convcase *c, const ot_array *x, const ot_array *w) {
+  int rank = rank_of(c);
+  char sp[3];
+  int ns = spatial_letters(c, sp);
+  int64_t N = x->shape[pos(c->lspec, 'N')], O = w->shape[pos(c->rspec, 'O')];
+  int64_t I = w->shape[pos(c->rspec, 'I')], og = O / c->groups;
+  int64_t in[3], k[3], out[3];
+  int64_t oshape[5];
+  oshape[pos(c->ospec, 'N')] = N;
+  oshape[pos(c->ospec, 'C')] = O;
+  for (int i = 0; i < ns; i++) {
+    in[i] = x->shape[pos(c->lspec, sp[i])];
+    k[i] = w->shape[pos(c->rspec, sp[i])];
+    int64_t padded = dilated(in[i], c->ldil[i]) + c->lo[i] + c->hi[i];
+    int64_t win = dilated(k[i], c->rdil[i]);
+    out[i] = padded < win ? 0 : (padded - win) / c->stride[i] + 1;
+    oshape[pos(c->ospec, sp[i])] = out[i];
+  }
+  ot_array r = ot_zeros(c->dt, rank, oshape);
+  int64_t oi[5], li[5], wi[5];
+  for (int64_t q = 0; q < r.n; q++) {
+    ot_unravel(q, rank, oshape, oi);
+    int64_t n = oi[pos(c->ospec, 'N')], o = oi[pos(c->ospec, 'C')];
+    double acc = 0;
+    int64_t nk = 1;
+    for (int i = 0; i < ns; i++) nk *= k[i];
+    for (int64_t kq = 0; kq < nk; kq++) {
+      int64_t rem = kq, kk[3];
+      for (int i = ns - 1; i >= 0; i--) {
+        kk[i] = rem % k[i];
+        rem /= k[i];
+      }
+      bool inside = true;
+      for (int i = 0; i < ns; i++) {
+        int64_t p = oi[pos(c->ospec, sp[i])] * c->stride[i] + kk[i] * c->rdil[i] - c->lo[i];
+        if (p < 0 || p % c->ldil[i] || p / c->ldil[i] >= in[i]) inside = false;
+        else li[pos(c->lspec, sp[i])] = p / c->ldil[i];
+        wi[pos(c->rspec, sp[i])] = kk[i];
+      }
+      if (!inside) continue;
+      for (int64_t f = 0; f < I; f++) {
+        li[pos(c->lspec, 'N')] = n;
+        li[pos(c->lspec, 'C')] = (o / og) * I + f;
+        wi[pos(c->rspec, 'O')] = o;
+        wi[pos(c->rspec, 'I')] = f;
+        acc += x->v[ot_ravel(rank, x->shape, li)] * w->v[ot_ravel(rank, w->shape, wi)];
+      }
+    }
+    r.v[q] = acc;
+  }
+  return r;
+}
+
+static jit_val apply(jit_trace *t, const convcase *c, jit_val x, jit_val w) {
+  return jit_conv(t, x, w, c->stride, c->lo, c->hi, c->ldil, c->rdil, c->lspec, c->rspec, c->ospec,
+                  c->groups);
+}
+
+static void trace_conv(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  res[0] = apply(t, user, args[0], args[1]);
+}
+
+static ot_array operand(const convcase *c, int side, uint64_t seed) {
+  return ot_random(c->dt, rank_of(c), side ? c->rshape : c->lshape, seed, -1, 1);
+}
+
+/* Compiled and interpreted against the loop. */
+static void check_case(const convcase *c, const char *what) {
+  ot_array in[2] = {operand(c, 0, 1), operand(c, 1, 2)}, got[2];
+  ot_array want = reference(c, &in[0], &in[1]);
+  ot_run_both(what, trace_conv, (void *)c, 2, in, 1, got);
+  ot_tol tol = c->dt == JIT_F64 ? (ot_tol){1e-12, 1e-12} : (ot_tol){2e-5, 2e-5};
+  bool ok = ot_close(what, &got[0], &want, NULL, tol) && ot_close(what, &got[1], &want, NULL, tol);
+  if (!ok) print_error("case %s: %s %s %s\n", what, c->lspec, c->rspec, c->ospec);
+  for (int i = 0; i < 2; i++) {
+    ot_free(&got[i]);
+    ot_free(&in[i]);
+  }
+  ot_free(&want);
+  assert_true(ok);
+}
+
+#define ONES {1, 1, 1}
+static const convcase cases[] = {
+    /* the permutations of 2-D dimension numbers, odd sizes, SAME-like padding */
+    {"NCHW", "OIHW", "NCHW", {2, 3, 5, 7}, {4, 3, 3, 3}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32},
+    {"NHWC", "HWIO", "NHWC", {2, 5, 7, 3}, {3, 3, 3, 4}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32},
+    {"NHWC", "OIHW", "NCHW", {2, 5, 7, 3}, {4, 3, 2, 3}, ONES, {0, 2}, {1, 0}, ONES, ONES, 1, JIT_F32},
+    {"CHWN", "IOWH", "HNCW", {3, 6, 5, 2}, {3, 4, 2, 3}, {2, 1}, {1, 0}, {0, 1}, ONES, ONES, 1, JIT_F32},
+    {"NWHC", "WHIO", "CNWH", {1, 4, 6, 2}, {3, 2, 2, 5}, ONES, ONES, ONES, ONES, ONES, 1, JIT_F64},
+    /* 1x1 and an unpadded NHWC x HWIO (the direct GEMM shapes) */
+    {"NHWC", "HWIO", "NHWC", {3, 4, 5, 6}, {1, 1, 6, 7}, ONES, {0, 0}, {0, 0}, ONES, ONES, 1, JIT_F32},
+    {"NHWC", "HWIO", "NHWC", {2, 9, 8, 5}, {3, 2, 5, 3}, ONES, {0, 0}, {0, 0}, ONES, ONES, 1, JIT_F64},
+    /* strides + padding + lhs and rhs dilation together */
+    {"NHWC", "HWIO", "NHWC", {2, 7, 6, 3}, {3, 2, 3, 2}, {2, 3}, {2, 1}, {1, 3}, {2, 1}, {1, 2}, 1, JIT_F32},
+    {"NCHW", "OIHW", "NCHW", {1, 2, 5, 5}, {3, 2, 2, 3}, {3, 2}, {0, 2}, {2, 0}, {2, 3}, {2, 2}, 1, JIT_F64},
+    /* negative padding crops */
+    {"NCHW", "OIHW", "NCHW", {2, 2, 8, 6}, {2, 2, 2, 2}, ONES, {-1, 1}, {-2, 0}, ONES, ONES, 1, JIT_F32},
+    /* feature groups, depthwise (I = 1, O = C * 2) */
+    {"NHWC", "HWIO", "NHWC", {2, 5, 5, 6}, {3, 3, 2, 9}, {1, 2}, {1, 1}, {1, 1}, ONES, ONES, 3, JIT_F32},
+    {"NHWC", "HWIO", "NHWC", {2, 6, 5, 4}, {3, 3, 1, 8}, ONES, {1, 1}, {1, 1}, ONES, ONES, 4, JIT_F32},
+    {"NCHW", "OIHW", "NCHW", {1, 4, 5, 4}, {6, 2, 2, 2}, ONES, {1, 0}, {0, 1}, ONES, {2, 1}, 2, JIT_F64},
+    /* 1-D and 3-D */
+    {"NWC", "WIO", "NWC", {2, 11, 3}, {4, 3, 5}, {3}, {2}, {1}, ONES, ONES, 1, JIT_F32},
+    {"NCW", "OIW", "NWC", {3, 2, 9}, {4, 2, 3}, {2}, {0}, {0}, {2}, {2}, 1, JIT_F64},
+    {"NCDHW", "OIDHW", "NCDHW", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {0, 1, 1}, ONES, ONES, 1, JIT_F32},
+    {"NDHWC", "DHWIO", "NDHWC", {2, 3, 4, 5, 4}, {2, 2, 2, 2, 4}, ONES, {1, 1, 1}, {1, 1, 1}, ONES, {1, 2, 1}, 2, JIT_F32},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+static void test_against_loop(void **state) {
+  (void)state;
+  for (int i = 0; i < N_CASES; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "conv case %d", i);
+    check_case(&cases[i], what);
+  }
+}
+
+/* W11-like layers at sizes that take the native GEMM path with several row and K blocks. */
+static void test_larger(void **state) {
+  (void)state;
+  convcase c = {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, ONES, {1, 1}, {1, 1},
+                ONES, ONES, 1, JIT_F32};
+  check_case(&c, "larger NHWC");
+  convcase s2 = c;
+  s2.stride[0] = s2.stride[1] = 2;
+  check_case(&s2, "larger strided");
+  /* K = 3 * 3 * 300 spans several of the GEMM's K blocks, each starting at a window row */
+  convcase deep = {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0},
+                   ONES, ONES, 1, JIT_F32};
+  check_case(&deep, "deep K");
+  deep.dt = JIT_F64;
+  check_case(&deep, "deep K f64");
+  /* a strided 1x1: one contiguous K run, rows that do not merge */
+  convcase one = {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0},
+                  ONES, ONES, 1, JIT_F32};
+  check_case(&one, "strided 1x1");
+}
+
+/* ---- VJPs by finite differences ------------------------------------------------------------- */
+
+static void loss_fn(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  jit_val y = apply(t, user, args[0], args[1]);
+  int axes[JIT_MAX_RANK], rank = jit_val_rank(t, y);
+  for (int i = 0; i < rank; i++) axes[i] = i;
+  res[0] = jit_reduce_sum(t, jit_sin(t, y), rank, axes);
+}
+
+static void test_grads(void **state) {
+  (void)state;
+  for (int i = 0; i < N_CASES; i++) {
+    convcase c = cases[i];
+    c.dt = JIT_F64;
+    ot_array in[2] = {operand(&c, 0, 3), operand(&c, 1, 4)};
+    ot_loss_fn l = {loss_fn, &c, 2};
+    char what[32];
+    snprintf(what, sizeof what, "conv grad case %d", i);
+    ot_check_grad(what, &l, in);
+    ot_free(&in[0]);
+    ot_free(&in[1]);
+  }
+}
+
+/* ---- vmap against a loop ------------------------------------------------------------------ */
+
+typedef struct vcase {
+  const convcase *c;
+  int lhs_axis, rhs_axis; /* -1: not batched */
+} vcase;
+
+static void inner_fn(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  res[0] = apply(t, user, args[0], args[1]);
+}
+
+static void vmapped(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  const vcase *v = user;
+  int in_axes[2] = {v->lhs_axis, v->rhs_axis}, out_axes[1] = {0};
+  jit_vmap(t, inner_fn, (void *)v->c, 2, args, in_axes, 1, res, out_axes);
+}
+
+/* x with a batch of B inserted at axis (example e = the operand made with seed + e). */
+static ot_array stacked(const convcase *c, int side, int axis, int64_t B, uint64_t seed) {
+  ot_array ex = operand(c, side, seed);
+  if (axis < 0) return ex;
+  int64_t shape[JIT_MAX_RANK], idx[JIT_MAX_RANK], eidx[JIT_MAX_RANK];
+  for (int i = 0, j = 0; i <= ex.rank; i++) shape[i] = i == axis ? B : ex.shape[j++];
+  ot_array r = ot_zeros(c->dt, ex.rank + 1, shape);
+  for (int64_t q = 0; q < r.n; q++) {
+    ot_unravel(q, r.rank, shape, idx);
+    int64_t e = idx[axis];
+    for (int i = 0, j = 0; i <= ex.rank; i++)
+      if (i != axis) eidx[j++] = idx[i];
+    ot_array one = operand(c, side, seed + (uint64_t)e);
+    r.v[q] = one.v[ot_ravel(ex.rank, ex.shape, eidx)];
+    ot_free(&one);
+  }
+  ot_free(&ex);
+  return r;
+}
+
+static void test_vmap(void **state) {
+  (void)state;
+  const int picks[] = {1, 3, 7, 10, 11, 13, 15};
+  const int axes[][2] = {{0, -1}, {2, -1}, {-1, 0}, {-1, 3}, {0, 0}, {1, 2}};
+  int64_t B = 3;
+  for (size_t p = 0; p < sizeof picks / sizeof picks[0]; p++)
+    for (size_t a = 0; a < sizeof axes / sizeof axes[0]; a++) {
+      const convcase *c = &cases[picks[p]];
+      vcase v = {c, axes[a][0], axes[a][1]};
+      ot_array in[2] = {stacked(c, 0, v.lhs_axis, B, 10), stacked(c, 1, v.rhs_axis, B, 20)}, got;
+      OT_ASSERT_OK(ot_run("vmapped", vmapped, &v, 2, in, 1, &got));
+      for (int64_t e = 0; e < B; e++) {
+        ot_array x = operand(c, 0, v.lhs_axis < 0 ? 10 : 10 + (uint64_t)e);
+        ot_array w = operand(c, 1, v.rhs_axis < 0 ? 20 : 20 + (uint64_t)e);
+        ot_array want = reference(c, &x, &w);
+        ot_array slice = ot_zeros(want.dt, want.rank, want.shape);
+        for (int64_t q = 0; q < want.n; q++) slice.v[q] = got.v[e * want.n + q];
+        bool ok = ot_close("vmap", &slice, &want, NULL, (ot_tol){2e-5, 2e-5});
+        if (!ok) print_error("vmap case %d, axes %d %d, example %lld\n", picks[p], v.lhs_axis, v.rhs_axis, (long long)e);
+        assert_true(ok);
+        ot_free(&slice);
+        ot_free(&want);
+        ot_free(&x);
+        ot_free(&w);
+      }
+      ot_free(&got);
+      ot_free(&in[0]);
+      ot_free(&in[1]);
+    }
+}
+
+/* ---- sharded over 2 devices --------------------------------------------------------------- */
+
+typedef struct scase {
+  const convcase *c;
+  jit_sharding *lhs, *rhs; /* constraints on the operands (NULL: none) */
+} scase;
+
+static void trace_sharded(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  const scase *s = user;
+  jit_val x = s->lhs ? jit_with_sharding_constraint(t, args[0], s->lhs) : args[0];
+  jit_val w = s->rhs ? jit_with_sharding_constraint(t, args[1], s->rhs) : args[1];
+  res[0] = apply(t, s->c, x, w);
+}
+
+/* A batch-split lhs or an output-feature-split rhs stays split (the partitioned program moves
+   nothing); both split over the one mesh axis, or a spatially split lhs, gather first. Each
+   against the unsharded result. */
+static void test_sharded(void **state) {
+  (void)state;
+  jit_ctx *two = ot_ctx_with(2, 2, 3);
+  jit_mesh *mesh = NULL;
+  OT_ASSERT_OK(jit_mesh_create(two, 1, (int64_t[]){2}, (const char *[]){"x"}, NULL, &mesh));
+  convcase c = {"NHWC", "HWIO", "NHWC", {4, 6, 5, 3}, {3, 3, 3, 4}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32};
+  static const char *const specs[][2] = {{"x,_,_,_", NULL}, {NULL, "_,_,_,x"}, {"x,_,_,_", "_,_,_,x"}, {"_,x,_,_", NULL}};
+  ot_array in[2] = {operand(&c, 0, 30), operand(&c, 1, 31)};
+  ot_array want = reference(&c, &in[0], &in[1]);
+  for (int i = 0; i < 4; i++) {
+    scase s = {&c, NULL, NULL};
+    if (specs[i][0]) OT_ASSERT_OK(jit_sharding_create(mesh, specs[i][0], &s.lhs));
+    if (specs[i][1]) OT_ASSERT_OK(jit_sharding_create(mesh, specs[i][1], &s.rhs));
+    ot_array got;
+    OT_ASSERT_OK(ot_run_ctx(two, "sharded", trace_sharded, &s, 2, in, 1, &got));
+    assert_true(ot_close("sharded", &got, &want, NULL, (ot_tol){2e-5, 2e-5}));
+    ot_free(&got);
+    jit_fn_opts o = {.name = "sharded", .n_args = 2, .n_results = 1};
+    jit_fn *f = NULL;
+    OT_ASSERT_OK(jit_compile(two, trace_sharded, &s, &o, &f));
+    jit_array *a[2] = {ot_upload_to(two, &in[0]), ot_upload_to(two, &in[1])}, *r = NULL;
+    OT_ASSERT_OK(jit_call(f, a, &r));
+    jit_array_free(r);
+    char *text = ot_fn_dump(f, a, JIT_DUMP_PARTITIONED);
+    bool moves = strstr(text, "all_gather") != NULL;
+    if (moves != (i >= 2)) print_error("case %d:\n%s\n", i, text);
+    assert_true(moves == (i >= 2)); /* case 2: one axis cannot split both dims */
+    free(text);
+    jit_array_free(a[0]);
+    jit_array_free(a[1]);
+    jit_fn_free(f);
+    jit_sharding_free(s.lhs);
+    jit_sharding_free(s.rhs);
+  }
+  ot_free(&want);
+  ot_free(&in[0]);
+  ot_free(&in[1]);
+  jit_mesh_free(mesh);
+  jit_ctx_destroy(two);
+}
+
+/* ---- errors name the user's line --------------------------------------------------------------- */
+
+static int bad_line;
+static void bad_ops(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  int which = *(int *)user;
+  bad_line = __LINE__ + 2;
+  switch (which) {
+  case 0: res[0] = jit_conv(t, args[0], args[1], NULL, NULL, NULL, NULL, NULL, "NHWC", "HWIO", "NHWX", 1); break;
+  case 1: res[0] = jit_conv(t, args[0], args[1], NULL, NULL, NULL, NULL, NULL, "NCHW", "HWIO", "NHWC", 1); break;
+  case 2: res[0] = jit_conv(t, args[0], args[1], (int64_t[]){0, 1}, NULL, NULL, NULL, NULL, "NHWC", "HWIO", "NHWC", 1); break;
+  default: res[0] = jit_conv(t, args[0], args[1], NULL, NULL, NULL, NULL, NULL, "NHWC", "HWIO", "NHWC", 2); break;
+  }
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  static const jit_status codes[] = {JIT_EINVAL, JIT_ESHAPE, JIT_EINVAL, JIT_ESHAPE};
+  ot_array in[2] = {ot_random(JIT_F32, 4, (int64_t[]){1, 4, 4, 3}, 5, -1, 1),
+                    ot_random(JIT_F32, 4, (int64_t[]){2, 2, 3, 4}, 6, -1, 1)};
+  for (int which = 0; which < 4; which++) {
+    ot_array r;
+    assert_int_equal(ot_run("bad", bad_ops, &which, 2, in, 1, &r), codes[which]);
+    assert_true(ot_error_has("conv", THIS_FILE, bad_line + which));
+  }
+  ot_free(&in[0]);
+  ot_free(&in[1]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_against_loop), cmocka_unit_test(test_larger),
+      cmocka_unit_test(test_grads),        cmocka_unit_test(test_vmap),
+      cmocka_unit_test(test_sharded),      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
+}
