@@ -229,16 +229,7 @@ jit_status pass_cse(ir_func *f) {
   }
   for (uint32_t i = f->n_params; i < f->n_ins; i++) {
     const ir_ins *in = &f->ins[i];
-    if (in->n_args > args_cap) {
-      ir_ref *a = realloc(args, in->n_args * sizeof *a);
-      if (!a) {
-        nf->oom = true;
-        break;
-      }
-      args = a;
-      args_cap = in->n_args;
-    }
-    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
+    if (!pass_map_args(nf, in, map, &args, &args_cap)) break;
     cand c = {in->op, in->ty, in->n_args, args, &in->attr};
     size_t slot = (size_t)hash_cand(nf, &c) & (cap - 1);
     map[i] = IR_NOREF;

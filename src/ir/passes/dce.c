@@ -48,16 +48,7 @@ jit_status pass_dce(ir_func *f) {
     map[i] = IR_NOREF;
     if (!live[i]) continue;
     const ir_ins *in = &f->ins[i];
-    if (in->n_args > cap) {
-      ir_ref *a = realloc(args, in->n_args * sizeof *a);
-      if (!a) {
-        nf->oom = true;
-        break;
-      }
-      args = a;
-      cap = in->n_args;
-    }
-    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
+    if (!pass_map_args(nf, in, map, &args, &cap)) break;
     map[i] = ir_emit(nf, in->op, in->ty, in->n_args, args, &in->attr, in->loc);
     if (map[i] == IR_NOREF) break;
   }

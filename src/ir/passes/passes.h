@@ -40,6 +40,9 @@ jit_status ir_run_pass(ir_func *f, const char *name, bool verify);
    if any emit failed. Both name the pass in the last error. */
 ir_func   *pass_rebuild_begin(const ir_func *f, ir_ref *map, const char *pass);
 jit_status pass_rebuild_end(ir_func *f, ir_func *nf, const ir_ref *map, const char *pass);
+/* in's operands through map (old ref -> new) into *buf, grown to *cap as needed; false (nf->oom
+   set) when out of memory. For passes that copy a function instruction by instruction. */
+bool pass_map_args(ir_func *nf, const ir_ins *in, const ir_ref *map, ir_ref **buf, uint32_t *cap);
 /* The rebuild of a pass that rewrites some instructions one by one: when want selects any, f is
    rebuilt with the others copied as they are (attributes and bodies kept, as dce copies) and
    each selected one replaced by rewrite's value (operands mapped already, args[k] = operand k

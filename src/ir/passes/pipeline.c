@@ -113,6 +113,20 @@ ir_ref pass_emit_inferred(ir_func *nf, const char *pass, ir_op op, uint32_t n, c
   return ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, op, ty, n, args, attr, loc);
 }
 
+bool pass_map_args(ir_func *nf, const ir_ins *in, const ir_ref *map, ir_ref **buf, uint32_t *cap) {
+  if (in->n_args > *cap) {
+    ir_ref *a = realloc(*buf, in->n_args * sizeof *a);
+    if (!a) {
+      nf->oom = true;
+      return false;
+    }
+    *buf = a;
+    *cap = in->n_args;
+  }
+  for (uint32_t k = 0; k < in->n_args; k++) (*buf)[k] = map[in->args[k]];
+  return true;
+}
+
 jit_status pass_rewrite_each(ir_func *f, const char *pass, pass_select_fn want, pass_rewrite_fn rewrite) {
   bool any = false;
   for (uint32_t i = f->n_params; i < f->n_ins && !any; i++) any = want(f, &f->ins[i]);
@@ -129,16 +143,7 @@ jit_status pass_rewrite_each(ir_func *f, const char *pass, pass_select_fn want, 
   jit_status st = JIT_OK;
   for (uint32_t i = f->n_params; i < f->n_ins && st == JIT_OK; i++) {
     const ir_ins *in = &f->ins[i];
-    if (in->n_args > cap) {
-      ir_ref *a = realloc(args, in->n_args * sizeof *a);
-      if (!a) {
-        nf->oom = true;
-        break;
-      }
-      args = a;
-      cap = in->n_args;
-    }
-    for (uint32_t k = 0; k < in->n_args; k++) args[k] = map[in->args[k]];
+    if (!pass_map_args(nf, in, map, &args, &cap)) break;
     bool mine = want(f, in);
     map[i] = mine ? rewrite(nf, f, in, args) : ir_emit(nf, in->op, in->ty, in->n_args, args, &in->attr, in->loc);
     if (map[i] == IR_NOREF) st = nf->oom || !mine ? JIT_ENOMEM : JIT_EINTERNAL;
