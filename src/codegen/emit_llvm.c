@@ -520,8 +520,12 @@ static LLVMValueRef combine(le *e, const lp_ins *in, LLVMValueRef acc, LLVMValue
    latency (3-4 cycles a vector), so it keeps REDUCE_IC vectors of them, enough to cover the
    latency on two add pipes (one Zen 3 core, rows in L2: W3 0.38 -> 0.26 ns per element, W2
    0.78 -> 0.66; 8 vectors were no faster for W3 and slower for W2). A tail loop is neither
-   vectorized nor unrolled. */
+   vectorized nor unrolled. Nor does a loop of fewer than REDUCE_MIN_TRIP iterations known at
+   compile time keep several vectors: it has too few elements for them, and LLVM 19 then folds
+   the tail into masked lanes whose scalar code it sinks lane by lane, for minutes on a long body
+   (a fused threefry summed over rows of 8: tests/regress/randprog_114109.tir). */
 #define REDUCE_IC 4
+#define REDUCE_MIN_TRIP 64
 
 static void loop_hints(le *e, LLVMValueRef latch_br, bool tail, bool reduces) {
   static const char ilc[] = "llvm.loop.interleave.count", ven[] = "llvm.loop.vectorize.enable",
@@ -555,6 +559,9 @@ static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi,
   emit_block(e, in->body);
   LLVMValueRef next = LLVMBuildNSWAdd(b, i, LLVMConstInt(e->i64, 1, 0), "");
   LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+  if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
+      LLVMConstIntGetSExtValue(hi) - LLVMConstIntGetSExtValue(lo) < REDUCE_MIN_TRIP)
+    reduces = false;
   loop_hints(e, LLVMBuildBr(b, head), tail, reduces);
   LLVMValueRef vals[2] = {lo, next};
   LLVMBasicBlockRef from[2] = {pre, end};
