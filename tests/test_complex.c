@@ -346,6 +346,13 @@ static void test_full_and_dump(void **state) {
   fclose(m);
   assert_non_null(strstr(text, "c64[2]"));
   free(text);
+  /* the kernels are those of the real expansion: (re, im) pairs f32[2,2], no complex type */
+  m = open_memstream(&text, &len);
+  assert_int_equal(jit_fn_dump(f, &a, JIT_DUMP_FUSED, m), JIT_OK);
+  fclose(m);
+  assert_non_null(strstr(text, "f32[2,2]"));
+  assert_null(strstr(text, "c64"));
+  free(text);
   jit_array_free(r);
   jit_array_free(a);
   jit_fn_free(f);
