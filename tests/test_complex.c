@@ -404,6 +404,49 @@ static void test_special_values(void **state) {
   }
 }
 
+/* ---- scan: a complex carry (running product) and complex ys (its conjugate per step) ---------- */
+static void step(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                 jit_val *y, void *user) {
+  (void)user;
+  new_carry[0] = jit_mul(t, carry[0], x[0]);
+  y[0] = jit_conj(t, new_carry[0]);
+}
+
+static void scan_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val init = jit_full(t, JIT_C128, 1, (int64_t[]){C}, 1);
+  jit_scan(t, step, NULL, 1, &init, 1, a, R, 0, &r[0], 1, &r[1]);
+}
+
+static void test_scan(void **state) {
+  (void)state;
+  for (int opt = 0; opt <= 3; opt += 3) {
+    jit_ctx *ctx = make_ctx(opt, 1);
+    double complex a[N], b[N], prod[C], ys[N];
+    inputs(a, b);
+    for (int j = 0; j < C; j++) prod[j] = 1;
+    for (int i = 0; i < R; i++)
+      for (int j = 0; j < C; j++) {
+        prod[j] *= a[i * C + j];
+        ys[i * C + j] = conj(prod[j]);
+      }
+    jit_array *x = NULL, *res[2] = {0};
+    assert_int_equal(jit_array_from_host(ctx, JIT_C128, 2, (int64_t[]){R, C}, a, &x), JIT_OK);
+    jit_fn *f = NULL;
+    jit_fn_opts fo = {.name = "scan", .n_args = 1, .n_results = 2};
+    assert_int_equal(jit_compile(ctx, scan_fn, NULL, &fo, &f), JIT_OK);
+    jit_status st = jit_call(f, &x, res);
+    if (st != JIT_OK) print_error("%s\n", jit_last_error());
+    assert_int_equal(st, JIT_OK);
+    check_cx(res[0], prod, C, JIT_C128, "scan carry");
+    check_cx(res[1], ys, N, JIT_C128, "scan ys");
+    for (int k = 0; k < 2; k++) jit_array_free(res[k]);
+    jit_array_free(x);
+    jit_fn_free(f);
+    jit_ctx_destroy(ctx);
+  }
+}
+
 /* ---- gradients: JAX's convention (dL/dx - i dL/dy for a real loss L of z = x + iy) ----------- */
 
 /* losses of z (c128 [2]), each summed over z's elements:
@@ -561,6 +604,7 @@ int main(void) {
       cmocka_unit_test(test_sharded_compiled),
       cmocka_unit_test(test_sharded_interpreted),
       cmocka_unit_test(test_special_values),
+      cmocka_unit_test(test_scan),
       cmocka_unit_test(test_grad_known_values),
       cmocka_unit_test(test_grad_finite_differences),
       cmocka_unit_test(test_refusals),

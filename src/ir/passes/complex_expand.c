@@ -168,6 +168,24 @@ static void divide(cx *c, ir_ref i, const ir_ins *in, ir_ty pty, ir_ty bty) {
   c->part[1][i] = emit(c, IR_SELECT, pty, 3, (ir_ref[]){big_re, im1, im2}, NULL, l);
 }
 
+/* in copied as it is: its operands as whole values (complex ones as pair arrays), its result a
+   pair array if complex (a real op, or one with bodies, which expand() expands in turn). */
+static void copy_ins(cx *c, ir_ref i) {
+  const ir_ins *in = &c->src->ins[i];
+  const ir_type *t = &c->src->types[in->ty];
+  ir_ref small[8], *args = in->n_args <= 8 ? small : malloc(in->n_args * sizeof *args);
+  ir_attr a;
+  if (!args || ir_attr_for_copy(c->nf, c->src, in, &a) != JIT_OK) {
+    if (args != small) free(args);
+    fail(c, JIT_ENOMEM, in, "out of memory");
+    return;
+  }
+  for (uint32_t j = 0; j < in->n_args; j++) args[j] = value(c, in->args[j]);
+  ir_ty ty = type_as(c, t, ir_dtype_complex_part(t->dtype), ir_dtype_is_complex(t->dtype));
+  c->map[i] = emit(c, in->op, ty, in->n_args, args, &a, in->loc);
+  if (args != small) free(args);
+}
+
 /* |z| of complex src value z as m sqrt(1 + q^2): no overflow or underflow of ar^2 + ai^2. */
 static ir_ref modulus(cx *c, ir_ref z, ir_ty pty, ir_ty bty, ir_loc l) {
   ir_ref ar = op1(c, IR_ABS, pty, part(c, z, 0), l), ai = op1(c, IR_ABS, pty, part(c, z, 1), l);
@@ -291,38 +309,18 @@ static void expand_ins(cx *c, ir_ref i) {
     return;
   }
   default:
-    if (ir_op_has_body(in->op) || in->op == IR_GET) {
-      ir_ref small[8], *args = in->n_args <= 8 ? small : malloc(in->n_args * sizeof *args);
-      ir_attr a;
-      if (!args || ir_attr_for_copy(c->nf, c->src, in, &a) != JIT_OK) {
-        if (args != small) free(args);
-        fail(c, JIT_ENOMEM, in, "out of memory");
-        return;
-      }
-      for (uint32_t j = 0; j < in->n_args; j++) args[j] = value(c, in->args[j]);
-      c->map[i] = emit(c, in->op, type_as(c, t, pd, cres), in->n_args, args, &a, l);
-      if (args != small) free(args);
+    /* a shard_map's specs name its operands' dims: the pair axis would need one more each */
+    if (in->op == IR_SHARD_MAP) {
+      fail(c, JIT_EUNSUPPORTED, in, "complex operands of an unpartitioned shard_map");
+      return;
+    }
+    if (ir_op_has_body(in->op) || in->op == IR_GET) { /* operands and results as pair arrays */
+      copy_ins(c, i);
       return;
     }
     fail(c, JIT_EUNSUPPORTED, in, "not defined on complex values");
     return;
   }
-}
-
-/* A real instruction with real operands: copied as it is. */
-static void copy_ins(cx *c, ir_ref i) {
-  const ir_ins *in = &c->src->ins[i];
-  ir_ref small[8], *args = in->n_args <= 8 ? small : malloc(in->n_args * sizeof *args);
-  ir_attr a;
-  if (!args || ir_attr_for_copy(c->nf, c->src, in, &a) != JIT_OK) {
-    if (args != small) free(args);
-    fail(c, JIT_ENOMEM, in, "out of memory");
-    return;
-  }
-  for (uint32_t j = 0; j < in->n_args; j++) args[j] = c->map[in->args[j]];
-  c->map[i] = emit(c, in->op, ir_type_intern(c->nf, &c->src->types[in->ty]), in->n_args, args, &a,
-                   in->loc);
-  if (args != small) free(args);
 }
 
 static bool touches_complex(const ir_func *f, const ir_ins *in) {
