@@ -91,21 +91,29 @@ static ir_ref part(cx *c, ir_ref r, int k) {
   return c->part[k][r] = emit(c, IR_RESHAPE, type_as(c, t, pd, false), 1, &s, NULL, loc);
 }
 
-/* The pair array of complex src value r, joined from its parts on first use. */
+/* The pair array of complex src value r, joined from its parts on first use: select(iota == 0,
+   re, im) over the parts broadcast along the pair axis, elementwise code that fuses into the
+   loop computing the parts (a concat would not) and keeps every bit (-0 included). */
 static ir_ref pair(cx *c, ir_ref r) {
   if (c->map[r] != IR_NOREF) return c->map[r];
   const ir_type *t = ir_type_of(c->src, r);
   jit_dtype pd = ir_dtype_complex_part(t->dtype);
   ir_loc loc = c->src->ins[r].loc;
-  ir_type one = *t;
-  one.dims[one.rank++] = 1;
-  ir_ref cols[2];
-  for (int k = 0; k < 2; k++)
-    if ((cols[k] = emit(c, IR_RESHAPE, type_as(c, &one, pd, false), 1, &c->part[k][r], NULL, loc)) == IR_NOREF)
-      return IR_NOREF;
+  ir_ty pty = type_as(c, t, pd, true);
   ir_attr a = {0};
-  a.axis = t->rank;
-  return c->map[r] = emit(c, IR_CONCAT, type_as(c, t, pd, true), 2, cols, &a, loc);
+  a.dims.n = (uint8_t)t->rank;
+  for (int d = 0; d < t->rank; d++) a.dims.d[d] = (uint8_t)d;
+  ir_ref wide[2];
+  for (int k = 0; k < 2; k++)
+    if ((wide[k] = emit(c, IR_BROADCAST, pty, 1, &c->part[k][r], &a, loc)) == IR_NOREF) return IR_NOREF;
+  ir_attr ia = {0};
+  ia.axis = t->rank;
+  ir_ref idx = emit(c, IR_IOTA, type_as(c, t, JIT_I32, true), 0, NULL, &ia, loc);
+  ir_attr eq = {0};
+  eq.cmp = JIT_EQ;
+  ir_ref zero = ir_emit_const(c->nf, type_as(c, t, JIT_I32, true), 0, loc);
+  ir_ref is_re = emit(c, IR_CMP, type_as(c, t, JIT_BOOL, true), 2, (ir_ref[]){idx, zero}, &eq, loc);
+  return c->map[r] = emit(c, IR_SELECT, pty, 3, (ir_ref[]){is_re, wide[0], wide[1]}, NULL, loc);
 }
 
 /* The nf ref of src operand r as a whole value (a complex one as its pair array). */
