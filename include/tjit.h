@@ -68,8 +68,11 @@ typedef enum jit_status {
   _(JIT_F32, "f32", 4)   \
   _(JIT_F64, "f64", 8)   \
   _(JIT_U32, "u32", 4)   \
-  _(JIT_U64, "u64", 8)
-/* (JIT_C64, JIT_C128 come next when complex numbers arrive: values never renumber.) */
+  _(JIT_U64, "u64", 8)   \
+  _(JIT_C64, "c64", 8)   \
+  _(JIT_C128, "c128", 16)
+/* Values never renumber. C64 and C128 are complex: on the host, (re, im) pairs of float /
+   double, as C99's float complex and double complex. */
 
 typedef enum jit_dtype {
 #define JIT_DTYPE_ENUM(name, text, bytes) name,
@@ -232,6 +235,10 @@ jit_val jit_sign(jit_trace *t, jit_val x);         /* lax.sign: NaN -> NaN, -0 -
 jit_val jit_erf_inv(jit_trace *t, jit_val x);
 jit_val jit_is_finite(jit_trace *t, jit_val x);    /* -> bool */
 jit_val jit_not(jit_trace *t, jit_val x);          /* bool: logical; integers: bitwise */
+/* complex (as jnp: a real operand is its own real part and conjugate, its imag part is 0) */
+jit_val jit_real(jit_trace *t, jit_val x);         /* c64 -> f32, c128 -> f64 */
+jit_val jit_imag(jit_trace *t, jit_val x);
+jit_val jit_conj(jit_trace *t, jit_val x);
 
 jit_val jit_add(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_sub(jit_trace *t, jit_val a, jit_val b);
@@ -240,6 +247,7 @@ jit_val jit_div(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_max(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_min(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_pow(jit_trace *t, jit_val a, jit_val b);
+jit_val jit_complex(jit_trace *t, jit_val re, jit_val im); /* f32 -> c64, f64 -> c128 */
 jit_val jit_rem(jit_trace *t, jit_val a, jit_val b);   /* fmod / truncated remainder (lax.rem) */
 jit_val jit_atan2(jit_trace *t, jit_val a, jit_val b);
 jit_val jit_and(jit_trace *t, jit_val a, jit_val b);   /* bool and integers */
@@ -408,6 +416,10 @@ void jit_fori_loop(jit_trace *t, int64_t lower, int64_t upper, jit_fori_fn body,
 #define jit_erf_inv(t, ...) jit_erf_inv(JIT__AT(t), __VA_ARGS__)
 #define jit_is_finite(t, ...) jit_is_finite(JIT__AT(t), __VA_ARGS__)
 #define jit_not(t, ...) jit_not(JIT__AT(t), __VA_ARGS__)
+#define jit_real(t, ...) jit_real(JIT__AT(t), __VA_ARGS__)
+#define jit_imag(t, ...) jit_imag(JIT__AT(t), __VA_ARGS__)
+#define jit_conj(t, ...) jit_conj(JIT__AT(t), __VA_ARGS__)
+#define jit_complex(t, ...) jit_complex(JIT__AT(t), __VA_ARGS__)
 #define jit_add(t, ...) jit_add(JIT__AT(t), __VA_ARGS__)
 #define jit_sub(t, ...) jit_sub(JIT__AT(t), __VA_ARGS__)
 #define jit_mul(t, ...) jit_mul(JIT__AT(t), __VA_ARGS__)

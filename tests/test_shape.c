@@ -24,7 +24,7 @@ static void test_dtype_names(void **state) {
   assert_string_equal(jit_dtype_name(JIT_BF16), "bf16");
   assert_string_equal(jit_dtype_name(JIT_U8), "u8");
   assert_string_equal(jit_dtype_name((jit_dtype)-1), "?");
-  for (int d = JIT_BOOL; d <= JIT_U64; d++) {
+  for (int d = JIT_BOOL; d <= JIT_C128; d++) {
     jit_dtype out = JIT_BOOL;
     const char *name = jit_dtype_name((jit_dtype)d);
     assert_true(ir_dtype_parse(name, strlen(name), &out));
@@ -36,7 +36,8 @@ static void test_dtype_names(void **state) {
   assert_false(ir_dtype_parse("f322", 4, &out));
   assert_true(ir_dtype_parse("f32[3]", 3, &out)); /* only the first n bytes count */
   assert_int_equal(out, JIT_F32);
-  assert_false(ir_dtype_valid((jit_dtype)(JIT_U64 + 1)));
+  assert_false(ir_dtype_valid((jit_dtype)(JIT_C128 + 1)));
+  assert_int_equal(JIT_C64, 11); /* complex, appended after u64 */
   assert_int_equal(JIT_U32, 9); /* appended: earlier dtypes keep their numbers */
   assert_int_equal(jit_dtype_size(JIT_U32), 4);
   assert_int_equal(jit_dtype_size(JIT_U64), 8);

@@ -139,7 +139,9 @@ int main(int argc, char **argv) {
     if (i) fputc('\n', stdout);
     if (fuse) {
       struct fz_prog *p = NULL;
-      jit_status st = ir_fuse(funcs[i], &p);
+      /* complex code runs as its real expansion: its kernels are those (as JIT_DUMP_FUSED) */
+      jit_status st = ir_expand_complex(funcs[i]);
+      if (st == JIT_OK) st = ir_fuse(funcs[i], &p);
       if (st == JIT_OK) st = fz_print(p, stdout);
       fz_prog_free(p);
       if (st != JIT_OK) {

@@ -81,7 +81,7 @@ static jit_status infer_window(ir_op op, uint32_t n_args, const ir_type *const *
   bool scatter = op == IR_SELECT_SCATTER;
   if (w->kind > JIT_WINDOW_MIN || (scatter && w->kind == JIT_WINDOW_SUM))
     return FAIL(JIT_EINVAL, "reduction kind %u is not %s", w->kind, scatter ? "max or min" : "sum, max or min");
-  if (x->dtype == JIT_BOOL || !ir_dtype_valid(x->dtype) ||
+  if (x->dtype == JIT_BOOL || !ir_dtype_valid(x->dtype) || ir_dtype_is_complex(x->dtype) ||
       ((scatter || w->kind == JIT_WINDOW_SUM) && !ir_dtype_is_float(x->dtype) && !ir_dtype_is_int(x->dtype)))
     return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", jit_dtype_name(x->dtype));
   ir_type r = {.dtype = x->dtype, .rank = x->rank};

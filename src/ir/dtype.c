@@ -32,6 +32,14 @@ bool ir_dtype_is_int(jit_dtype d) {
          d == JIT_U64;
 }
 
+bool ir_dtype_is_complex(jit_dtype d) { return d == JIT_C64 || d == JIT_C128; }
+
+jit_dtype ir_dtype_complex_part(jit_dtype d) {
+  return d == JIT_C64 ? JIT_F32 : d == JIT_C128 ? JIT_F64 : d;
+}
+
+jit_dtype ir_dtype_complex_of(jit_dtype f) { return f == JIT_F64 ? JIT_C128 : JIT_C64; }
+
 bool ir_dtype_is_unsigned(jit_dtype d) { return d == JIT_U8 || d == JIT_U32 || d == JIT_U64; }
 
 bool ir_dtype_parse(const char *s, size_t n, jit_dtype *out) {
@@ -118,6 +126,9 @@ double ir_load_f64(jit_dtype d, const void *buf, int64_t i) {
   case JIT_BF16: return ir_bf16_to_f32(((const uint16_t *)buf)[i]);
   case JIT_F32: return ((const float *)buf)[i];
   case JIT_F64: return ((const double *)buf)[i];
+  /* a complex element read as a real one is its real part (JAX's astype to a real dtype) */
+  case JIT_C64: return ((const float *)buf)[2 * i];
+  case JIT_C128: return ((const double *)buf)[2 * i];
   }
   return 0;
 }
@@ -155,7 +166,9 @@ int64_t ir_load_i64(jit_dtype d, const void *buf, int64_t i) {
   case JIT_F16:
   case JIT_BF16:
   case JIT_F32:
-  case JIT_F64: return saturate(ir_load_f64(d, buf, i), INT64_MIN, INT64_MAX);
+  case JIT_F64:
+  case JIT_C64:
+  case JIT_C128: return saturate(ir_load_f64(d, buf, i), INT64_MIN, INT64_MAX);
   }
   return 0;
 }
@@ -173,6 +186,9 @@ void ir_store_f64(jit_dtype d, void *buf, int64_t i, double v) {
   case JIT_BF16: ((uint16_t *)buf)[i] = ir_f32_to_bf16((float)v); break;
   case JIT_F32: ((float *)buf)[i] = (float)v; break;
   case JIT_F64: ((double *)buf)[i] = v; break;
+  /* a real value stored as a complex element is (v, 0) */
+  case JIT_C64: ((float *)buf)[2 * i] = (float)v; ((float *)buf)[2 * i + 1] = 0; break;
+  case JIT_C128: ((double *)buf)[2 * i] = v; ((double *)buf)[2 * i + 1] = 0; break;
   }
 }
 
@@ -191,5 +207,7 @@ void ir_store_i64(jit_dtype d, void *buf, int64_t i, int64_t v) {
   case JIT_BF16: ((uint16_t *)buf)[i] = ir_f32_to_bf16((float)v); break;
   case JIT_F32: ((float *)buf)[i] = (float)v; break;
   case JIT_F64: ((double *)buf)[i] = (double)v; break;
+  case JIT_C64:
+  case JIT_C128: ir_store_f64(d, buf, i, (double)v); break;
   }
 }

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/passes/passes.h"
 #include "runtime/error.h"
 
 /* One element: .f for float dtypes, .i (in the dtype's range; bool 0/1) for the others. */
@@ -1127,12 +1128,24 @@ jit_status ir_interp_device(const ir_func *f, const ir_device *dev, const void *
   return st;
 }
 
+/* A function with complex values runs as its real expansion (complex_expand.c, the one
+   definition of complex arithmetic), whose params and results have the same bytes. */
+static jit_status interp_complex(const ir_func *f, const void *const *args, void *const *results) {
+  ir_func *g = ir_func_clone(f);
+  if (!g) return jit_error(JIT_ENOMEM, "interp: @%s: out of memory", f->name);
+  jit_status st = ir_expand_complex(g);
+  if (st == JIT_OK) st = ir_interp(g, args, results);
+  ir_func_free(g);
+  return st;
+}
+
 jit_status ir_interp(const ir_func *f, const void *const *args, void *const *results) {
   jit_status st = JIT_OK;
   ival *vals = NULL;
   uint32_t *last = NULL; /* last[v] = the last instruction reading v; UINT32_MAX: a result */
   if (!f) return jit_error(JIT_EINVAL, "interp: no function");
   if (f->oom) return jit_error(JIT_ENOMEM, "interp: @%s: incomplete (out of memory)", f->name);
+  if (ir_func_has_complex(f)) return interp_complex(f, args, results);
   if ((f->n_params && !args) || (f->n_results && !results))
     return jit_error(JIT_EINVAL, "interp: @%s: args or results is NULL", f->name);
   uint32_t n = f->n_ins;

@@ -39,7 +39,10 @@
      ir_cond); GET axis (the index of the scan, cond or while result it reads). CONV (lhs, rhs)
      conv: lax.conv_general_dilated (see ir_conv and conv.c); REDUCE_WINDOW window: lax's
      reduce_window of sum, max or min; SELECT_SCATTER (operand, source) window: XLA's
-     select_and_scatter_add, the VJP of a max / min window reduction (see ir_window). */
+     select_and_scatter_add, the VJP of a max / min window reduction (see ir_window).
+     REAL, IMAG (complex -> its parts' float dtype), CONJ (complex), COMPLEX (re, im of f32 or
+     f64 -> c64 or c128): complex values exist in traced IR only; ir_expand_complex rewrites
+     them into real code before the interpreter and the compiler see them. */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
 #define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
@@ -119,7 +122,11 @@
   _(SHARD_MAP, -1, 0, "shard_map")                \
   _(CONV, 2, 0, "conv")                            \
   _(REDUCE_WINDOW, 1, 0, "reduce_window")          \
-  _(SELECT_SCATTER, 2, 0, "select_and_scatter_add")
+  _(SELECT_SCATTER, 2, 0, "select_and_scatter_add") \
+  _(REAL, 1, IR_EW, "real")                        \
+  _(IMAG, 1, IR_EW, "imag")                        \
+  _(CONJ, 1, IR_EW, "conj")                        \
+  _(COMPLEX, 2, IR_EW, "complex")
 
 typedef enum ir_op {
 #define IR_OP_ENUM(name, arity, flags, text) IR_##name,
@@ -454,6 +461,12 @@ bool   ir_dtype_is_float(jit_dtype d);     /* f16 bf16 f32 f64 */
 bool   ir_dtype_is_int(jit_dtype d);       /* i8 u8 i32 i64 u32 u64 (not bool) */
 bool   ir_dtype_is_unsigned(jit_dtype d);  /* u8 u32 u64 */
 bool   ir_dtype_valid(jit_dtype d);
+bool   ir_dtype_is_complex(jit_dtype d);   /* c64 c128 */
+/* The dtype of a complex dtype's parts (c64 -> f32, c128 -> f64); d itself when not complex. */
+jit_dtype ir_dtype_complex_part(jit_dtype d);
+/* The complex dtype whose parts are f (f32 -> c64, f64 -> c128; the others widen to c64 as jnp's
+   f16 + 0j does). */
+jit_dtype ir_dtype_complex_of(jit_dtype f);
 bool   ir_dtype_parse(const char *s, size_t n, jit_dtype *out); /* "f32" -> JIT_F32 */
 float    ir_f16_to_f32(uint16_t h);
 uint16_t ir_f32_to_f16(float f);           /* round to nearest even; overflow -> inf */

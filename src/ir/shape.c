@@ -11,6 +11,9 @@
  *   reduce_sum: ints and floats; reduce_max/min: any  dot: ints and floats, equal dtypes
  *   iota: ints and floats                const: any, the value must be exactly representable
  *   in an int or bool dtype (floats take any double; the interpreter rounds it)
+ * Complex (c64 c128): neg add sub mul div exp log sqrt, abs (-> float), cmp eq/ne, select, convert, real imag conj,
+ *   reduce_sum, dot, the structural ops, the sum collectives; complex(re, im) takes f32 or f64;
+ *   every other op refuses complex operands with JIT_EINVAL, as jnp does
  * Reasons never name the op (callers prefix it) and name operand types as ir_format_type does.
  */
 #include <math.h>
@@ -66,7 +69,9 @@ bool ir_value_fits(jit_dtype d, double v) {
   case JIT_F16:
   case JIT_BF16:
   case JIT_F32:
-  case JIT_F64: return true;
+  case JIT_F64:
+  case JIT_C64: /* a CONST of complex dtype is the splat (v, 0) */
+  case JIT_C128: return true;
   }
   return false;
 }
@@ -95,6 +100,26 @@ static bool same_shape(const ir_type *a, const ir_type *b) {
   return true;
 }
 
+/* The elementwise ops on complex operands: those ir_expand_complex defines (jnp's set). */
+static bool complex_elementwise(ir_op op) {
+  switch (op) {
+  case IR_NEG:
+  case IR_ADD:
+  case IR_SUB:
+  case IR_MUL:
+  case IR_DIV:
+  case IR_CMP: /* eq and ne only: infer_elementwise checks, it has the attributes */
+  case IR_REAL:
+  case IR_IMAG:
+  case IR_CONJ:
+  case IR_ABS: /* -> the parts' float dtype */
+  case IR_EXP:
+  case IR_LOG:
+  case IR_SQRT: return true;
+  default: return false;
+  }
+}
+
 jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type *const *args,
                                        char *why, size_t why_n) {
   if ((unsigned)op >= IR_N_OPS || !(ir_op_flags[op] & IR_EW))
@@ -102,12 +127,27 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
   if (ir_op_arity[op] != (int)n_args)
     return FAIL(JIT_EINVAL, "takes %d operands, got %u", ir_op_arity[op], n_args);
   const ir_type *a = args[0];
+  if (op != IR_CONVERT && op != IR_SELECT)
+    for (uint32_t k = 0; k < n_args; k++)
+      if (ir_dtype_is_complex(args[k]->dtype) && !complex_elementwise(op))
+        return FAIL(JIT_EINVAL, "is not defined for complex operands (%s)", ty(args[k]).s);
   switch (op) {
+  case IR_REAL:
+  case IR_IMAG:
+  case IR_CONJ:
+    if (!ir_dtype_is_complex(a->dtype))
+      return FAIL(JIT_EDTYPE, "needs a complex operand, got %s", ty(a).s);
+    return JIT_OK;
+  case IR_COMPLEX:
+    if ((a->dtype != JIT_F32 && a->dtype != JIT_F64) || args[1]->dtype != a->dtype)
+      return FAIL(JIT_EDTYPE, "needs two f32 or two f64 operands, got %s and %s", ty(a).s,
+                  ty(args[1]).s);
+    return JIT_OK;
   case IR_CONVERT: return JIT_OK;
   case IR_NEG:
   case IR_ABS:
   case IR_SIGN:
-    if (!is_num(a->dtype))
+    if (!is_num(a->dtype) && !(op != IR_SIGN && ir_dtype_is_complex(a->dtype)))
       return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
     return JIT_OK;
   case IR_SELECT:
@@ -118,7 +158,7 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
   default: break;
   }
   if ((ir_op_flags[op] & IR_UNARY_F) || op == IR_IS_FINITE) {
-    if (!ir_dtype_is_float(a->dtype))
+    if (!ir_dtype_is_float(a->dtype) && !ir_dtype_is_complex(a->dtype))
       return FAIL(JIT_EDTYPE, "needs a float operand, got %s", ty(a).s);
     return JIT_OK;
   }
@@ -135,6 +175,12 @@ jit_status ir_check_elementwise_dtypes(ir_op op, uint32_t n_args, const ir_type 
   case IR_MAX:
   case IR_MIN:
   case IR_CMP: return JIT_OK;
+  case IR_MUL:
+  case IR_DIV:
+  case IR_ADD:
+  case IR_SUB:
+    if (ir_dtype_is_complex(a->dtype)) return JIT_OK;
+    break;
   case IR_AND:
   case IR_OR:
   case IR_XOR:
@@ -167,11 +213,17 @@ static jit_status infer_elementwise(ir_op op, uint32_t n_args, const ir_type *co
   if (st != JIT_OK) return st;
   if (op == IR_CMP && (unsigned)attr->cmp > JIT_GE)
     return FAIL(JIT_EINVAL, "unknown comparison %d", (int)attr->cmp);
+  if (op == IR_CMP && ir_dtype_is_complex(args[0]->dtype) && attr->cmp != JIT_EQ &&
+      attr->cmp != JIT_NE)
+    return FAIL(JIT_EINVAL, "complex values have no order: only eq and ne compare %s",
+                ty(args[0]).s);
   for (uint32_t i = 1; i < n_args; i++)
     if (!same_shape(args[0], args[i]))
       return FAIL(JIT_ESHAPE, "shapes differ: %s vs %s", ty(args[0]).s, ty(args[i]).s);
   *out = *args[op == IR_SELECT ? 1 : 0];
   if (op == IR_CMP || op == IR_IS_FINITE) out->dtype = JIT_BOOL;
+  if (op == IR_REAL || op == IR_IMAG || op == IR_ABS) out->dtype = ir_dtype_complex_part(out->dtype);
+  if (op == IR_COMPLEX) out->dtype = ir_dtype_complex_of(out->dtype);
   if (op == IR_CONVERT) {
     if (!declared) return FAIL(JIT_EINVAL, "needs a result type");
     if (!same_shape(args[0], declared))
@@ -260,7 +312,10 @@ static jit_status infer_concat(uint32_t n, const ir_type *const *args, const ir_
 static jit_status infer_reduce(ir_op op, const ir_type *a, const ir_attr *attr, ir_type *out,
                                char *why, size_t why_n) {
   const ir_dims *d = &attr->dims;
-  if ((op == IR_REDUCE_SUM || op == IR_REDUCE_PROD) && !is_num(a->dtype))
+  if (op != IR_REDUCE_SUM && ir_dtype_is_complex(a->dtype))
+    return FAIL(JIT_EINVAL, "is not defined for complex operands (%s)", ty(a).s);
+  if ((op == IR_REDUCE_SUM || op == IR_REDUCE_PROD) && !is_num(a->dtype) &&
+      !ir_dtype_is_complex(a->dtype))
     return FAIL(JIT_EDTYPE, "needs an int or float operand, got %s", ty(a).s);
   bool ok = d->n <= a->rank;
   for (int i = 0; ok && i < d->n; i++)
@@ -293,6 +348,8 @@ static jit_status infer_sort(uint32_t n_args, const ir_type *const *args, const 
       return FAIL(JIT_ESHAPE, "operand shapes differ: %s vs %s", ty(args[0]).s, ty(args[i]).s);
     if (!ir_dtype_valid(args[i]->dtype))
       return FAIL(JIT_EDTYPE, "operand %u has no valid dtype", i);
+    if (ir_dtype_is_complex(args[i]->dtype))
+      return FAIL(JIT_EINVAL, "complex values have no order (operand %u is %s)", i, ty(args[i]).s);
   }
   *out = *args[s->index];
   return JIT_OK;
@@ -314,8 +371,8 @@ static jit_status infer_dot(const ir_type *l, const ir_type *r, const ir_attr *a
   const ir_dot_dims *d = &attr->dot;
   text ls = ty(l), rs = ty(r);
   if (l->dtype != r->dtype) return FAIL(JIT_EDTYPE, "dtypes differ: %s x %s", ls.s, rs.s);
-  if (!is_num(l->dtype))
-    return FAIL(JIT_EDTYPE, "needs int or float operands, got %s x %s", ls.s, rs.s);
+  if (!is_num(l->dtype) && !ir_dtype_is_complex(l->dtype))
+    return FAIL(JIT_EDTYPE, "needs int, float or complex operands, got %s x %s", ls.s, rs.s);
   int nb = d->n_batch, nc = d->n_contract;
   bool lused[IR_MAX_RANK] = {0}, rused[IR_MAX_RANK] = {0};
   if (nb + nc > l->rank || !dot_side_ok(l, nb, d->lhs_batch, nc, d->lhs_contract, lused))
@@ -363,6 +420,10 @@ static jit_status infer_collective(ir_op op, const ir_type *x, const ir_attr *at
     return FAIL(JIT_EINVAL, "unknown reduction kind %u", (unsigned)c->kind);
   if ((op == IR_ALL_REDUCE || op == IR_REDUCE_SCATTER) && x->dtype == JIT_BOOL)
     return FAIL(JIT_EDTYPE, "cannot reduce %s", ty(x).s);
+  if ((op == IR_ALL_REDUCE || op == IR_REDUCE_SCATTER) && c->kind != IR_COLL_SUM &&
+      ir_dtype_is_complex(x->dtype))
+    return FAIL(JIT_EINVAL, "complex values have no order: cannot take the max or min of %s",
+                ty(x).s);
   int64_t n = c->group;
   switch (op) {
   case IR_ALL_GATHER:

@@ -794,6 +794,9 @@ fail:
 
 jit_status exec_plan_for_c(jit_ctx *ctx, const ir_func *f, exec **out, fz_prog **p,
                            lp_func ***lfs) {
+  if (ir_func_has_complex(f))
+    return jit_error(JIT_EUNSUPPORTED, "export C: @%s has complex values, which the C export does "
+                                       "not take yet", f->name ? f->name : "fn");
   return plan(ctx, f, 0, true, out, p, lfs);
 }
 
@@ -806,8 +809,31 @@ jit_status exec_build(jit_ctx *ctx, const ir_func *f, exec **out, exec_stats *st
   return exec_build_donating(ctx, f, 0, out, stats);
 }
 
+/* A function with complex values compiles as its real expansion (complex_expand.c), tidied by
+   the pipeline: fusion and codegen only ever see real code. Params and results keep their
+   bytes, so the executable runs on the complex function's buffers. */
+static jit_status real_copy(const ir_func *f, ir_func **out) {
+  ir_func *g = ir_func_clone(f);
+  if (!g) return oom();
+  jit_status st = ir_expand_complex(g);
+  if (st == JIT_OK) st = ir_optimize(g, 0, false);
+  if (st != JIT_OK) ir_func_free(g);
+  *out = st == JIT_OK ? g : NULL;
+  return st;
+}
+
+static jit_status build_complex(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out,
+                                exec_stats *stats) {
+  ir_func *g = NULL;
+  jit_status st = real_copy(f, &g);
+  if (st == JIT_OK) st = exec_build_donating(ctx, g, donate, out, stats);
+  ir_func_free(g);
+  return st;
+}
+
 jit_status exec_build_donating(jit_ctx *ctx, const ir_func *f, uint64_t donate, exec **out,
                                exec_stats *stats) {
+  if (ir_func_has_complex(f)) return build_complex(ctx, f, donate, out, stats);
   jit_status st = JIT_OK;
   double t0 = now_ms();
   memset(stats, 0, sizeof *stats);
@@ -1155,6 +1181,13 @@ jit_status exec_run_device(exec *e, int device, int n_devices, const void *const
 /* ---- dumps ------------------------------------------------------------------------------------- */
 
 jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) {
+  if (ir_func_has_complex(f)) { /* what runs: the real expansion (see build_complex) */
+    ir_func *g = NULL;
+    jit_status st = real_copy(f, &g);
+    if (st == JIT_OK) st = exec_dump(ctx, g, stage, out);
+    ir_func_free(g);
+    return st;
+  }
   jit_status st = JIT_OK;
   fz_prog *p = NULL;
   lp_func **lfs = NULL;

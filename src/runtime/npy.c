@@ -30,6 +30,7 @@ static const npy_type npy_types[] = {
        type '<V2' (checked with numpy 2.4 and ml_dtypes 0.6), and np.load gives back V2 bytes
        that .view(ml_dtypes.bfloat16) reinterprets. Load takes any V2 as bf16. */
     {JIT_BF16, "V2", '<', 2}, {JIT_F32, "f4", '<', 4}, {JIT_F64, "f8", '<', 8},
+    {JIT_C64, "c8", '<', 4},  {JIT_C128, "c16", '<', 8},
 };
 enum { N_NPY_TYPES = sizeof npy_types / sizeof npy_types[0] };
 

@@ -114,6 +114,22 @@ UNARY(is_finite, IS_FINITE)
 UNARY(not, NOT)
 #undef UNARY
 
+/* real, imag, conj: of a complex operand the op; of a real one what jnp gives (x, 0, x). */
+static jit_val complex_part(jit_trace *t, const char *name, ir_op op, jit_val x) {
+  op_ctx c;
+  if (!op_begin(t, name, &c)) return (jit_val){0};
+  ir_ref r = op_typed(&c, x, "operand");
+  if (r == IR_NOREF) return (jit_val){0};
+  ir_type ty = *op_type(&c, r);
+  if (ir_dtype_is_complex(ty.dtype)) return op_result(&c, elementwise(&c, op, NULL, 1, &r));
+  if (op == IR_IMAG) return op_result(&c, op_const(&c, ty.dtype, ty.rank, ty.dims, 0));
+  return op_result(&c, r);
+}
+
+jit_val jit_real(jit_trace *t, jit_val x) { return complex_part(t, "real", IR_REAL, x); }
+jit_val jit_imag(jit_trace *t, jit_val x) { return complex_part(t, "imag", IR_IMAG, x); }
+jit_val jit_conj(jit_trace *t, jit_val x) { return complex_part(t, "conj", IR_CONJ, x); }
+
 jit_val jit_relu(jit_trace *t, jit_val x) {
   op_ctx c;
   if (!op_begin(t, "relu", &c)) return (jit_val){0};
@@ -206,6 +222,10 @@ BINARY(shift_left, SHL)
 BINARY(shift_right_logical, SHR_LOGICAL)
 BINARY(shift_right_arithmetic, SHR_ARITH)
 #undef BINARY
+
+jit_val jit_complex(jit_trace *t, jit_val re, jit_val im) {
+  return binary(t, "complex", IR_COMPLEX, JIT_EQ, re, im);
+}
 
 jit_val jit_cmp(jit_trace *t, jit_cmp_op op, jit_val a, jit_val b) {
   return binary(t, "cmp", IR_CMP, op, a, b);

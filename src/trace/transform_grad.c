@@ -57,8 +57,9 @@ void jit_value_and_grad(jit_trace *t, jit_trace_fn fn, void *user, int n_args, c
   }
   if (subtrace_args(&c, n_args, args, refs, types) != JIT_OK) goto done;
   for (int i = 0; i < n_args && i < 64; i++)
-    if ((wrt_mask >> i & 1) && !ir_dtype_is_float(types[i].dtype)) {
-      op_fail(&c, JIT_EDTYPE, "argument %d is %s: only float arguments have gradients", i,
+    if ((wrt_mask >> i & 1) && !ir_dtype_is_float(types[i].dtype) &&
+        !ir_dtype_is_complex(types[i].dtype)) {
+      op_fail(&c, JIT_EDTYPE, "argument %d is %s: only float and complex arguments have gradients", i,
               trace_ty(&types[i]).s);
       goto done;
     }

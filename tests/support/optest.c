@@ -244,6 +244,8 @@ static void store(jit_dtype dt, void *buf, int64_t i, double v) {
   case JIT_BF16: ((uint16_t *)buf)[i] = bf16_bits(v); break;
   case JIT_F32: ((float *)buf)[i] = (float)v; break;
   case JIT_F64: ((double *)buf)[i] = v; break;
+  case JIT_C64: ((float *)buf)[2 * i] = (float)v; ((float *)buf)[2 * i + 1] = 0; break;
+  case JIT_C128: ((double *)buf)[2 * i] = v; ((double *)buf)[2 * i + 1] = 0; break;
   }
 }
 
@@ -261,6 +263,8 @@ static double load(jit_dtype dt, const void *buf, int64_t i) {
   case JIT_BF16: return bf16_value(((const uint16_t *)buf)[i]);
   case JIT_F32: return ((const float *)buf)[i];
   case JIT_F64: return ((const double *)buf)[i];
+  case JIT_C64: return ((const float *)buf)[2 * i]; /* the real part (tests/test_complex.c */
+  case JIT_C128: return ((const double *)buf)[2 * i]; /* checks complex values as pairs) */
   }
   return NAN;
 }

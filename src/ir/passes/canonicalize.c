@@ -47,7 +47,7 @@ static const ir_type *type_of(const ir_func *nf, ir_ref r) { return &nf->types[n
 
 /* v as its dtype holds it: a CONST's value may have been written with more precision. */
 static double round_to(jit_dtype dt, double v) {
-  union { double d; int64_t i; unsigned char b[8]; } buf = {0};
+  union { double d[2]; int64_t i; unsigned char b[16]; } buf = {0}; /* c128: two doubles */
   ir_store_f64(dt, buf.b, 0, v);
   return ir_load_f64(dt, buf.b, 0);
 }
@@ -205,8 +205,17 @@ static int movement(const ir_func *nf, cand *c, ir_ref *out) {
   return KEEP;
 }
 
+/* A complex CONST is the splat (v, 0), but complex math on it is not real math on v (sqrt(-1)):
+   complex ops fold after ir_expand_complex, on the real code. */
+static bool touches_complex(const ir_func *nf, const cand *c) {
+  if (ir_dtype_is_complex(nf->types[c->ty].dtype)) return true;
+  for (uint32_t k = 0; k < c->n_args; k++)
+    if (ir_dtype_is_complex(type_of(nf, c->args[k])->dtype)) return true;
+  return false;
+}
+
 static int rules(const ir_func *nf, cand *c, ir_ref *out) {
-  if (ir_op_flags[c->op] & IR_EW) {
+  if ((ir_op_flags[c->op] & IR_EW) && !touches_complex(nf, c)) {
     int r = fold_elementwise(nf, c);
     if (r != KEEP) return r;
   }
@@ -255,7 +264,7 @@ static int rules(const ir_func *nf, cand *c, ir_ref *out) {
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
-    if (const_value(nf, a, &v)) return fold_reduce(nf, c, v);
+    if (const_value(nf, a, &v) && !touches_complex(nf, c)) return fold_reduce(nf, c, v);
     break;
   default: break;
   }

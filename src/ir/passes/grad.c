@@ -738,6 +738,14 @@ static void vjp_bodied(grad *g, ir_ref i) {
     goto done;
   }
   for (uint32_t k = 0; k < b->n_results; k++) ctr[k] = IR_NOREF;
+  /* the scan and cond rules differentiate float operands only: refuse rather than drop a
+     complex value's cotangent */
+  for (uint32_t k = 0; k < in->n_args; k++)
+    if (ir_dtype_is_complex(g->body->types[g->body->ins[in->args[k]].ty].dtype) && g->dep[in->args[k]]) {
+      g->st = jit_error(JIT_EUNSUPPORTED, "%s: %s of complex values has no gradient rule yet", who,
+                        ir_op_name[in->op]);
+      goto done;
+    }
   for (ir_ref u = i + 1; u < g->body->n_ins; u++) {
     const ir_ins *gu = &g->body->ins[u];
     if (gu->op != IR_GET || gu->args[0] != i || g->ct[u] == IR_NOREF) continue;
@@ -757,6 +765,18 @@ done:
   free(cto);
 }
 
+/* Complex values follow JAX's convention: VJPs are the transposes of the linear maps without
+   conjugation (so the rules of mul, div, exp, log, sqrt, dot hold for complex operands as they
+   are), and the gradient of a real loss of z is dL/dx - i dL/dy. abs(z) (real) gets
+   ct conj(z) / |z|: grad(abs)(3+4j) = 0.6-0.8j, as jax.grad gives. */
+static void vjp_complex_abs(grad *g, const ir_ins *in, ir_ref i, ir_ref ct) {
+  ir_ref z = primal(g, in->args[0]);
+  ir_ref q = bin(g, IR_DIV, ct, primal(g, i));
+  ir_ref re = bin(g, IR_MUL, un(g, IR_REAL, z), q);
+  ir_ref im = un(g, IR_NEG, bin(g, IR_MUL, un(g, IR_IMAG, z), q));
+  accum(g, in->args[0], bin(g, IR_COMPLEX, re, im));
+}
+
 static void vjp(grad *g, ir_ref i) {
   const ir_ins *in = &g->body->ins[i];
   ir_ref ct = g->ct[i];
@@ -764,6 +784,10 @@ static void vjp(grad *g, ir_ref i) {
   switch (in->op) {
   case IR_NEG: accum(g, x0, un(g, IR_NEG, ct)); break;
   case IR_ABS: {
+    if (ir_dtype_is_complex(g->body->types[g->body->ins[x0].ty].dtype)) {
+      vjp_complex_abs(g, in, i, ct);
+      break;
+    }
     ir_ref x = primal(g, x0), zero = cst_like(g, ct, 0);
     ir_ref neg = sel(g, cmp(g, JIT_LT, x, zero), un(g, IR_NEG, ct), zero);
     accum(g, x0, sel(g, cmp(g, JIT_GT, x, zero), ct, neg));
@@ -886,6 +910,13 @@ static void vjp(grad *g, ir_ref i) {
     break;
   case IR_SCAN:
   case IR_COND: vjp_bodied(g, i); break;
+  case IR_REAL: accum(g, x0, bin(g, IR_COMPLEX, ct, cst_like(g, ct, 0))); break;
+  case IR_IMAG: accum(g, x0, bin(g, IR_COMPLEX, cst_like(g, ct, 0), un(g, IR_NEG, ct))); break;
+  case IR_CONJ: accum(g, x0, un(g, IR_CONJ, ct)); break;
+  case IR_COMPLEX:
+    if (g->dep[x0]) accum(g, x0, un(g, IR_REAL, ct));
+    if (g->dep[in->args[1]]) accum(g, in->args[1], un(g, IR_NEG, un(g, IR_IMAG, ct)));
+    break;
   case IR_SHARDING: /* the cotangent is laid out like the value, as JAX does */
     accum(g, x0, emit(g, IR_SHARDING, 1, &ct, &in->attr, NULL));
     break;
@@ -929,9 +960,9 @@ static jit_status check(const ir_func *body, const bool *wrt, uint32_t n_aux) {
   }
   for (uint32_t p = 0; p < body->n_params; p++) {
     const ir_type *t = ir_type_of(body, p);
-    if (wrt[p] && !ir_dtype_is_float(t->dtype)) {
+    if (wrt[p] && !ir_dtype_is_float(t->dtype) && !ir_dtype_is_complex(t->dtype)) {
       ir_format_type(t, buf, sizeof buf);
-      return jit_error(JIT_EDTYPE, "%s: argument %u is %s: only float arguments have gradients",
+      return jit_error(JIT_EDTYPE, "%s: argument %u is %s: only float and complex arguments have gradients",
                        who, (unsigned)p, buf);
     }
   }
@@ -986,7 +1017,8 @@ jit_status ir_value_and_grad_sel(ir_func *dst, const ir_func *body, const ir_ref
     const ir_ins *in = &body->ins[i];
     g.rc[i] = g.ct[i] = IR_NOREF;
     /* a scan's token is bool[]: what matters is whether its results carry derivatives */
-    bool fl = ir_op_has_body(in->op) || ir_dtype_is_float(body->types[in->ty].dtype);
+    jit_dtype dt = body->types[in->ty].dtype;
+    bool fl = ir_op_has_body(in->op) || ir_dtype_is_float(dt) || ir_dtype_is_complex(dt);
     if (i < body->n_params) {
       g.fwd[i] = args[i];
       g.dep[i] = fl && wrt[i];

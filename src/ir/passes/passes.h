@@ -59,6 +59,15 @@ jit_status pass_rewrite_each(ir_func *f, const char *pass, pass_select_fn want, 
 ir_ref pass_emit_inferred(ir_func *nf, const char *pass, ir_op op, uint32_t n, const ir_ref *args,
                           const ir_attr *attr, ir_loc loc);
 
+/* complex_expand.c: not a pass of the pipeline (it changes param and result types): rewrites f,
+   holding complex values, into the equivalent real function whose complex params and results
+   are (re, im) pair arrays of shape S ++ [2] (the host layout). The interpreter runs it on a
+   copy before evaluating, the compiler after partitioning and before fusion. A no-op on a
+   function without complex values. JIT_EUNSUPPORTED (an op without an expansion, a complex
+   value of the maximum rank), JIT_ENOMEM. */
+jit_status ir_expand_complex(ir_func *f);
+bool ir_func_has_complex(const ir_func *f); /* f or one of its bodies has a complex type */
+
 /* vmap.c: not a pass of the pipeline but the batching transformation jit_vmap runs. Emits into
    dst the batched version of body: args[i] (refs in dst) are body's params with the batch dim
    (size batch) inserted at in_axes[i], or -1 for an unbatched param of body's exact type.
