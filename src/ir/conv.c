@@ -241,8 +241,8 @@ void ir_eval_reduce_window(const ir_window *w, const ir_type *xt, const void *x,
   bool ints = !ir_dtype_is_float(xt->dtype);
   do {
     fold f = {w->kind, xt->dtype, x, ir_window_identity(w->kind, xt->dtype), -1};
-    if (ints && w->kind == JIT_WINDOW_SUM) { /* exact, wrapping: sum as int64 */
-      int64_t s = 0;
+    if (ints && w->kind == JIT_WINDOW_SUM) { /* exact, wrapping: sum as uint64 (no UB) */
+      uint64_t s = 0;
       int64_t k[IR_MAX_RANK] = {0};
       do {
         bool inside = true;
@@ -252,9 +252,9 @@ void ir_eval_reduce_window(const ir_window *w, const ir_type *xt, const void *x,
           inside = p >= 0 && p < xt->dims[d];
           at += p * xs[d];
         }
-        if (inside) s += ir_load_i64(xt->dtype, x, at);
+        if (inside) s += (uint64_t)ir_load_i64(xt->dtype, x, at);
       } while (next_index(k, w->size, xt->rank));
-      ir_store_i64(ot->dtype, out, flat(oi, os, ot->rank), s);
+      ir_store_i64(ot->dtype, out, flat(oi, os, ot->rank), (int64_t)s);
       continue;
     }
     each_in_window(w, xt, xs, oi, fold_one, &f);
