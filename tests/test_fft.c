@@ -17,6 +17,7 @@
 
 #include "tjit.h"
 #include "support/gradcheck.h"
+#include "support/roundtrip.h"
 
 #define THIS_FILE "tests/test_fft.c"
 #define PI 3.14159265358979323846
@@ -359,11 +360,255 @@ static void test_long(void **state) {
   }
 }
 
+/* ---- VJPs (JAX's transpose rules) against finite differences of real losses ------------------- */
+
+/* cos(0.7 i + phase) over the flat index i of a value of t's shape (f64), a fixed weight. */
+static jit_val weight(jit_trace *t, jit_val like, double phase) {
+  int rank = jit_val_rank(t, like);
+  const int64_t *sh = jit_val_shape(t, like);
+  int64_t shape[8], n = 1;
+  for (int i = 0; i < rank; i++) shape[i] = sh[i], n *= sh[i];
+  jit_val i = jit_reshape(t, jit_iota(t, JIT_F64, 1, &n, 0), rank, shape);
+  return jit_cos(t, jit_add(t, jit_mul(t, i, jit_scalar(t, 0.7)), jit_scalar(t, phase)));
+}
+
+static jit_val total(jit_trace *t, jit_val x) {
+  int rank = jit_val_rank(t, x);
+  int axes[8];
+  for (int i = 0; i < rank; i++) axes[i] = i;
+  return jit_reduce_sum(t, x, rank, axes);
+}
+
+/* loss = sum(re y w1 + im y w2 + |y|^2 w3) (real y: sum(y w1 + y^2 w3)), y = fft of the args
+   (complex(a0, a1), or a0 alone for RFFT): linear terms catch a missing or extra conjugation */
+static void fft_loss(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const spec *s = user;
+  jit_val x = s->type == JIT_RFFT ? a[0] : jit_complex(t, a[0], a[1]);
+  jit_val y = jit_fft(t, x, s->type, s->nd, s->len);
+  if (s->type == JIT_IRFFT) {
+    r[0] = total(t, jit_add(t, jit_mul(t, y, weight(t, y, 0.1)), jit_mul(t, jit_mul(t, y, y), weight(t, y, 1.9))));
+    return;
+  }
+  jit_val re = jit_real(t, y), im = jit_imag(t, y);
+  jit_val sq = jit_add(t, jit_mul(t, re, re), jit_mul(t, im, im));
+  r[0] = total(t, jit_add(t, jit_add(t, jit_mul(t, re, weight(t, re, 0.1)), jit_mul(t, im, weight(t, im, 0.8))),
+                          jit_mul(t, sq, weight(t, sq, 1.9))));
+}
+
+static void test_grad(void **state) {
+  (void)state;
+  static const int64_t lens[][2] = {{5, 0}, {8, 0}, {1, 0}, {3, 4}, {2, 7}};
+  for (int type = JIT_FFT; type <= JIT_IRFFT; type++)
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+      spec s = {(jit_fft_type)type, lens[k][1] ? 2 : 1, {lens[k][0], lens[k][1]}};
+      int64_t d[4];
+      int rank = dims_for(&s, 2, d);
+      ot_array in[2] = {ot_random(JIT_F64, rank, d, 31 + k, -1, 1), ot_random(JIT_F64, rank, d, 57 + k, -1, 1)};
+      ot_loss_fn l = {fft_loss, &s, type == JIT_RFFT ? 1 : 2};
+      char name[64];
+      snprintf(name, sizeof name, "fft type %d lengths %lld,%lld", type, (long long)lens[k][0], (long long)lens[k][1]);
+      ot_check_grad(name, &l, in);
+      ot_free(&in[0]);
+      ot_free(&in[1]);
+    }
+}
+
+/* ---- vmap: the batch dim inside the transformed dims moves to the front ---------------------- */
+
+static void vmapped(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const int *axes = user;
+  static spec s = {JIT_FFT, 1, {6}};
+  jit_vmap(t, fft_fn, &s, 1, a, &axes[0], 1, r, &axes[1]);
+}
+
+static void test_vmap(void **state) {
+  (void)state;
+  enum { L = 6, NB = 3 };
+  jit_ctx *ctx = make_ctx(3, 1);
+  double complex x[L * NB];
+  for (int i = 0; i < L * NB; i++) x[i] = uniform() + I * uniform();
+  round_to(x, L * NB, JIT_C128);
+  /* in_axes 1 of [L, NB] (batched along the transformed dim of the body's [L]) and in_axes 0
+     of [NB, L], out_axes 0 */
+  for (int in_axis = 0; in_axis < 2; in_axis++) {
+    int axes[2] = {in_axis, 0};
+    int64_t d[2] = {in_axis ? L : NB, in_axis ? NB : L};
+    double complex rows[L * NB];
+    for (int b = 0; b < NB; b++)
+      for (int j = 0; j < L; j++) rows[b * L + j] = in_axis ? x[j * NB + b] : x[b * L + j];
+    void *hx = to_host(x, L * NB, JIT_C128);
+    jit_array *a = NULL, *r = NULL;
+    assert_int_equal(jit_array_from_host(ctx, JIT_C128, 2, d, hx, &a), JIT_OK);
+    jit_fn *f = NULL;
+    jit_fn_opts fo = {.name = "vmap_fft", .n_args = 1, .n_results = 1};
+    assert_int_equal(jit_compile(ctx, vmapped, axes, &fo, &f), JIT_OK);
+    assert_int_equal(jit_call(f, &a, &r), JIT_OK);
+    spec s = {JIT_FFT, 1, {L}};
+    int64_t no = 0, rd[2] = {NB, L};
+    double complex *want = reference(&s, rows, 2, rd, &no);
+    double complex got[L * NB];
+    assert_int_equal(jit_array_to_host(r, got, sizeof got), JIT_OK);
+    compare(got, JIT_C128, want, no, L, "vmap(fft)");
+    free(want);
+    free(hx);
+    jit_array_free(a);
+    jit_array_free(r);
+    jit_fn_free(f);
+  }
+  jit_ctx_destroy(ctx);
+}
+
+/* ---- sharding: split batch dims stay split; a split transformed dim is gathered --------------- */
+
+static void test_sharded(void **state) {
+  (void)state;
+  enum { ROWS = 4, L = 16 };
+  static const char *const specs[] = {"x,_", "_,x"};
+  static const spec kinds[] = {{JIT_FFT, 1, {L}}, {JIT_RFFT, 1, {L}}, {JIT_IFFT, 2, {ROWS, L}}};
+  jit_ctx *ctx = make_ctx(3, 2);
+  jit_mesh *mesh = NULL;
+  assert_int_equal(jit_mesh_create(ctx, 1, (int64_t[]){2}, (const char *[]){"x"}, NULL, &mesh), JIT_OK);
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    for (int sp = 0; sp < 2; sp++) {
+      const spec *s = &kinds[k];
+      jit_dtype dt = in_dtype(s->type, false);
+      int64_t d[2] = {ROWS, L};
+      double complex x[ROWS * L];
+      for (int i = 0; i < ROWS * L; i++) x[i] = uniform() + (is_c(dt) ? I * uniform() : 0);
+      round_to(x, ROWS * L, dt);
+      void *hx = to_host(x, ROWS * L, dt);
+      jit_sharding *sh = NULL;
+      jit_array *a0 = NULL, *a = NULL, *r = NULL;
+      assert_int_equal(jit_sharding_create(mesh, specs[sp], &sh), JIT_OK);
+      assert_int_equal(jit_array_from_host(ctx, dt, 2, d, hx, &a0), JIT_OK);
+      assert_int_equal(jit_device_put(a0, sh, &a), JIT_OK);
+      jit_fn *f = NULL;
+      jit_fn_opts fo = {.name = "sharded_fft", .n_args = 1, .n_results = 1};
+      assert_int_equal(jit_compile(ctx, fft_fn, (void *)s, &fo, &f), JIT_OK);
+      jit_status st = jit_call(f, &a, &r);
+      if (st != JIT_OK) print_error("%s\n", jit_last_error());
+      assert_int_equal(st, JIT_OK);
+      int64_t no = 0;
+      double complex *want = reference(s, x, 2, d, &no);
+      jit_dtype odt = s->type == JIT_RFFT ? JIT_C64 : dt;
+      double complex got[ROWS * L];
+      assert_int_equal(jit_array_to_host(r, got, (size_t)no * el_size(odt)), JIT_OK);
+      compare(got, odt, want, no, L, specs[sp]);
+      free(want);
+      free(hx);
+      jit_array_free(a0);
+      jit_array_free(a);
+      jit_array_free(r);
+      jit_sharding_free(sh);
+      jit_fn_free(f);
+    }
+  jit_mesh_free(mesh);
+  jit_ctx_destroy(ctx);
+}
+
+/* ---- bad input: refused at the user's line --------------------------------------------------- */
+
+static int refused_line;
+static void refused_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  int which = *(const int *)user;
+  int64_t n = 8, wrong = 7, two[2] = {2, 8}, many[4] = {1, 1, 2, 8};
+  jit_val re = jit_real(t, a[0]);
+  switch (which) {
+  case 0: refused_line = __LINE__; r[0] = jit_fft(t, re, JIT_FFT, 1, &n); break;        /* real operand */
+  case 1: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_RFFT, 1, &n); break;     /* complex to rfft */
+  case 2: refused_line = __LINE__; r[0] = jit_fft(t, re, JIT_IRFFT, 1, &n); break;      /* real to irfft */
+  case 3: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_FFT, 0, &n); break;      /* n_dims 0 */
+  case 4: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_FFT, 4, many); break;    /* n_dims 4 */
+  case 5: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_FFT, 1, &wrong); break;  /* length != dim */
+  case 6: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_IFFT, 2, two); break;    /* rank 1 < 2 */
+  case 7: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_IRFFT, 1, &n); break;    /* 8 is not 8/2+1 */
+  case 8: refused_line = __LINE__; r[0] = jit_fft(t, a[0], (jit_fft_type)9, 1, &n); break;
+  default: refused_line = __LINE__; r[0] = jit_fft(t, a[0], JIT_FFT, 1, NULL); break;
+  }
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  jit_ctx *ctx = make_ctx(3, 1);
+  float complex x[8] = {1, 2};
+  jit_array *a = NULL;
+  assert_int_equal(jit_array_from_host(ctx, JIT_C64, 1, (int64_t[]){8}, x, &a), JIT_OK);
+  static const jit_status want[] = {JIT_EDTYPE, JIT_EDTYPE, JIT_EDTYPE, JIT_EINVAL, JIT_EINVAL,
+                                    JIT_ESHAPE, JIT_ESHAPE, JIT_ESHAPE, JIT_EINVAL, JIT_EINVAL};
+  for (int which = 0; which < 10; which++) {
+    jit_fn *f = NULL;
+    jit_fn_opts fo = {.name = "refused", .n_args = 1, .n_results = 1};
+    assert_int_equal(jit_compile(ctx, refused_fn, &which, &fo, &f), JIT_OK);
+    jit_array *r = NULL;
+    jit_status st = jit_call(f, &a, &r);
+    char where[64];
+    snprintf(where, sizeof where, "%s:%d", THIS_FILE, refused_line);
+    if (st != want[which] || !strstr(jit_last_error(), where) || !strstr(jit_last_error(), "fft")) {
+      print_error("case %d: status %d, '%s' (want %d naming %s)\n", which, st, jit_last_error(), want[which], where);
+      fail();
+    }
+    assert_null(r);
+    jit_fn_free(f);
+  }
+  /* the C export has no FFT (nor complex values): refused, not miscompiled */
+  int64_t n = 8;
+  spec s = {JIT_FFT, 1, {n}};
+  jit_fn *f = NULL;
+  jit_fn_opts fo = {.name = "exported", .n_args = 1, .n_results = 1};
+  assert_int_equal(jit_compile(ctx, fft_fn, &s, &fo, &f), JIT_OK);
+  assert_int_equal(jit_fn_export_c(f, &a, "/tmp"), JIT_EUNSUPPORTED);
+  jit_fn_free(f);
+  jit_array_free(a);
+  jit_ctx_destroy(ctx);
+}
+
+/* ---- IR text: printed, parsed back, printed the same; malformed attributes refused ----------- */
+
+static void test_ir_text(void **state) {
+  (void)state;
+  const char *text =
+      "func @f(%0: c64[2,8,6], %1: f64[3,10]) -> (c64[2,8,6], f64[3,6,2], f32[2,8,10]) {\n"
+      "  %2 = fft %0 type=ifft lengths=[8,6] pairs=0 : c64[2,8,6]\n"
+      "  %3 = fft %1 type=rfft lengths=[10] pairs=1 : f64[3,6,2]\n"
+      "  %4 = fft %0 type=irfft lengths=[8,10] pairs=0 : f32[2,8,10]\n"
+      "  return %2, %3, %4\n"
+      "}\n";
+  ir_func **fs = NULL;
+  uint32_t n = 0;
+  jit_status st = ir_parse(text, strlen(text), &fs, &n);
+  if (st != JIT_OK) print_error("%s\n", jit_last_error());
+  assert_int_equal(st, JIT_OK);
+  assert_int_equal(n, 1);
+  char *printed = ir_print_to_string(fs[0]);
+  assert_non_null(strstr(printed, "fft %0 type=ifft lengths=[8,6] pairs=0 : c64[2,8,6]"));
+  assert_non_null(strstr(printed, "type=irfft lengths=[8,10] pairs=0 : f32[2,8,10]"));
+  assert_ir_roundtrip(fs[0]);
+  free(printed);
+  ir_func_free(fs[0]);
+  free(fs);
+  static const char *const bad[] = {
+      "func @f(%0: c64[8]) -> c64[8] {\n  %1 = fft %0 type=dft lengths=[8] pairs=0 : c64[8]\n  return %1\n}\n",
+      "func @f(%0: c64[8]) -> c64[8] {\n  %1 = fft %0 type=fft lengths=[0] pairs=0 : c64[8]\n  return %1\n}\n",
+      "func @f(%0: c64[8]) -> c64[8] {\n  %1 = fft %0 type=fft lengths=[1,1,1,8] pairs=0 : c64[8]\n  return %1\n}\n",
+      "func @f(%0: c64[8]) -> c64[8] {\n  %1 = fft %0 type=fft lengths=[8] : c64[8]\n  return %1\n}\n",
+      "func @f(%0: c64[8]) -> c64[8] {\n  %1 = fft %0 type=fft lengths=[4] pairs=0 : c64[8]\n  return %1\n}\n",
+      "func @f(%0: f32[8]) -> f32[8] {\n  %1 = fft %0 type=fft lengths=[8] pairs=0 : f32[8]\n  return %1\n}\n",
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    fs = NULL;
+    assert_int_equal(ir_parse(bad[k], strlen(bad[k]), &fs, &n), JIT_EINVAL);
+    assert_non_null(strstr(jit_last_error(), "2:")); /* the position of the fault */
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_1d_compiled),  cmocka_unit_test(test_1d_interpreted),
       cmocka_unit_test(test_nd_compiled),  cmocka_unit_test(test_nd_interpreted),
       cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_long),
+      cmocka_unit_test(test_grad),         cmocka_unit_test(test_vmap),
+      cmocka_unit_test(test_sharded),      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_ir_text),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, ot_setup, ot_teardown);
 }
