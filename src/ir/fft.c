@@ -65,9 +65,10 @@ jit_status ir_fft_eval(const ir_fft *a, const ir_type *xt, const void *x, const 
   ir_fft_plan *p = NULL;
   jit_status st = ir_fft_plan_new(a, xt, ot, &p);
   if (st != JIT_OK) return st;
-  void *tmp = malloc(ir_fft_plan_tmp_bytes(p) ? ir_fft_plan_tmp_bytes(p) : 1);
+  size_t tb = (ir_fft_plan_tmp_bytes(p) + 63) / 64 * 64;
+  unsigned char *tmp = aligned_alloc(64, tb + ir_fft_plan_scratch_bytes(p));
   if (!tmp) st = jit_error(JIT_ENOMEM, "fft: out of memory");
-  for (int k = 0; st == JIT_OK && k < ir_fft_plan_passes(p); k++) st = ir_fft_plan_run(p, k, x, out, tmp, 0, 1);
+  for (int k = 0; st == JIT_OK && k < ir_fft_plan_passes(p); k++) ir_fft_plan_run(p, k, x, out, tmp, tmp + tb, 0, 1);
   free(tmp);
   ir_fft_plan_free(p);
   return st;

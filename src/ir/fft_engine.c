@@ -11,7 +11,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(__SANITIZE_ADDRESS__)
-#define CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define CLONES __attribute__((target_clones("avx512f", "fma", "default")))
 #else
 #define CLONES
 #endif
@@ -331,14 +331,17 @@ int ir_fft_plan_passes(const ir_fft_plan *p) { return p->n_passes; }
 size_t ir_fft_plan_tmp_bytes(const ir_fft_plan *p) { return p->tmp_bytes; }
 int64_t ir_fft_plan_units(const ir_fft_plan *p, int pass) { return p->passes[pass].units; }
 
-jit_status ir_fft_plan_run(const ir_fft_plan *p, int pass, const void *x, void *out, void *tmp,
-                           int ith, int nth) {
+size_t ir_fft_plan_scratch_bytes(const ir_fft_plan *p) {
+  return 4 * (size_t)(p->work * (p->dbl ? MAX_LANES / 2 : MAX_LANES)) * (p->dbl ? 8 : 4);
+}
+
+void ir_fft_plan_run(const ir_fft_plan *p, int pass, const void *x, void *out, void *tmp,
+                     void *scratch, int ith, int nth) {
   const fft_pass *ps = &p->passes[pass];
   int64_t u0 = ps->units * ith / nth, u1 = ps->units * (ith + 1) / nth;
-  if (u0 >= u1) return JIT_OK;
-  size_t el = p->dbl ? 8 : 4, one = (size_t)(p->work * ps->lanes) * el;
-  unsigned char *w = malloc(4 * one);
-  if (!w) return jit_error(JIT_ENOMEM, "fft: out of memory (%zu bytes of scratch)", 4 * one);
+  if (u0 >= u1) return;
+  size_t one = ir_fft_plan_scratch_bytes(p) / 4;
+  unsigned char *w = scratch;
   void *bufs[3] = {(void *)x, out, tmp};
   if (p->dbl) {
     double *ws[4] = {(double *)w, (double *)(w + one), (double *)(w + 2 * one), (double *)(w + 3 * one)};
@@ -347,6 +350,4 @@ jit_status ir_fft_plan_run(const ir_fft_plan *p, int pass, const void *x, void *
     float *ws[4] = {(float *)w, (float *)(w + one), (float *)(w + 2 * one), (float *)(w + 3 * one)};
     run_units_f32(ps, u0, u1, bufs[ps->src], bufs[ps->dst], ws);
   }
-  free(w);
-  return JIT_OK;
 }

@@ -19,7 +19,8 @@ void fft_len_free(fft_len *p);
 /* Elements per lane each of run's four buffers holds (n, or Bluestein's padded length). */
 int64_t fft_len_work(const fft_len *p);
 /* The unscaled DFT (inverse: exponent sign +) of V lanes in re/im ([n][V]); s0, s1 scratch. All
-   four hold fft_len_work(p) * V elements of the plan's precision. The result is in re/im. */
+   four hold fft_len_work(p) * V elements of the plan's precision; V is a multiple of
+   32 / sizeof(element) (whole 32-byte vectors). The result is in re/im. */
 void fft_len_run(const fft_len *p, int64_t V, void *re, void *im, void *s0, void *s1, bool inverse);
 
 #endif /* TJIT_IR_FFT_ENGINE_H */

@@ -5,77 +5,22 @@
 #define NAME2(a, b) a##b
 #define NAME(a, b) NAME2(a, b)
 
-/* Radix-4 Stockham stage: y[q + S (4p + k)] = w^(pk) sum_j x[q + S (p + jm)] (-i)^(jk). */
-CLONES static void NAME(stage4, SFX)(int64_t m, int64_t S, const T *twr, const T *twi,
-                                     const T *restrict xr, const T *restrict xi, T *restrict yr,
-                                     T *restrict yi) {
-  for (int64_t p = 0; p < m; p++) {
-    const T w1r = twr[3 * p], w1i = twi[3 * p], w2r = twr[3 * p + 1], w2i = twi[3 * p + 1];
-    const T w3r = twr[3 * p + 2], w3i = twi[3 * p + 2];
-    const T *a0r = xr + S * p, *a1r = xr + S * (p + m), *a2r = xr + S * (p + 2 * m), *a3r = xr + S * (p + 3 * m);
-    const T *a0i = xi + S * p, *a1i = xi + S * (p + m), *a2i = xi + S * (p + 2 * m), *a3i = xi + S * (p + 3 * m);
-    T *b0r = yr + S * 4 * p, *b1r = b0r + S, *b2r = b1r + S, *b3r = b2r + S;
-    T *b0i = yi + S * 4 * p, *b1i = b0i + S, *b2i = b1i + S, *b3i = b2i + S;
-    for (int64_t q = 0; q < S; q++) {
-      T t0r = a0r[q] + a2r[q], t0i = a0i[q] + a2i[q], t1r = a0r[q] - a2r[q], t1i = a0i[q] - a2i[q];
-      T t2r = a1r[q] + a3r[q], t2i = a1i[q] + a3i[q], t3r = a1r[q] - a3r[q], t3i = a1i[q] - a3i[q];
-      T c1r = t1r + t3i, c1i = t1i - t3r; /* t1 - i t3 */
-      T c2r = t0r - t2r, c2i = t0i - t2i;
-      T c3r = t1r - t3i, c3i = t1i + t3r; /* t1 + i t3 */
-      b0r[q] = t0r + t2r;
-      b0i[q] = t0i + t2i;
-      b1r[q] = c1r * w1r - c1i * w1i;
-      b1i[q] = c1r * w1i + c1i * w1r;
-      b2r[q] = c2r * w2r - c2i * w2i;
-      b2i[q] = c2r * w2i + c2i * w2r;
-      b3r[q] = c3r * w3r - c3i * w3i;
-      b3i[q] = c3r * w3i + c3i * w3r;
-    }
-  }
-}
-
-CLONES static void NAME(stage2, SFX)(int64_t m, int64_t S, const T *twr, const T *twi,
-                                     const T *restrict xr, const T *restrict xi, T *restrict yr,
-                                     T *restrict yi) {
-  for (int64_t p = 0; p < m; p++) {
-    const T wr = twr[p], wi = twi[p];
-    const T *a0r = xr + S * p, *a1r = xr + S * (p + m), *a0i = xi + S * p, *a1i = xi + S * (p + m);
-    T *b0r = yr + S * 2 * p, *b1r = b0r + S, *b0i = yi + S * 2 * p, *b1i = b0i + S;
-    for (int64_t q = 0; q < S; q++) {
-      T dr = a0r[q] - a1r[q], di = a0i[q] - a1i[q];
-      b0r[q] = a0r[q] + a1r[q];
-      b0i[q] = a0i[q] + a1i[q];
-      b1r[q] = dr * wr - di * wi;
-      b1i[q] = dr * wi + di * wr;
-    }
-  }
-}
-
-/* Any radix r: b_k = sum_j a_j (cs[jr + k] + i sn[jr + k]), accumulated into y, then twiddled. */
-CLONES static void NAME(stage_any, SFX)(int r, int64_t m, int64_t S, const T *twr, const T *twi,
-                                        const T *cs, const T *sn, const T *restrict xr,
-                                        const T *restrict xi, T *restrict yr, T *restrict yi) {
-  for (int64_t p = 0; p < m; p++)
-    for (int k = 0; k < r; k++) {
-      T *br = yr + S * (r * p + k), *bi = yi + S * (r * p + k);
-      for (int64_t q = 0; q < S; q++) br[q] = bi[q] = 0;
-      for (int j = 0; j < r; j++) {
-        const T c = cs[j * r + k], s = sn[j * r + k];
-        const T *ar = xr + S * (p + j * m), *ai = xi + S * (p + j * m);
-        for (int64_t q = 0; q < S; q++) {
-          br[q] += ar[q] * c - ai[q] * s;
-          bi[q] += ar[q] * s + ai[q] * c;
-        }
-      }
-      if (k == 0) continue;
-      const T wr = twr[p * (r - 1) + k - 1], wi = twi[p * (r - 1) + k - 1];
-      for (int64_t q = 0; q < S; q++) {
-        T vr = br[q], vi = bi[q];
-        br[q] = vr * wr - vi * wi;
-        bi[q] = vr * wi + vi * wr;
-      }
-    }
-}
+/* The stages on whole 32-byte vectors, and on single elements for strides that are not. */
+typedef T NAME(vec, SFX) __attribute__((vector_size(32), aligned(sizeof(T))));
+#define V_ NAME(vec, SFX)
+#define W_ ((int64_t)(32 / sizeof(T)))
+#define VSFX NAME(SFX, _v)
+#include "ir/fft_stages.h"
+#undef V_
+#undef W_
+#undef VSFX
+#define V_ T
+#define W_ ((int64_t)1)
+#define VSFX NAME(SFX, _1)
+#include "ir/fft_stages.h"
+#undef V_
+#undef W_
+#undef VSFX
 
 /* The forward DFT of V lanes by p's Stockham stages, x -> y -> x ...; the result ends in x. */
 static void NAME(stockham, SFX)(const fft_len *p, int64_t V, T *xr, T *xi, T *yr, T *yi) {
@@ -83,9 +28,15 @@ static void NAME(stockham, SFX)(const fft_len *p, int64_t V, T *xr, T *xi, T *yr
   for (int s = 0; s < p->n_stages; s++) {
     const fft_stage *st = &p->stages[s];
     const T *twr = st->tw_re, *twi = st->tw_im;
-    if (st->r == 4) NAME(stage4, SFX)(st->m, S, twr, twi, xr, xi, yr, yi);
-    else if (st->r == 2) NAME(stage2, SFX)(st->m, S, twr, twi, xr, xi, yr, yi);
-    else NAME(stage_any, SFX)(st->r, st->m, S, twr, twi, st->cs, st->sn, xr, xi, yr, yi);
+    if (S % (int64_t)(32 / sizeof(T))) {
+      if (st->r == 4) NAME(stage4, NAME(SFX, _1))(st->m, S, twr, twi, xr, xi, yr, yi);
+      else if (st->r == 2) NAME(stage2, NAME(SFX, _1))(st->m, S, twr, twi, xr, xi, yr, yi);
+      else NAME(stage_any, NAME(SFX, _1))(st->r, st->m, S, twr, twi, st->cs, st->sn, xr, xi, yr, yi);
+    } else {
+      if (st->r == 4) NAME(stage4, NAME(SFX, _v))(st->m, S, twr, twi, xr, xi, yr, yi);
+      else if (st->r == 2) NAME(stage2, NAME(SFX, _v))(st->m, S, twr, twi, xr, xi, yr, yi);
+      else NAME(stage_any, NAME(SFX, _v))(st->r, st->m, S, twr, twi, st->cs, st->sn, xr, xi, yr, yi);
+    }
     T *t = xr; xr = yr; yr = t;
     t = xi; xi = yi; yi = t;
     S *= st->r;
@@ -132,26 +83,34 @@ static inline int64_t NAME(row_base, SFX)(const fft_pass *ps, int64_t r) {
   return (r / ps->B) * ps->n * ps->B + r % ps->B;
 }
 
+/* V lanes rounded up to whole vectors; the lanes past V zeroed in re, im ([n][padded]). */
+static int64_t NAME(pad_lanes, SFX)(int64_t V, int64_t n, T *re, T *im) {
+  const int64_t W = 32 / sizeof(T), P = (V + W - 1) / W * W;
+  for (int64_t i = 0; P > V && i < n; i++)
+    for (int64_t v = V; v < P; v++) re[i * P + v] = im[i * P + v] = 0;
+  return P;
+}
+
 /* C2C along an axis: rows r0 .. r0 + V of x, transformed into y (y == x allowed). */
 static void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const T *x, T *y, T **w) {
   int64_t n = ps->n, B = ps->B;
   T *re = w[0], *im = w[1], sc = (T)ps->scale;
-  int64_t base[MAX_LANES];
+  int64_t base[MAX_LANES], P = NAME(pad_lanes, SFX)(V, n, re, im);
   for (int64_t v = 0; v < V; v++) base[v] = 2 * NAME(row_base, SFX)(ps, r0 + v);
   /* rows along the last axis are read along each row; columns across the lanes */
   if (B == 1)
     for (int64_t v = 0; v < V; v++)
-      for (int64_t i = 0; i < n; i++) re[i * V + v] = x[base[v] + 2 * i], im[i * V + v] = x[base[v] + 2 * i + 1];
+      for (int64_t i = 0; i < n; i++) re[i * P + v] = x[base[v] + 2 * i], im[i * P + v] = x[base[v] + 2 * i + 1];
   else
     for (int64_t i = 0; i < n; i++)
-      for (int64_t v = 0; v < V; v++) re[i * V + v] = x[base[v] + 2 * i * B], im[i * V + v] = x[base[v] + 2 * i * B + 1];
-  fft_len_run(ps->len, V, re, im, w[2], w[3], ps->inverse);
+      for (int64_t v = 0; v < V; v++) re[i * P + v] = x[base[v] + 2 * i * B], im[i * P + v] = x[base[v] + 2 * i * B + 1];
+  fft_len_run(ps->len, P, re, im, w[2], w[3], ps->inverse);
   if (B == 1)
     for (int64_t v = 0; v < V; v++)
-      for (int64_t i = 0; i < n; i++) y[base[v] + 2 * i] = re[i * V + v] * sc, y[base[v] + 2 * i + 1] = im[i * V + v] * sc;
+      for (int64_t i = 0; i < n; i++) y[base[v] + 2 * i] = re[i * P + v] * sc, y[base[v] + 2 * i + 1] = im[i * P + v] * sc;
   else
     for (int64_t i = 0; i < n; i++)
-      for (int64_t v = 0; v < V; v++) y[base[v] + 2 * i * B] = re[i * V + v] * sc, y[base[v] + 2 * i * B + 1] = im[i * V + v] * sc;
+      for (int64_t v = 0; v < V; v++) y[base[v] + 2 * i * B] = re[i * P + v] * sc, y[base[v] + 2 * i * B + 1] = im[i * P + v] * sc;
 }
 
 /* R2C along the last axis: real rows 2v, 2v + 1 of the unit as one complex lane z = a + ib;
@@ -159,18 +118,19 @@ static void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const
 static void NAME(unit_r2c, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, const T *x, T *y, T **w) {
   int64_t n = ps->n, h = n / 2 + 1, V = (rows + 1) / 2;
   T *re = w[0], *im = w[1];
+  int64_t P = NAME(pad_lanes, SFX)(V, n, re, im);
   for (int64_t v = 0; v < V; v++) {
     const T *a = x + (r0 + 2 * v) * n, *b = a + n;
     bool has_b = 2 * v + 1 < rows;
-    for (int64_t i = 0; i < n; i++) re[i * V + v] = a[i], im[i * V + v] = has_b ? b[i] : 0;
+    for (int64_t i = 0; i < n; i++) re[i * P + v] = a[i], im[i * P + v] = has_b ? b[i] : 0;
   }
-  fft_len_run(ps->len, V, re, im, w[2], w[3], false);
+  fft_len_run(ps->len, P, re, im, w[2], w[3], false);
   for (int64_t v = 0; v < V; v++) {
     T *da = y + 2 * (r0 + 2 * v) * h, *db = da + 2 * h;
     bool has_b = 2 * v + 1 < rows;
     for (int64_t k = 0; k < h; k++) {
       int64_t kk = (n - k) % n;
-      T ar = re[k * V + v], ai = im[k * V + v], cr = re[kk * V + v], ci = im[kk * V + v];
+      T ar = re[k * P + v], ai = im[k * P + v], cr = re[kk * P + v], ci = im[kk * P + v];
       da[2 * k] = (ar + cr) / 2, da[2 * k + 1] = (ai - ci) / 2;
       if (has_b) db[2 * k] = (ai + ci) / 2, db[2 * k + 1] = (cr - ar) / 2;
     }
@@ -182,6 +142,7 @@ static void NAME(unit_r2c, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, co
 static void NAME(unit_c2r, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, const T *x, T *y, T **w) {
   int64_t n = ps->n, h = n / 2 + 1, V = (rows + 1) / 2;
   T *re = w[0], *im = w[1], sc = (T)ps->scale;
+  int64_t P = NAME(pad_lanes, SFX)(V, n, re, im);
   for (int64_t v = 0; v < V; v++) {
     const T *a = x + 2 * (r0 + 2 * v) * h, *b = a + 2 * h;
     bool has_b = 2 * v + 1 < rows;
@@ -190,16 +151,16 @@ static void NAME(unit_c2r, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, co
       T sg = k < h ? 1 : -1, keep = kk == 0 || 2 * kk == n ? 0 : 1;
       T ar = a[2 * kk], ai = a[2 * kk + 1] * sg * keep;
       T br = has_b ? b[2 * kk] : 0, bi = has_b ? b[2 * kk + 1] * sg * keep : 0;
-      re[k * V + v] = ar - bi, im[k * V + v] = ai + br;
+      re[k * P + v] = ar - bi, im[k * P + v] = ai + br;
     }
   }
-  fft_len_run(ps->len, V, re, im, w[2], w[3], true);
+  fft_len_run(ps->len, P, re, im, w[2], w[3], true);
   for (int64_t v = 0; v < V; v++) {
     T *da = y + (r0 + 2 * v) * n, *db = da + n;
     bool has_b = 2 * v + 1 < rows;
     for (int64_t i = 0; i < n; i++) {
-      da[i] = re[i * V + v] * sc;
-      if (has_b) db[i] = im[i * V + v] * sc;
+      da[i] = re[i * P + v] * sc;
+      if (has_b) db[i] = im[i * P + v] * sc;
     }
   }
 }
@@ -212,13 +173,14 @@ static void NAME(unit_four1, SFX)(const fft_pass *ps, int64_t a, int64_t j2, int
   const T *twr = ps->tw_re, *twi = ps->tw_im;
   x += 2 * a * ps->n;
   y += 2 * a * ps->n;
+  int64_t P = NAME(pad_lanes, SFX)(V, n1, re, im);
   for (int64_t i = 0; i < n1; i++)
-    for (int64_t v = 0; v < V; v++) re[i * V + v] = x[2 * (i * n2 + j2 + v)], im[i * V + v] = x[2 * (i * n2 + j2 + v) + 1];
-  fft_len_run(ps->len, V, re, im, w[2], w[3], ps->inverse);
+    for (int64_t v = 0; v < V; v++) re[i * P + v] = x[2 * (i * n2 + j2 + v)], im[i * P + v] = x[2 * (i * n2 + j2 + v) + 1];
+  fft_len_run(ps->len, P, re, im, w[2], w[3], ps->inverse);
   T sg = ps->inverse ? -1 : 1;
   for (int64_t k = 0; k < n1; k++)
     for (int64_t v = 0; v < V; v++) {
-      T vr = re[k * V + v], vi = im[k * V + v];
+      T vr = re[k * P + v], vi = im[k * P + v];
       T wr = twr[k * n2 + j2 + v], wi = twi[k * n2 + j2 + v] * sg;
       y[2 * (k * n2 + j2 + v)] = vr * wr - vi * wi;
       y[2 * (k * n2 + j2 + v) + 1] = vr * wi + vi * wr;
@@ -232,14 +194,15 @@ static void NAME(unit_four2, SFX)(const fft_pass *ps, int64_t a, int64_t k1, int
   T *re = w[0], *im = w[1], sc = (T)ps->scale;
   x += 2 * a * ps->n;
   y += 2 * a * ps->n;
+  int64_t P = NAME(pad_lanes, SFX)(V, n2, re, im);
   for (int64_t v = 0; v < V; v++) {
     const T *s = x + 2 * (k1 + v) * n2;
-    for (int64_t j = 0; j < n2; j++) re[j * V + v] = s[2 * j], im[j * V + v] = s[2 * j + 1];
+    for (int64_t j = 0; j < n2; j++) re[j * P + v] = s[2 * j], im[j * P + v] = s[2 * j + 1];
   }
-  fft_len_run(ps->len2, V, re, im, w[2], w[3], ps->inverse);
+  fft_len_run(ps->len2, P, re, im, w[2], w[3], ps->inverse);
   for (int64_t k = 0; k < n2; k++)
     for (int64_t v = 0; v < V; v++)
-      y[2 * (k1 + v + n1 * k)] = re[k * V + v] * sc, y[2 * (k1 + v + n1 * k) + 1] = im[k * V + v] * sc;
+      y[2 * (k1 + v + n1 * k)] = re[k * P + v] * sc, y[2 * (k1 + v + n1 * k) + 1] = im[k * P + v] * sc;
 }
 
 /* Units u0 .. u1 of pass ps. */

@@ -521,15 +521,17 @@ extern const char *const ir_fft_type_name[4]; /* "fft", "ifft", "rfft", "irfft" 
 jit_status ir_fft_eval(const ir_fft *a, const ir_type *xt, const void *x, const ir_type *ot, void *out);
 /* The same FFT prepared once (lengths' twiddles, four-step tables) and run in passes, each split
    over threads: pass k's share ith of nth may run once pass k - 1 finished on every thread. tmp
-   holds ir_fft_plan_tmp_bytes. A plan is read-only while it runs. */
+   holds ir_fft_plan_tmp_bytes. A plan is read-only while it runs. JIT_ENOMEM. */
 typedef struct ir_fft_plan ir_fft_plan;
 jit_status ir_fft_plan_new(const ir_fft *a, const ir_type *xt, const ir_type *ot, ir_fft_plan **out);
 void       ir_fft_plan_free(ir_fft_plan *p);
 int        ir_fft_plan_passes(const ir_fft_plan *p);
 int64_t    ir_fft_plan_units(const ir_fft_plan *p, int pass); /* work items: at most this many threads */
 size_t     ir_fft_plan_tmp_bytes(const ir_fft_plan *p);
-jit_status ir_fft_plan_run(const ir_fft_plan *p, int pass, const void *x, void *out, void *tmp,
-                           int ith, int nth);
+size_t     ir_fft_plan_scratch_bytes(const ir_fft_plan *p); /* each running thread's own */
+/* scratch: ir_fft_plan_scratch_bytes of thread ith's own, 64-byte aligned */
+void       ir_fft_plan_run(const ir_fft_plan *p, int pass, const void *x, void *out, void *tmp,
+                           void *scratch, int ith, int nth);
 
 /* ---- printer (print.c) ---------------------------------------------------------------------------
    The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */
