@@ -78,13 +78,53 @@ static void NAME(run, SFX)(const fft_len *p, int64_t V, T *re, T *im, T *s0, T *
 
 /* ---- passes of an FFT op (see fft_pass in fft_engine.c): one unit = up to V lanes ---------------- */
 
+#define VEC NAME(vec, SFX)
+#define VW ((int64_t)(32 / sizeof(T)))
+#define LDV(p) (*(const VEC *)(p))
+#define STV(p, v) (*(VEC *)(p) = (v))
+typedef ITYPE NAME(mask, SFX) __attribute__((vector_size(32)));
+#define MASK NAME(mask, SFX)
+#define UNIT static inline __attribute__((always_inline))
+
+/* V interleaved complex values at src into re[0..V), im[0..V) (whole vectors by shuffles). */
+UNIT void NAME(deint, SFX)(const T *src, int64_t V, T *re, T *im) {
+  int64_t v = 0;
+  for (; v + VW <= V; v += VW) {
+    VEC a = LDV(src + 2 * v), b = LDV(src + 2 * v + VW);
+    STV(re + v, __builtin_shuffle(a, b, (MASK)MASK_EVEN));
+    STV(im + v, __builtin_shuffle(a, b, (MASK)MASK_ODD));
+  }
+  for (; v < V; v++) re[v] = src[2 * v], im[v] = src[2 * v + 1];
+}
+
+/* (re, im)[0..V) * (wr, wi) (wr == NULL: the scalar sc) interleaved into dst. */
+UNIT void NAME(inter, SFX)(const T *re, const T *im, const T *wr, const T *wi, T sg, T sc, int64_t V, T *dst) {
+  int64_t v = 0;
+  for (; v + VW <= V; v += VW) {
+    VEC r = LDV(re + v), i = LDV(im + v), a, b;
+    if (wr) {
+      VEC cr = LDV(wr + v), ci = LDV(wi + v) * sg;
+      a = r * cr - i * ci, b = r * ci + i * cr;
+    } else {
+      a = r * sc, b = i * sc;
+    }
+    STV(dst + 2 * v, __builtin_shuffle(a, b, (MASK)MASK_LO));
+    STV(dst + 2 * v + VW, __builtin_shuffle(a, b, (MASK)MASK_HI));
+  }
+  for (; v < V; v++) {
+    T r = re[v], i = im[v];
+    if (wr) dst[2 * v] = r * wr[v] - i * wi[v] * sg, dst[2 * v + 1] = r * wi[v] * sg + i * wr[v];
+    else dst[2 * v] = r * sc, dst[2 * v + 1] = i * sc;
+  }
+}
+
 /* Row r's first complex element and the stride between its elements, in complex elements. */
 static inline int64_t NAME(row_base, SFX)(const fft_pass *ps, int64_t r) {
   return (r / ps->B) * ps->n * ps->B + r % ps->B;
 }
 
 /* V lanes rounded up to whole vectors; the lanes past V zeroed in re, im ([n][padded]). */
-static int64_t NAME(pad_lanes, SFX)(int64_t V, int64_t n, T *re, T *im) {
+UNIT int64_t NAME(pad_lanes, SFX)(int64_t V, int64_t n, T *re, T *im) {
   const int64_t W = 32 / sizeof(T), P = (V + W - 1) / W * W;
   for (int64_t i = 0; P > V && i < n; i++)
     for (int64_t v = V; v < P; v++) re[i * P + v] = im[i * P + v] = 0;
@@ -92,7 +132,7 @@ static int64_t NAME(pad_lanes, SFX)(int64_t V, int64_t n, T *re, T *im) {
 }
 
 /* C2C along an axis: rows r0 .. r0 + V of x, transformed into y (y == x allowed). */
-static void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const T *x, T *y, T **w) {
+UNIT void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const T *x, T *y, T **w) {
   int64_t n = ps->n, B = ps->B;
   T *re = w[0], *im = w[1], sc = (T)ps->scale;
   int64_t base[MAX_LANES], P = NAME(pad_lanes, SFX)(V, n, re, im);
@@ -101,6 +141,8 @@ static void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const
   if (B == 1)
     for (int64_t v = 0; v < V; v++)
       for (int64_t i = 0; i < n; i++) re[i * P + v] = x[base[v] + 2 * i], im[i * P + v] = x[base[v] + 2 * i + 1];
+  else if (base[V - 1] == base[0] + 2 * (V - 1)) /* the lanes are neighbours along the row */
+    for (int64_t i = 0; i < n; i++) NAME(deint, SFX)(x + base[0] + 2 * i * B, V, re + i * P, im + i * P);
   else
     for (int64_t i = 0; i < n; i++)
       for (int64_t v = 0; v < V; v++) re[i * P + v] = x[base[v] + 2 * i * B], im[i * P + v] = x[base[v] + 2 * i * B + 1];
@@ -108,6 +150,8 @@ static void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const
   if (B == 1)
     for (int64_t v = 0; v < V; v++)
       for (int64_t i = 0; i < n; i++) y[base[v] + 2 * i] = re[i * P + v] * sc, y[base[v] + 2 * i + 1] = im[i * P + v] * sc;
+  else if (base[V - 1] == base[0] + 2 * (V - 1))
+    for (int64_t i = 0; i < n; i++) NAME(inter, SFX)(re + i * P, im + i * P, NULL, NULL, 1, sc, V, y + base[0] + 2 * i * B);
   else
     for (int64_t i = 0; i < n; i++)
       for (int64_t v = 0; v < V; v++) y[base[v] + 2 * i * B] = re[i * P + v] * sc, y[base[v] + 2 * i * B + 1] = im[i * P + v] * sc;
@@ -115,7 +159,7 @@ static void NAME(unit_c2c, SFX)(const fft_pass *ps, int64_t r0, int64_t V, const
 
 /* R2C along the last axis: real rows 2v, 2v + 1 of the unit as one complex lane z = a + ib;
    A_k = (Z_k + conj Z_(n-k)) / 2, B_k = (Z_k - conj Z_(n-k)) / 2i for k <= n / 2. */
-static void NAME(unit_r2c, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, const T *x, T *y, T **w) {
+UNIT void NAME(unit_r2c, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, const T *x, T *y, T **w) {
   int64_t n = ps->n, h = n / 2 + 1, V = (rows + 1) / 2;
   T *re = w[0], *im = w[1];
   int64_t P = NAME(pad_lanes, SFX)(V, n, re, im);
@@ -139,7 +183,7 @@ static void NAME(unit_r2c, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, co
 
 /* C2R along the last axis: Hermitian rows 2v, 2v + 1 (n / 2 + 1 terms, the DC's and even n's
    Nyquist term's imaginary parts dropped) extended to n terms, z = a + ib transformed back. */
-static void NAME(unit_c2r, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, const T *x, T *y, T **w) {
+UNIT void NAME(unit_c2r, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, const T *x, T *y, T **w) {
   int64_t n = ps->n, h = n / 2 + 1, V = (rows + 1) / 2;
   T *re = w[0], *im = w[1], sc = (T)ps->scale;
   int64_t P = NAME(pad_lanes, SFX)(V, n, re, im);
@@ -167,29 +211,38 @@ static void NAME(unit_c2r, SFX)(const fft_pass *ps, int64_t r0, int64_t rows, co
 
 /* Four-step, first half: row a as [n1][n2]; columns j2 .. j2 + V transformed over j1 (length
    n1) and multiplied by w_n^(j2 k1), written in place of the columns into y. */
-static void NAME(unit_four1, SFX)(const fft_pass *ps, int64_t a, int64_t j2, int64_t V, const T *x, T *y, T **w) {
+UNIT void NAME(unit_four1, SFX)(const fft_pass *ps, int64_t a, int64_t j2, int64_t V, const T *x, T *y, T **w) {
   int64_t n1 = ps->n1, n2 = ps->n2;
   T *re = w[0], *im = w[1];
   const T *twr = ps->tw_re, *twi = ps->tw_im;
   x += 2 * a * ps->n;
   y += 2 * a * ps->n;
   int64_t P = NAME(pad_lanes, SFX)(V, n1, re, im);
-  for (int64_t i = 0; i < n1; i++)
-    for (int64_t v = 0; v < V; v++) re[i * P + v] = x[2 * (i * n2 + j2 + v)], im[i * P + v] = x[2 * (i * n2 + j2 + v) + 1];
+  /* rows n2 apart: fetched ahead, the hardware's stride prefetch does not follow 1000 streams */
+  enum { AHEAD = 8 };
+  for (int64_t i = 0; i < n1; i++) {
+    if (i + AHEAD < n1) {
+      __builtin_prefetch(x + 2 * ((i + AHEAD) * n2 + j2));
+      __builtin_prefetch(x + 2 * ((i + AHEAD) * n2 + j2) + 16);
+    }
+    NAME(deint, SFX)(x + 2 * (i * n2 + j2), V, re + i * P, im + i * P);
+  }
   fft_len_run(ps->len, P, re, im, w[2], w[3], ps->inverse);
   T sg = ps->inverse ? -1 : 1;
-  for (int64_t k = 0; k < n1; k++)
-    for (int64_t v = 0; v < V; v++) {
-      T vr = re[k * P + v], vi = im[k * P + v];
-      T wr = twr[k * n2 + j2 + v], wi = twi[k * n2 + j2 + v] * sg;
-      y[2 * (k * n2 + j2 + v)] = vr * wr - vi * wi;
-      y[2 * (k * n2 + j2 + v) + 1] = vr * wi + vi * wr;
+  for (int64_t k = 0; k < n1; k++) {
+    if (k + AHEAD < n1) {
+      __builtin_prefetch(twr + (k + AHEAD) * n2 + j2);
+      __builtin_prefetch(twi + (k + AHEAD) * n2 + j2);
+      __builtin_prefetch(y + 2 * ((k + AHEAD) * n2 + j2), 1);
+      __builtin_prefetch(y + 2 * ((k + AHEAD) * n2 + j2) + 16, 1);
     }
+    NAME(inter, SFX)(re + k * P, im + k * P, twr + k * n2 + j2, twi + k * n2 + j2, sg, 1, V, y + 2 * (k * n2 + j2));
+  }
 }
 
 /* Four-step, second half: rows k1 .. k1 + V of row a's [n1][n2] transformed (length n2) and
    stored transposed: X[k1 + n1 k2]. */
-static void NAME(unit_four2, SFX)(const fft_pass *ps, int64_t a, int64_t k1, int64_t V, const T *x, T *y, T **w) {
+UNIT void NAME(unit_four2, SFX)(const fft_pass *ps, int64_t a, int64_t k1, int64_t V, const T *x, T *y, T **w) {
   int64_t n1 = ps->n1, n2 = ps->n2;
   T *re = w[0], *im = w[1], sc = (T)ps->scale;
   x += 2 * a * ps->n;
@@ -200,13 +253,11 @@ static void NAME(unit_four2, SFX)(const fft_pass *ps, int64_t a, int64_t k1, int
     for (int64_t j = 0; j < n2; j++) re[j * P + v] = s[2 * j], im[j * P + v] = s[2 * j + 1];
   }
   fft_len_run(ps->len2, P, re, im, w[2], w[3], ps->inverse);
-  for (int64_t k = 0; k < n2; k++)
-    for (int64_t v = 0; v < V; v++)
-      y[2 * (k1 + v + n1 * k)] = re[k * P + v] * sc, y[2 * (k1 + v + n1 * k) + 1] = im[k * P + v] * sc;
+  for (int64_t k = 0; k < n2; k++) NAME(inter, SFX)(re + k * P, im + k * P, NULL, NULL, 1, sc, V, y + 2 * (k1 + n1 * k));
 }
 
 /* Units u0 .. u1 of pass ps. */
-static void NAME(run_units, SFX)(const fft_pass *ps, int64_t u0, int64_t u1, const void *x, void *y, T **w) {
+CLONES static void NAME(run_units, SFX)(const fft_pass *ps, int64_t u0, int64_t u1, const void *x, void *y, T **w) {
   int64_t L = ps->lanes;
   for (int64_t u = u0; u < u1; u++) {
     switch (ps->kind) {
@@ -236,5 +287,11 @@ static void NAME(run_units, SFX)(const fft_pass *ps, int64_t u0, int64_t u1, con
   }
 }
 
+#undef VEC
+#undef VW
+#undef LDV
+#undef STV
+#undef MASK
+#undef UNIT
 #undef NAME
 #undef NAME2
