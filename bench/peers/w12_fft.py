@@ -17,26 +17,7 @@ import time
 import numpy as np
 
 N, R = 1 << 20, 1024
-U64 = np.uint64
-MASK = (1 << 64) - 1
-
-
-def seed_of(workload_id, arg):
-    """workloads.c's wl_fill seed: s = 0x7431, then s*131 + each char, then s*131 + arg."""
-    s = 0x7431
-    for ch in workload_id:
-        s = (s * 131 + ord(ch)) & MASK
-    return (s * 131 + arg) & MASK
-
-
-def fill_float(arg, n):
-    with np.errstate(over="ignore"):
-        z = U64(seed_of("W12", arg)) + U64(0x9E3779B97F4A7C15) * np.arange(1, n + 1, dtype=U64)
-        z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> U64(27))) * U64(0x94D049BB133111EB)
-        bits = z ^ (z >> U64(31))
-    u = ((bits >> U64(40)).astype(np.float64) + 0.5) / 8388608.0 - 1.0
-    return u.astype(np.float32)
+from wl_fill import uniform_f32  # bench/peers/wl_fill.py
 
 
 def timed(fn, reps, warmups):
@@ -56,8 +37,8 @@ def main():
     ap.add_argument("--warmups", type=int, default=3)
     ap.add_argument("--cold-only", action="store_true")
     o = ap.parse_args()
-    x = fill_float(0, 2 * N).view(np.complex64)
-    r = fill_float(1, R * R).reshape(R, R)
+    x = uniform_f32("W12", 0, 2 * N).view(np.complex64)
+    r = uniform_f32("W12", 1, R * R).reshape(R, R)
 
     import jax
     import jax.numpy as jnp
