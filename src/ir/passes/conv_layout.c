@@ -1,22 +1,22 @@
-/* conv_layout.c: gives each conv without groups the form the native GEMM runs (see
+/* conv_layout.c: gives each float conv the form the native GEMM runs (see
  * ir_conv_is_gemm): its padding and lhs dilation become an explicit PAD of the lhs (zeros, with
  * interior padding for the dilation) and its result comes out in [batch, spatial..., feature]
  * order, a TRANSPOSE restoring the layout asked for. The conv is then a GEMM over a strided view
  * of the padded lhs (codegen/matmul.c): M = batch x output positions, K = window x features,
- * N = output features.
+ * N = output features; with feature or batch groups, a batched GEMM with the group as batch.
  *
  * Needs: verified f. Keeps: every value's type and meaning (the interpreter gives the same
- * results before and after); locations. Grouped convs (feature or batch groups) stay as they are
- * and run through the interpreter. Leaves f untouched when no conv needs it.
+ * results before and after); locations. Grouped convs of 3 spatial dims (see
+ * ir_conv_has_gemm_form) stay as they are and run through the interpreter. Leaves f untouched
+ * when no conv needs it.
  * Cost: O(instructions), one rebuild when a conv changes; at run time the PAD copies the lhs once.
  */
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
 
-/* A conv this pass rewrites: no groups, float, and not in GEMM form yet. */
+/* A conv this pass rewrites: one the GEMM can run, not in its form yet. */
 static bool wants_rewrite(const ir_func *f, const ir_ins *in) {
-  return in->op == IR_CONV && in->attr.conv.groups == 1 && in->attr.conv.batch_groups == 1 &&
-         !ir_conv_is_gemm(f, in);
+  return ir_conv_has_gemm_form(f, in) && !ir_conv_is_gemm(f, in);
 }
 
 static const char *const who = "conv_layout";

@@ -19,7 +19,7 @@
  *   windows        a reduce_window of a small window as the sum / max / min of strided slices
  *      |           of its padded operand (one fused loop)
  *      v
- *   conv_layout    each conv without groups in the GEMM's form: explicit PAD, result as
+ *   conv_layout    each float conv in the GEMM's form: explicit PAD, result as
  *      |           [batch, spatial..., feature] then transposed back
  *      v
  *   optimized fn   (ir_verify after every pass when asked, naming the pass)
