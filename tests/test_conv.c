@@ -173,34 +173,26 @@ static void test_against_loop(void **state) {
 }
 
 /* W11-like layers at sizes that take the native GEMM path with several row and K blocks. */
+static const struct {
+  const char *what;
+  convcase c;
+} larger[] = {
+    {"larger NHWC", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32}},
+    {"larger strided", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, {2, 2}, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32}},
+    /* K = 3 * 3 * 300 spans several of the GEMM's K blocks, each starting at a window row */
+    {"deep K", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0}, ONES, ONES, 1, JIT_F32}},
+    {"deep K f64", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0}, ONES, ONES, 1, JIT_F64}},
+    /* a strided 1x1: one contiguous K run, rows that do not merge */
+    {"strided 1x1", {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0}, ONES, ONES, 1, JIT_F32}},
+    /* grouped and depthwise at sizes that split over threads and several row and K blocks */
+    {"larger grouped", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 6, 40}, ONES, {1, 1}, {1, 1}, ONES, ONES, 4, JIT_F32}},
+    {"larger depthwise", {"NHWC", "HWIO", "NHWC", {2, 21, 19, 64}, {3, 3, 1, 64}, {2, 2}, {1, 1}, {1, 1}, ONES, ONES, 64, JIT_F32}},
+    {"grouped deep K", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 600}, {3, 3, 300, 6}, ONES, {1, 0}, {1, 0}, ONES, ONES, 2, JIT_F32}},
+};
+
 static void test_larger(void **state) {
   (void)state;
-  convcase c = {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, ONES, {1, 1}, {1, 1},
-                ONES, ONES, 1, JIT_F32};
-  check_case(&c, "larger NHWC");
-  convcase s2 = c;
-  s2.stride[0] = s2.stride[1] = 2;
-  check_case(&s2, "larger strided");
-  /* K = 3 * 3 * 300 spans several of the GEMM's K blocks, each starting at a window row */
-  convcase deep = {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0},
-                   ONES, ONES, 1, JIT_F32};
-  check_case(&deep, "deep K");
-  deep.dt = JIT_F64;
-  check_case(&deep, "deep K f64");
-  /* a strided 1x1: one contiguous K run, rows that do not merge */
-  convcase one = {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0},
-                  ONES, ONES, 1, JIT_F32};
-  check_case(&one, "strided 1x1");
-  /* grouped and depthwise at sizes that split over threads and several row blocks */
-  convcase grouped = {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 6, 40}, ONES, {1, 1}, {1, 1},
-                      ONES, ONES, 4, JIT_F32};
-  check_case(&grouped, "larger grouped");
-  convcase dw = {"NHWC", "HWIO", "NHWC", {2, 21, 19, 64}, {3, 3, 1, 64}, {2, 2}, {1, 1}, {1, 1},
-                 ONES, ONES, 64, JIT_F32};
-  check_case(&dw, "larger depthwise");
-  convcase deepg = {"NHWC", "HWIO", "NHWC", {1, 5, 6, 600}, {3, 3, 300, 6}, ONES, {1, 0}, {1, 0},
-                    ONES, ONES, 2, JIT_F32};
-  check_case(&deepg, "grouped deep K");
+  for (size_t i = 0; i < sizeof larger / sizeof larger[0]; i++) check_case(&larger[i].c, larger[i].what);
 }
 
 /* ---- VJPs by finite differences ------------------------------------------------------------- */
