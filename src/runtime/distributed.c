@@ -63,6 +63,10 @@ jit_status dist_call_end(jit_ctx *ctx, const char *fn_name, jit_status st) {
   return st;
 }
 void dist_report_failure(jit_ctx *ctx, jit_status st) { (void)ctx, (void)st; }
+uint64_t dist_bytes_sent(const jit_ctx *ctx) {
+  (void)ctx;
+  return 0;
+}
 jit_status dist_transport_new(jit_ctx *ctx, const jit_mesh *mesh, const ir_mesh *im,
                               struct coll_transport **out) {
   (void)ctx, (void)mesh, (void)im, (void)out;
@@ -317,6 +321,10 @@ void dist_report_failure(jit_ctx *ctx, jit_status st) {
   /* a failure another rank reported is known to every rank already */
   if (ctx->dist && atomic_load(&ctx->dist->link->failed_rank) < 0)
     mpi_link_report_failure(ctx->dist->link, st, jit_last_error());
+}
+
+uint64_t dist_bytes_sent(const jit_ctx *ctx) {
+  return ctx->dist ? atomic_load(&ctx->dist->link->bytes_sent) : 0;
 }
 
 jit_status dist_transport_new(jit_ctx *ctx, const jit_mesh *mesh, const ir_mesh *im,

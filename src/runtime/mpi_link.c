@@ -55,6 +55,7 @@ jit_status mpi_link_open(mpi_link **out) {
   if (!l) return jit_error(JIT_ENOMEM, "jit_ctx_create: out of memory");
   l->timeout_s = timeout;
   atomic_init(&l->seq, 0);
+  atomic_init(&l->bytes_sent, 0);
   atomic_init(&l->failed_rank, -1);
   pthread_mutex_init(&l->mu, NULL);
   MPI_Comm_rank(MPI_COMM_WORLD, &l->rank);
@@ -227,6 +228,7 @@ jit_status mpi_link_exchange(mpi_link *l, int kind, void *send, int bytes, void 
     if (r == l->rank) continue;
     peer[k] = r;
     rc |= MPI_Isend(send, bytes, MPI_BYTE, r, tag, l->comm, &req[k++]);
+    atomic_fetch_add(&l->bytes_sent, (uint64_t)bytes);
   }
   jit_status st = rc != MPI_SUCCESS
                       ? jit_error(JIT_EINTERNAL, "%s: posting MPI messages failed", what)

@@ -28,6 +28,7 @@ typedef struct mpi_link {
   int rank, size;
   double timeout_s;         /* bound on every wait for another rank; <= 0: none */
   _Atomic uint64_t seq;     /* the collective operation under way (every rank counts alike) */
+  _Atomic uint64_t bytes_sent; /* payload bytes this rank posted to others, for benchmarks */
   atomic_int failed_rank;   /* -1, or the rank that reported failing the current operation */
   int failed_status;        /* its status and message, written before failed_rank is set */
   char failed_msg[LINK_MSG_MAX];

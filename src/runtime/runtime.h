@@ -93,6 +93,10 @@ jit_status dist_transport_new(jit_ctx *ctx, const jit_mesh *mesh, const ir_mesh 
 jit_status dist_exchange(jit_ctx *ctx, void *send, size_t bytes, void *const *recv,
                          const size_t *recv_bytes, bool *send_kept, const char *what);
 
+/* Payload bytes this rank has sent to others through ctx (0 when not distributed): what a
+   benchmark reports as communication. */
+uint64_t dist_bytes_sent(const jit_ctx *ctx);
+
 /* ---- arrays (array.c) -------------------------------------------------------------------------- */
 struct jit_array {
   jit_ctx *ctx;

@@ -84,9 +84,11 @@ static jit_status trade(mpi_transport *t, int tag, int n, const int *devices,
     off += (size_t)count * bytes;
   }
   int n_recv = n_req;
-  for (int i = 0; i < n_peers && rc == MPI_SUCCESS; i++)
+  for (int i = 0; i < n_peers && rc == MPI_SUCCESS; i++) {
     rc = MPI_Isend(*send, (int)((size_t)n_local * bytes), MPI_BYTE, peers[i], tag,
                    t->link->comm, &req[n_req++]);
+    atomic_fetch_add(&t->link->bytes_sent, (uint64_t)n_local * bytes);
+  }
   jit_status st = JIT_OK;
   if (rc != MPI_SUCCESS) {
     st = mpi_failed(rc, "exchanging operands");
