@@ -71,7 +71,9 @@ jit_status mpi_link_open(mpi_link **out) {
 
 void mpi_link_close(mpi_link *l) {
   if (!l) return;
-  MPI_Comm_free(&l->comm);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&l->comm); /* the program may have finalized MPI first */
   for (int i = 0; i < l->n_graveyard; i++) free(l->graveyard[i]);
   free(l->graveyard);
   pthread_mutex_destroy(&l->mu);
