@@ -272,57 +272,54 @@ static void expect_failure(jit_status st, jit_status want, const char *needle, c
   if (my_rank < 2) print_message("[rank %d] %s: %s\n", my_rank, what, jit_last_error());
 }
 
-static void test_rank_fails(void **state) {
-  (void)state;
+typedef enum {
+  FAULT_NULL_ARG,    /* one rank's call fails (a NULL arg): every other rank's names it */
+  FAULT_LATE,        /* the last rank arrives past the timeout: the others name it */
+  FAULT_OTHER_SHAPE, /* one rank calls with a taller a: found before any collective runs */
+} fault_kind;
+
+static void run_fault(fault_kind kind) {
   if (n_ranks < 2) skip();
-  jit_ctx *c = fault_ctx("60");
+  int odd = kind == FAULT_LATE ? n_ranks - 1 : 1; /* the rank that misbehaves */
+  jit_ctx *c = fault_ctx(kind == FAULT_LATE ? "1" : "60");
   mm_call k;
   mm_call_open(c, &k);
-  jit_array *r = NULL;
-  /* rank 1 passes a NULL arg: it fails its own call, and every other rank's names it */
-  jit_status st = jit_call(k.f, (jit_array *[]){my_rank == 1 ? NULL : k.a, k.b}, &r);
+  jit_array *args[2] = {k.a, k.b}, *r = NULL;
+  if (my_rank == odd && kind == FAULT_NULL_ARG) args[0] = NULL;
+  if (my_rank == odd && kind == FAULT_OTHER_SHAPE) args[0] = k.a_wide;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (my_rank == odd && kind == FAULT_LATE) nanosleep(&(struct timespec){2, 500000000}, NULL);
+  jit_status st = jit_call(k.f, args, &r);
   assert_null(r);
-  expect_failure(st, JIT_EINVAL, my_rank == 1 ? "NULL" : "process 1 failed", "a rank that fails");
+  char needle[96];
+  if (kind == FAULT_NULL_ARG) {
+    snprintf(needle, sizeof needle, "%s", my_rank == odd ? "NULL" : "process 1 failed");
+    expect_failure(st, JIT_EINVAL, needle, "a rank that fails");
+  } else if (kind == FAULT_LATE) {
+    snprintf(needle, sizeof needle, "for process %d, which has not arrived", odd);
+    expect_failure(st, JIT_EIO, my_rank == odd ? "failed: " : needle, "a rank that never arrives");
+  } else {
+    expect_failure(st, JIT_EINVAL, "process 1 calls it with another signature than process 0",
+                   "mismatched signatures");
+  }
   check_call_works(&k);
   mm_call_close(&k);
   jit_ctx_destroy(c);
+}
+
+static void test_rank_fails(void **state) {
+  (void)state;
+  run_fault(FAULT_NULL_ARG);
 }
 
 static void test_rank_never_arrives(void **state) {
   (void)state;
-  if (n_ranks < 2) skip();
-  jit_ctx *c = fault_ctx("1");
-  mm_call k;
-  mm_call_open(c, &k);
-  int late = n_ranks - 1;
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (my_rank == late) nanosleep(&(struct timespec){2, 500000000}, NULL); /* 2.5 s > 1 s */
-  jit_array *r = NULL;
-  jit_status st = jit_call(k.f, (jit_array *[]){k.a, k.b}, &r);
-  assert_null(r);
-  char needle[64];
-  snprintf(needle, sizeof needle, "for process %d, which has not arrived", late);
-  expect_failure(st, JIT_EIO, my_rank == late ? "failed: " : needle, "a rank that never arrives");
-  check_call_works(&k);
-  mm_call_close(&k);
-  jit_ctx_destroy(c);
+  run_fault(FAULT_LATE);
 }
 
 static void test_mismatched_signatures(void **state) {
   (void)state;
-  if (n_ranks < 2) skip();
-  jit_ctx *c = fault_ctx("60");
-  mm_call k;
-  mm_call_open(c, &k);
-  jit_array *r = NULL;
-  /* rank 1 calls with a taller a: found before any collective runs, on every rank */
-  jit_status st = jit_call(k.f, (jit_array *[]){my_rank == 1 ? k.a_wide : k.a, k.b}, &r);
-  assert_null(r);
-  expect_failure(st, JIT_EINVAL, "process 1 calls it with another signature than process 0",
-                 "mismatched signatures");
-  check_call_works(&k);
-  mm_call_close(&k);
-  jit_ctx_destroy(c);
+  run_fault(FAULT_OTHER_SHAPE);
 }
 
 int main(void) {
