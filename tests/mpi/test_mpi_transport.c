@@ -4,7 +4,8 @@
  * running all 4 devices through shared memory computes: every collective on every axis group,
  * and a compiled partitioned matmul whose contracted dim is split 4 ways (an all_reduce of 4
  * partial sums, where the order of a floating-point fold shows); and a collective that one rank
- * reaches late fails, past TJIT_COLLECTIVE_TIMEOUT_S, naming that rank instead of waiting. */
+ * reaches late fails, past TJIT_COLLECTIVE_TIMEOUT_S, naming that rank instead of waiting; one
+ * whose rank reports a failure instead ends at once with that rank's status and message. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "ir/mesh_spec.h"
 #include "ir/passes/passes.h"
 #include "runtime/exec.h"
+#include "runtime/mpi_link.h"
 #include "runtime/transport.h"
 
 #ifdef __SANITIZE_ADDRESS__
@@ -338,6 +340,43 @@ static void test_collective_timeout(void **state) {
   coll_transport_free(t);
 }
 
+/* The last rank fails before the collective and says so (what a distributed jit_call does when
+   one of its devices fails): the others' waits end at once, well before the 60 s timeout, with
+   its status and message. */
+static void test_peer_failure(void **state) {
+  (void)state;
+  if (n_ranks < 2) skip();
+  ir_mesh m = mesh_of(1, (const int64_t[]){N_DEVICES});
+  mpi_link *l = NULL;
+  coll_transport *t = NULL;
+  setenv("TJIT_COLLECTIVE_TIMEOUT_S", "60", 1);
+  jit_status st = mpi_link_open(&l);
+  unsetenv("TJIT_COLLECTIVE_TIMEOUT_S");
+  if (st != JIT_OK || coll_transport_mpi_new_link(&m, process, l, &t) != JIT_OK)
+    fail_msg("%s", jit_last_error());
+  mpi_link_next(l);
+  int failing = n_ranks - 1;
+  late_device runs[N_DEVICES];
+  for (int d = 0; d < N_DEVICES; d++) runs[d] = (late_device){t, d, false, JIT_OK, ""};
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  if (my_rank == failing) mpi_link_report_failure(l, JIT_ECOMPILE, "a kernel of device 3 failed");
+  else on_devices(run_late, runs, sizeof runs[0], false);
+  double waited = MPI_Wtime() - t0;
+  char needle[64];
+  snprintf(needle, sizeof needle, "process %d failed: a kernel of device 3 failed", failing);
+  int lead = my_rank * (N_DEVICES / n_ranks);
+  if (my_rank != failing) {
+    if (runs[lead].st != JIT_ECOMPILE || !strstr(runs[lead].msg, needle))
+      fail_msg("rank %d device %d: %s", my_rank, lead, runs[lead].msg);
+    if (waited > 30) fail_msg("rank %d waited %.1f s for a failure already reported", my_rank, waited);
+    if (my_rank == 0) print_message("[rank 0] a peer's failure: %s\n", runs[lead].msg);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  coll_transport_free(t);
+  mpi_link_close(l);
+}
+
 int main(void) {
   int level = 0;
   if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return 1;
@@ -354,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_contracted_4),
         cmocka_unit_test(test_matmul_grid),
         cmocka_unit_test(test_collective_timeout),
+        cmocka_unit_test(test_peer_failure),
     };
     failed = cmocka_run_group_tests(tests, NULL, NULL);
     jit_ctx_destroy(ctx);
