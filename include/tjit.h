@@ -152,8 +152,8 @@ jit_status jit_array_visualize(const jit_array *a, FILE *out);
    n_devices is per process, device ids are global (rank r owns n_devices ids from r * n_devices)
    and a mesh may span every rank's devices. Every jit_call is collective: each rank calls the same
    function with the same signature; each runs the devices it owns. jit_array_to_host of an array
-   whose devices are not all this process's is collective too (every rank gets the whole array),
-   and so is jit_device_put of such an array. A rank that fails a call makes every rank's call
+   on several processes' devices is collective too (every rank gets the whole array), and so is
+   jit_device_put of such an array; an array on one process's devices is that process's alone. A rank that fails a call makes every rank's call
    fail naming it; $TJIT_COLLECTIVE_TIMEOUT_S (default 300) bounds every wait for another rank. */
 int jit_process_index(const jit_ctx *ctx);   /* this rank, 0 when not distributed */
 int jit_process_count(const jit_ctx *ctx);   /* 1 when not distributed */

@@ -24,6 +24,23 @@ bool mesh_all_local(const jit_mesh *m) {
   return true;
 }
 
+int mesh_process(const jit_mesh *m) {
+  int p = m->device_ids[0] / m->ctx->n_local_devices;
+  for (int i = 1; i < m->n_devices; i++)
+    if (m->device_ids[i] / m->ctx->n_local_devices != p) return -1;
+  return p;
+}
+
+jit_status mesh_read_access(const jit_mesh *m, const char *who, bool *collective) {
+  int p = m->ctx ? mesh_process(m) : 0;
+  *collective = p < 0;
+  if (p >= 0 && p != m->ctx->process_index)
+    return jit_error(JIT_EINVAL, "%s: the array lives on devices of process %d only: only that "
+                     "process can read it (an array on several processes' devices is read by all "
+                     "of them together)", who, p);
+  return JIT_OK;
+}
+
 static bool env_distributed(void) {
   const char *s = getenv("TJIT_DISTRIBUTED");
   return s && strcmp(s, "1") == 0;

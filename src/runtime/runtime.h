@@ -70,6 +70,12 @@ static inline bool ctx_device_local(const jit_ctx *ctx, int device_id) {
   return device_id / ctx->n_local_devices == ctx->process_index;
 }
 bool mesh_all_local(const jit_mesh *m); /* every device of m is this process's */
+/* The process that owns every device of m, or -1 when they belong to several. */
+int mesh_process(const jit_mesh *m);
+/* Reading a committed array on mesh m (who names the entry): *collective is false when this
+   process holds every block, true when the blocks span processes (every rank reads together);
+   JIT_EINVAL when another process alone holds them. */
+jit_status mesh_read_access(const jit_mesh *m, const char *who, bool *collective);
 /* Hash of what a signature runs (its optimized IR), compared between ranks before a call. */
 uint64_t dist_program_hash(const ir_func *f);
 /* The opening of a collective call: takes the context's call lock, exchanges this rank's local

@@ -121,7 +121,9 @@ jit_status array_gather(const jit_array *a, void *dst) {
   if (!blocks || !src) TRY(jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory"));
   int *first = blocks + n;
   block_map(s, blocks, first);
-  if (s->mesh->ctx && s->mesh->ctx->dist && !mesh_all_local(s->mesh))
+  bool collective = false;
+  TRY(mesh_read_access(s->mesh, "jit_array_to_host", &collective));
+  if (collective)
     TRY(gather_blocks(a, first, src, &bufs));
   else
     for (int b = 0; b < n; b++) src[b] = first[b] >= 0 ? a->shards[first[b]] : NULL;
@@ -243,7 +245,9 @@ jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array *
                     shard));
   }
   uint64_t t0 = prof_begin();
-  if (a->sharding && !mesh_all_local(a->sharding->mesh)) {
+  bool collective = false;
+  if (a->sharding) TRY(mesh_read_access(a->sharding->mesh, who, &collective));
+  if (collective) {
     /* blocks on other processes: gathered first (collective), then cut as from the host */
     jit_array whole = *a;
     whole.sharding = NULL;

@@ -218,6 +218,25 @@ static void test_reshard_across_processes(void **state) {
   jit_array_free(rows);
   jit_array_free(cols);
   jit_mesh_free(m);
+
+  /* an array on process 0's device 0 alone is process 0's: the others cannot read it */
+  jit_mesh *m0 = NULL;
+  jit_array *on0 = NULL;
+  static const char *const names[1] = {"x"};
+  assert_int_equal(jit_mesh_create(dist, 1, (const int64_t[]){1}, names, (const int[]){0}, &m0),
+                   JIT_OK);
+  on0 = put(dist, m0, "_,_", 2, (const int64_t[]){R, C}, x);
+  memset(back, 0, sizeof back);
+  jit_status st = jit_array_to_host(on0, back, sizeof back);
+  if (my_rank == 0) {
+    assert_int_equal(st, JIT_OK);
+    assert_memory_equal(back, x, sizeof x);
+  } else {
+    assert_int_equal(st, JIT_EINVAL);
+    assert_non_null(strstr(jit_last_error(), "lives on devices of process 0 only"));
+  }
+  jit_array_free(on0);
+  jit_mesh_free(m0);
 }
 
 /* ---- faults ------------------------------------------------------------------------------------ */
