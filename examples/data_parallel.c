@@ -7,58 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "tjit.h"
+#include "linear_model.h"
 
 enum { N = 256, D = 32, O = 8, STEPS = 20, DEVICES = 4 };
-
-typedef struct model {
-  const jit_mesh *mesh;
-  double lr;
-} model;
-
-/* loss = mean((x @ w - y)^2): args w, x, y */
-static void loss(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  (void)user;
-  jit_val d = jit_sub(t, jit_matmul(t, a[1], a[0]), a[2]);
-  const int64_t *s = jit_val_shape(t, d);
-  jit_val sq = jit_reduce_sum(t, jit_mul(t, d, d), 2, (const int[]){0, 1});
-  r[0] = jit_mul(t, sq, jit_scalar(t, 1.0 / (double)(s[0] * s[1])));
-}
-
-/* One device: its loss and gradient, averaged over "data", and the update. */
-static void device_step(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  const model *m = user;
-  jit_val vg[2]; /* loss, d loss / d w */
-  jit_value_and_grad(t, loss, NULL, 3, a, 1 /* wrt w */, 0, vg);
-  jit_val g = jit_pmean(t, vg[1], "data");
-  r[0] = jit_sub(t, a[0], jit_mul(t, g, jit_scalar(t, m->lr)));
-  r[1] = jit_pmean(t, vg[0], "data");
-}
-
-static void step_sharded(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  const model *m = user;
-  const char *in[3] = {"_,_", "data,_", "data,_"}; /* w replicated, examples split */
-  const char *out[2] = {"_,_", ""};                 /* new w and the loss, replicated */
-  jit_shard_map(t, device_step, user, m->mesh, 3, a, in, 2, r, out);
-}
-
-static void step_plain(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  const model *m = user;
-  jit_val vg[2];
-  jit_value_and_grad(t, loss, NULL, 3, a, 1, 0, vg);
-  r[0] = jit_sub(t, a[0], jit_mul(t, vg[1], jit_scalar(t, m->lr)));
-  r[1] = vg[0];
-}
 
 static int check(jit_status st, const char *what) {
   if (st == JIT_OK) return 0;
   fprintf(stderr, "data_parallel: %s: %s: %s\n", what, jit_status_str(st), jit_last_error());
   return 1;
-}
-
-static float uniform(unsigned *s) {
-  *s = *s * 1664525u + 1013904223u;
-  return (float)((*s >> 8) * (2.0 / 16777216.0) - 1.0);
 }
 
 int main(void) {
@@ -69,16 +25,8 @@ int main(void) {
   jit_mesh *mesh = NULL;
   jit_fn *sharded = NULL, *plain = NULL;
   jit_array *w0 = NULL, *x = NULL, *y = NULL, *ws = NULL, *wp = NULL;
-  static float wv[D * O], xv[N * D], yv[N * O], truth[D * O];
-  unsigned seed = 1;
-  for (int i = 0; i < D * O; i++) truth[i] = uniform(&seed), wv[i] = 0;
-  for (int i = 0; i < N * D; i++) xv[i] = uniform(&seed);
-  for (int i = 0; i < N; i++) /* y = x @ truth + noise */
-    for (int j = 0; j < O; j++) {
-      double s = 0.01 * uniform(&seed);
-      for (int k = 0; k < D; k++) s += (double)xv[i * D + k] * truth[k * O + j];
-      yv[i * O + j] = (float)s;
-    }
+  static float wv[D * O], xv[N * D], yv[N * O];
+  model_data(N, D, O, wv, xv, yv);
   static const char *const axis[1] = {"data"};
   const int64_t n_dev = DEVICES, sw[2] = {D, O}, sx[2] = {N, D}, sy[2] = {N, O};
   if (check(jit_ctx_create(&co, &ctx), "jit_ctx_create") ||

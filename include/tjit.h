@@ -100,6 +100,8 @@ typedef struct jit_ctx_opts {
   int n_threads;          /* worker threads; 0: number of cores */
   const char *cache_dir;  /* persistent compiled-code cache; NULL: $TJIT_CACHE_DIR, else none */
   int opt_level;          /* 0..3; start from jit_ctx_opts_default(), which sets 3 */
+  int distributed;        /* 1: this process is one rank of an MPI job (mpirun, srun); 0:
+                             $TJIT_DISTRIBUTED, else a single process. See "processes" below. */
 } jit_ctx_opts;
 jit_ctx_opts jit_ctx_opts_default(void);
 jit_status   jit_ctx_create(const jit_ctx_opts *opts /* NULL: defaults */, jit_ctx **out);
@@ -143,6 +145,24 @@ jit_status jit_sharding_create(const jit_mesh *m, const char *spec, jit_sharding
 void       jit_sharding_free(jit_sharding *s);
 jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array **out); /* committed */
 jit_status jit_array_visualize(const jit_array *a, FILE *out);
+
+/* ---- processes (MPI) ---------------------------------------------------------------------------
+   In a distributed context every rank calls jit_ctx_create collectively (MPI is initialized with
+   MPI_THREAD_MULTIPLE if the program has not done it, and finalized with the last such context);
+   n_devices is per process, device ids are global (rank r owns n_devices ids from r * n_devices)
+   and a mesh may span every rank's devices. Every jit_call is collective: each rank calls the same
+   function with the same signature; each runs the devices it owns. jit_array_to_host of an array
+   on several processes' devices is collective too (every rank gets the whole array), and so is
+   jit_device_put of such an array; an array on one process's devices is that process's alone. A rank that fails a call makes every rank's call
+   fail naming it; $TJIT_COLLECTIVE_TIMEOUT_S (default 300) bounds every wait for another rank. */
+int jit_process_index(const jit_ctx *ctx);   /* this rank, 0 when not distributed */
+int jit_process_count(const jit_ctx *ctx);   /* 1 when not distributed */
+/* jax.make_array_from_process_local_data: this process's part of a global array, laid out as
+   the sharding's shards that this process's devices hold, in device order (each distinct block
+   once: replicas on this process's devices share it). rank is the array's rank. */
+jit_status jit_array_from_process_local(const jit_sharding *s, jit_dtype dt, int rank,
+                                        const int64_t *global_shape, const void *local_data,
+                                        size_t local_bytes, jit_array **out);
 
 /* ---- jitted functions -------------------------------------------------------------------------- */
 typedef struct jit_fn_opts {

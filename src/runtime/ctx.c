@@ -68,6 +68,7 @@ jit_status jit_ctx_create(const jit_ctx_opts *opts, jit_ctx **out) {
   TRY(sig_lru_init(ctx));
   ctx->n_devices = o.n_devices;
   if (ctx->n_devices == 0) TRY(env_devices(&ctx->n_devices));
+  TRY(dist_open(ctx, o.distributed)); /* collective when distributed: first, so all ranks reach it */
   ctx->n_threads = o.n_threads ? o.n_threads : online_cores();
   ctx->opt_level = o.opt_level;
   const char *dir = o.cache_dir ? o.cache_dir : getenv("TJIT_CACHE_DIR");
@@ -105,6 +106,7 @@ static void ctx_free(jit_ctx *ctx) {
   cg_jit_destroy(ctx->jit);
   pool_destroy(ctx->pool);
   pool_destroy(ctx->devices);
+  dist_close(ctx);
   pthread_mutex_destroy(&ctx->devices_mu);
   pthread_mutex_destroy(&ctx->sigs_mu);
   buf_pool_release(ctx->buffers); /* arrays still alive keep the cached blocks' pool */
@@ -119,7 +121,7 @@ const char *jit_ctx_target(const jit_ctx *ctx) { return ctx ? ctx->target : ""; 
 jit_status ctx_device_threads(jit_ctx *ctx, struct pool **out) {
   jit_status st = JIT_OK;
   pthread_mutex_lock(&ctx->devices_mu);
-  if (!ctx->devices) st = pool_create(ctx->n_devices, &ctx->devices);
+  if (!ctx->devices) st = pool_create(ctx->n_local_devices, &ctx->devices);
   *out = ctx->devices;
   pthread_mutex_unlock(&ctx->devices_mu);
   return st;

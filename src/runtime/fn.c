@@ -174,6 +174,7 @@ static jit_status compile_sig(jit_fn *f, uint64_t hash, jit_array *const *args,
   s->optimized = ir_func_clone(s->traced);
   if (!s->optimized) TRY(jit_error(JIT_ENOMEM, "jit_call: %s: out of memory", f->name));
   TRY(ir_optimize(s->optimized, 0, verify_passes()));
+  if (f->ctx->dist) s->program_hash = dist_program_hash(s->optimized);
   double t2 = now_ms();
   s->trace_ms = t1 - t0;
   s->passes_ms = t2 - t1;
@@ -326,9 +327,17 @@ jit_status jit_call_static(jit_fn *f, const void *static_args, size_t static_len
   jit_status st = find_or_compile(f, static_args, static_len, args, "jit_call", &s, &counted,
                                   &missed);
   if (st == JIT_OK && f->donate_mask) st = check_donations(f, args);
+  /* distributed: every rank's call is one collective call; none runs unless all can */
+  bool dist = f->ctx->dist != NULL;
+  if (dist) st = dist_call_begin(f->ctx, f->name, st, s ? s->hash : 0, s ? s->program_hash : 0);
   if (st == JIT_OK) {
     bool consumed = false;
     st = run_sig(f, s, args, results, &consumed);
+    if (dist) st = dist_call_end(f->ctx, f->name, st);
+    for (int i = 0; i < f->n_results && st != JIT_OK; i++) { /* another rank failed */
+      jit_array_free(results[i]);
+      results[i] = NULL;
+    }
     /* a donated arg is deleted once its call ran, whether or not a result took its buffer (so
        the contract does not depend on shapes); a call refused before running keeps it */
     for (int i = 0; i < f->n_args && i < 64 && (st == JIT_OK || consumed); i++)

@@ -28,8 +28,12 @@ struct pool;
 struct cg_jit;
 struct cg_disk_cache;
 struct jit_sig;
+struct dist;
 struct jit_ctx {
-  int n_devices;     /* virtual CPU devices, >= 1 */
+  int n_devices;     /* virtual CPU devices of every process (global ids 0..n_devices-1), >= 1 */
+  int n_local_devices; /* those this process runs: ids process_index * n_local_devices on */
+  int process_index, process_count; /* this MPI rank and the ranks (0 and 1: one process) */
+  struct dist *dist; /* the MPI side of a distributed context (distributed.c); NULL: one process */
   int n_threads;     /* worker threads of the pool, >= 1 */
   char *cache_dir;   /* owned copy; NULL: no persistent cache */
   int opt_level;     /* 0..3 */
@@ -49,10 +53,55 @@ struct jit_ctx {
                                  0: none */
   _Atomic uint64_t sig_clock; /* ticks once per call: signatures' last_use stamps */
 };
-/* The device threads (ctx->n_devices of them, the caller being device 0's), started on first
+/* The device threads (ctx->n_local_devices of them, the caller being the first's), started on first
    use: a partitioned program runs device d on thread d, each device needing its own thread since
    a collective waits for all of its group. */
 jit_status ctx_device_threads(jit_ctx *ctx, struct pool **out);
+
+/* ---- processes (distributed.c) -------------------------------------------------------------------
+   A distributed context is one of several MPI ranks'; every jit_call on it is collective: the
+   ranks agree on it (dist_call_begin) before any collective runs, and on its outcome after
+   (dist_call_end), so that a rank that fails or never arrives makes every rank fail naming it. */
+/* Joins the MPI job when opts or $TJIT_DISTRIBUTED ask (collective): ctx->n_devices becomes
+   global, ctx->n_local_devices the option's count. Otherwise one process. */
+jit_status dist_open(jit_ctx *ctx, int distributed);
+void dist_close(jit_ctx *ctx); /* collective; NULL dist is a no-op */
+static inline bool ctx_device_local(const jit_ctx *ctx, int device_id) {
+  return device_id / ctx->n_local_devices == ctx->process_index;
+}
+bool mesh_all_local(const jit_mesh *m); /* every device of m is this process's */
+/* The process that owns every device of m, or -1 when they belong to several. */
+int mesh_process(const jit_mesh *m);
+/* Reading a committed array on mesh m (who names the entry): *collective is false when this
+   process holds every block, true when the blocks span processes (every rank reads together);
+   JIT_EINVAL when another process alone holds them. */
+jit_status mesh_read_access(const jit_mesh *m, const char *who, bool *collective);
+/* Hash of what a signature runs (its optimized IR), compared between ranks before a call. */
+uint64_t dist_program_hash(const ir_func *f);
+/* The opening of a collective call: takes the context's call lock, exchanges this rank's local
+   status (and message) and the signature's key and program hashes. On success the caller runs the
+   call, then calls dist_call_end; on failure (this rank's own, another's, different programs,
+   a rank that never arrived) the call is over and the lock released. */
+jit_status dist_call_begin(jit_ctx *ctx, const char *fn_name, jit_status st, uint64_t key,
+                           uint64_t program);
+/* The closing: exchanges the run's status; returns st or the failure of the rank that failed
+   first (named), and releases the lock. */
+jit_status dist_call_end(jit_ctx *ctx, const char *fn_name, jit_status st);
+/* This rank failed the current call (st, jit_last_error()): other ranks stop waiting for it. */
+void dist_report_failure(jit_ctx *ctx, jit_status st);
+/* The collectives' transport of a mesh spanning several processes (not collective). */
+struct coll_transport;
+jit_status dist_transport_new(jit_ctx *ctx, const jit_mesh *mesh, const ir_mesh *im,
+                              struct coll_transport **out);
+/* Every rank sends `bytes` of send (heap memory: it may be kept by the link if a peer never
+   arrives; *send_kept then says the caller must not free it) and receives each other rank's into
+   recv[r] (recv_bytes[r]); collective, with the call lock. */
+jit_status dist_exchange(jit_ctx *ctx, void *send, size_t bytes, void *const *recv,
+                         const size_t *recv_bytes, bool *send_kept, const char *what);
+
+/* Payload bytes this rank has sent to others through ctx (0 when not distributed): what a
+   benchmark reports as communication. */
+uint64_t dist_bytes_sent(const jit_ctx *ctx);
 
 /* ---- arrays (array.c) -------------------------------------------------------------------------- */
 struct jit_array {
@@ -118,6 +167,7 @@ typedef struct jit_sig {
                                  partitioned */
   struct ir_spmd *spmd;       /* the per-device program when the signature is partitioned */
   struct coll_transport *world; /* its devices' collectives */
+  uint64_t program_hash;      /* dist_program_hash of optimized, in a distributed context */
   double trace_ms, passes_ms;
 } jit_sig;
 

@@ -1,5 +1,7 @@
 /* sharding.c: placement of arrays on meshes (the mesh and spec types are src/ir/mesh_spec.h):
- * jit_mesh_create on a context's devices, jit_device_put, resharding, gathering to the host. */
+ * jit_mesh_create on a context's devices, jit_device_put, resharding, gathering to the host. In a
+ * distributed context a committed array holds only the shards of this process's devices (the
+ * others are NULL); gathering one whose mesh spans other processes is collective. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,7 @@ const jit_mesh *array_mesh(const jit_array *a) { return a->sharding ? a->shardin
 void array_free_shards(jit_array *a) {
   if (a->shards)
     for (int i = 0; i < a->sharding->mesh->n_devices; i++) {
+      if (!a->shards[i]) continue; /* another process's device */
       if (a->shard_pool) buf_pool_put(a->shard_pool, a->shards[i], a->shard_cap);
       else free(a->shards[i]);
     }
@@ -58,6 +61,51 @@ static void block_map(const jit_sharding *s, int *blocks, int *first) {
   }
 }
 
+/* The rank of the process that sends block b in a gather: that of its first holder. */
+static int block_owner(const jit_sharding *s, const int *first, int b) {
+  return s->mesh->device_ids[first[b]] / s->mesh->ctx->n_local_devices;
+}
+
+/* Every rank sends the blocks it owns (block_owner), in block order, and receives the others':
+   src[b] then points at block b's shard bytes. *bufs holds what to free afterwards (its last
+   entry the send buffer unless the link kept it). */
+static jit_status gather_blocks(const jit_array *a, const int *first, const void **src,
+                                void ***bufs) {
+  const jit_sharding *s = a->sharding;
+  jit_ctx *ctx = s->mesh->ctx;
+  int n = s->mesh->n_devices, np = ctx->process_count, me = ctx->process_index;
+  size_t sb = a->shard_nbytes;
+  jit_status st = JIT_OK;
+  size_t *bytes = calloc((size_t)np, sizeof *bytes);
+  void **recv = calloc((size_t)np + 1, sizeof *recv);
+  *bufs = recv;
+  if (!bytes || !recv) {
+    free(bytes);
+    return jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory");
+  }
+  for (int b = 0; b < n; b++)
+    if (first[b] >= 0) bytes[block_owner(s, first, b)] += sb;
+  for (int r = 0; r < np && st == JIT_OK; r++)
+    if (!(recv[r] = malloc(bytes[r] + 1))) st = jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory");
+  size_t *off = calloc((size_t)np, sizeof *off);
+  if (!off && st == JIT_OK) st = jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory");
+  for (int b = 0; b < n && st == JIT_OK; b++) {
+    if (first[b] < 0) continue;
+    int r = block_owner(s, first, b);
+    if (r == me) memcpy((char *)recv[r] + off[r], a->shards[first[b]], sb);
+    src[b] = (char *)recv[r] + off[r];
+    off[r] += sb;
+  }
+  bool kept = false;
+  if (st == JIT_OK)
+    st = dist_exchange(ctx, recv[me], bytes[me], recv, bytes, &kept,
+                       "jit_array_to_host: gathering from the other processes");
+  if (kept) recv[me] = NULL;
+  free(off);
+  free(bytes);
+  return st;
+}
+
 jit_status array_gather(const jit_array *a, void *dst) {
   if (!a->sharding) {
     if (a->nbytes) memcpy(dst, a->data, a->nbytes);
@@ -65,11 +113,20 @@ jit_status array_gather(const jit_array *a, void *dst) {
   }
   const jit_sharding *s = a->sharding;
   int n = s->mesh->n_devices;
+  jit_status st = JIT_OK;
   uint64_t t0 = prof_begin();
   int *blocks = malloc(2 * (size_t)n * sizeof *blocks);
-  if (!blocks) return jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory");
+  const void **src = calloc((size_t)n, sizeof *src);
+  void **bufs = NULL;
+  if (!blocks || !src) TRY(jit_error(JIT_ENOMEM, "jit_array_to_host: out of memory"));
   int *first = blocks + n;
   block_map(s, blocks, first);
+  bool collective = false;
+  TRY(mesh_read_access(s->mesh, "jit_array_to_host", &collective));
+  if (collective)
+    TRY(gather_blocks(a, first, src, &bufs));
+  else
+    for (int b = 0; b < n; b++) src[b] = first[b] >= 0 ? a->shards[first[b]] : NULL;
   size_t esize = jit_dtype_size(a->dtype);
   int64_t zero[JIT_MAX_RANK] = {0}, local[JIT_MAX_RANK];
   sharding_shard_shape(s, a->shape, local);
@@ -77,11 +134,15 @@ jit_status array_gather(const jit_array *a, void *dst) {
     if (first[b] < 0) continue;
     int64_t start[JIT_MAX_RANK], size[JIT_MAX_RANK];
     sharding_shard_box(s, a->shape, first[b], start, size);
-    sharding_copy_box(dst, a->shape, start, a->shards[first[b]], local, zero, size, a->rank, esize);
+    sharding_copy_box(dst, a->shape, start, src[b], local, zero, size, a->rank, esize);
   }
-  free(blocks);
   prof_end(t0, "copy", "gather to host", 1, &(prof_arg){"bytes", NULL, (int64_t)a->nbytes});
-  return JIT_OK;
+fail:
+  for (int r = 0; bufs && s->mesh->ctx && r < s->mesh->ctx->process_count; r++) free(bufs[r]);
+  free(bufs);
+  free(blocks);
+  free(src);
+  return st;
 }
 
 /* Fills every shard of dst (committed, buffers allocated) from src, copying each destination
@@ -110,6 +171,7 @@ static jit_status reshard(const jit_array *src, jit_array *dst) {
   uint64_t moved = 0;
   for (int p = 0; p < ds->mesh->n_devices; p++) {
     int dev = ds->mesh->device_ids[p];
+    if (!dst->shards[p]) continue; /* another process's device */
     int64_t dstart[JIT_MAX_RANK], dsize[JIT_MAX_RANK];
     sharding_shard_box(ds, src->shape, p, dstart, dsize);
     int here = ss ? mesh_position(ss->mesh, dev) : (dev == 0 ? 0 : -1);
@@ -176,13 +238,29 @@ jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array *
   for (int d = 0; d < a->rank; d++) shard *= (size_t)local[d];
   b->shard_nbytes = shard;
   for (int i = 0; i < n; i++) {
+    if (!ctx_device_local(a->ctx, s->mesh->device_ids[i])) continue;
     b->shards[i] = alloc_buffer(shard);
     if (!b->shards[i])
       TRY(jit_error(JIT_ENOMEM, "%s: out of memory allocating %d shards of %zu bytes", who, n,
                     shard));
   }
   uint64_t t0 = prof_begin();
-  TRY(reshard(a, b));
+  bool collective = false;
+  if (a->sharding) TRY(mesh_read_access(a->sharding->mesh, who, &collective));
+  if (collective) {
+    /* blocks on other processes: gathered first (collective), then cut as from the host */
+    jit_array whole = *a;
+    whole.sharding = NULL;
+    whole.shards = NULL;
+    whole.data = malloc(a->nbytes + 1);
+    if (!whole.data) TRY(jit_error(JIT_ENOMEM, "%s: out of memory", who));
+    st = array_gather(a, whole.data);
+    if (st == JIT_OK) st = reshard(&whole, b);
+    free(whole.data);
+    TRY(st);
+  } else {
+    TRY(reshard(a, b));
+  }
   prof_end(t0, "copy", "device_put", 2,
            (prof_arg[]){{"bytes", NULL, (int64_t)b->nbytes}, {"moved", NULL, (int64_t)b->bytes_moved}});
   *out = b;
@@ -245,6 +323,7 @@ jit_status array_new_committed(jit_ctx *ctx, const ir_type *t, jit_sharding *s, 
   b->shard_pool = ctx->buffers;
   for (int i = 0; i < n; i++) {
     size_t cap = 0;
+    if (!ctx_device_local(ctx, s->mesh->device_ids[i])) continue; /* another process's */
     b->shards[i] = buf_pool_get(ctx->buffers, b->shard_nbytes ? b->shard_nbytes : 1, &cap);
     if (!b->shards[i])
       TRY(jit_error(JIT_ENOMEM, "%s: out of memory allocating %d shards of %zu bytes", who, n,
@@ -301,4 +380,59 @@ jit_status sharding_device_blocks(const jit_array *a, jit_sharding *s, const voi
   if (st != JIT_OK) return st;
   for (int i = 0; i < n; i++) blocks[i] = (*tmp)->shards[i];
   return JIT_OK;
+}
+
+/* ---- processes ----------------------------------------------------------------------------- */
+jit_status jit_array_from_process_local(const jit_sharding *s, jit_dtype dt, int rank,
+                                        const int64_t *global_shape, const void *local_data,
+                                        size_t local_bytes, jit_array **out) {
+  static const char who[] = "jit_array_from_process_local";
+  if (!out) return jit_error(JIT_EINVAL, "%s: out is NULL", who);
+  *out = NULL;
+  if (!s) return jit_error(JIT_EINVAL, "%s: sharding is NULL", who);
+  jit_ctx *ctx = s->mesh->ctx;
+  if (!ctx) return jit_error(JIT_EINVAL, "%s: the sharding's mesh belongs to no jit_ctx", who);
+  if (jit_dtype_size(dt) == 0) return jit_error(JIT_EINVAL, "%s: invalid dtype %d", who, (int)dt);
+  if (rank < 0 || rank > JIT_MAX_RANK)
+    return jit_error(JIT_ESHAPE, "%s: rank %d is out of range 0..%d", who, rank, JIT_MAX_RANK);
+  if (rank > 0 && !global_shape)
+    return jit_error(JIT_EINVAL, "%s: global_shape is NULL for rank %d", who, rank);
+  for (int d = 0; d < rank; d++)
+    if (global_shape[d] < 0)
+      return jit_error(JIT_ESHAPE, "%s: dim %d is %lld (must be >= 0)", who, d,
+                       (long long)global_shape[d]);
+  jit_status st = sharding_check_array(s, dt, rank, global_shape, who);
+  if (st != JIT_OK) return st;
+  ir_type t = {.dtype = dt, .rank = rank};
+  for (int d = 0; d < rank; d++) t.dims[d] = global_shape[d];
+  int n = s->mesh->n_devices;
+  int *blocks = malloc(2 * (size_t)n * sizeof *blocks), *slot = calloc((size_t)n, sizeof *slot);
+  jit_array *a = NULL;
+  if (!blocks || !slot) TRY(jit_error(JIT_ENOMEM, "%s: out of memory", who));
+  block_map(s, blocks, blocks + n);
+  TRY(array_new_committed(ctx, &t, (jit_sharding *)s, &a));
+  /* this process's positions in device order; each distinct block takes the next slot */
+  int n_slots = 0;
+  for (int b = 0; b < n; b++) slot[b] = -1;
+  for (int id = 0; id < ctx->n_devices; id++) {
+    int p = mesh_position(s->mesh, id);
+    if (p < 0 || !ctx_device_local(ctx, id) || slot[blocks[p]] >= 0) continue;
+    slot[blocks[p]] = n_slots++;
+  }
+  if (local_bytes != (size_t)n_slots * a->shard_nbytes || (local_bytes && !local_data))
+    TRY(jit_error(JIT_EINVAL, "%s: %s %zu bytes of local data, but this process's devices hold "
+                  "%d distinct blocks of %zu bytes (%zu bytes)", who,
+                  local_data ? "got" : "NULL for", local_bytes, n_slots, a->shard_nbytes,
+                  (size_t)n_slots * a->shard_nbytes));
+  for (int p = 0; p < n; p++)
+    if (a->shards[p] && a->shard_nbytes)
+      memcpy(a->shards[p], (const char *)local_data + (size_t)slot[blocks[p]] * a->shard_nbytes,
+             a->shard_nbytes);
+  *out = a;
+  a = NULL;
+fail:
+  jit_array_free(a);
+  free(blocks);
+  free(slot);
+  return st;
 }

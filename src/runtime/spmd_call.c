@@ -1,7 +1,8 @@
 /* spmd_call.c: partitioned signatures: choosing the mesh, partitioning and compiling the
  * per-device program, and running it: every arg laid out as the partitioner wants, device d's
  * program on device thread d (its collectives meet the other devices' through shared memory),
- * the results returned as committed arrays. */
+ * the results returned as committed arrays. In a distributed context each rank runs the devices
+ * it owns, and collectives between ranks go through MPI (runtime/transport_mpi.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,10 @@ jit_status spmd_compile(jit_ctx *ctx, jit_sig *s, jit_array *const *args, jit_me
   uint64_t pt = prof_begin();
   TRY(ir_partition(s->optimized, mesh, sh, &s->spmd));
   prof_end(pt, "compile", "partition", 1, &(prof_arg){"devices", NULL, mesh->n_devices});
-  TRY(coll_transport_shm_new(s->spmd->local->mesh, &s->world));
+  if (ctx->dist && !mesh_all_local(mesh))
+    TRY(dist_transport_new(ctx, mesh, s->spmd->local->mesh, &s->world));
+  else
+    TRY(coll_transport_shm_new(s->spmd->local->mesh, &s->world));
   if (ctx->opt_level > 0) {
     /* the pipeline once more on the per-device program (an inlined shard_map body, the gathers
        and slices), on a copy: the partitioned dump shows the partitioner's own output */
@@ -76,6 +80,7 @@ fail:
 typedef struct device_job {
   const jit_sig *s;
   int n;                    /* devices */
+  const int *local;         /* the mesh positions this process runs, one per device thread */
   const void **args;        /* [device][param], n * n_params */
   void **results;           /* [device][result] */
   jit_status *status;
@@ -95,9 +100,10 @@ static jit_status world_hook(void *ctx, int pos, ir_op op, const ir_coll *c, con
   return st;
 }
 
-static void run_device(void *arg, int d, int nth) {
+static void run_device(void *arg, int ith, int nth) {
   (void)nth;
   device_job *j = arg;
+  int d = j->local[ith];
   const jit_sig *s = j->s;
   uint32_t np = s->spmd->n_params, nr = s->spmd->n_results;
   ir_device dev = {d, world_hook, s->world};
@@ -143,7 +149,8 @@ static void donate_blocks(jit_array *donor, jit_array *res, const void **args, s
     donor->shard_pool = pool;
     donor->shard_cap = cap;
   } else {
-    for (int d = 0; d < n; d++) memcpy(res->shards[d], args[(size_t)d * np + i], res->shard_nbytes);
+    for (int d = 0; d < n; d++)
+      if (res->shards[d]) memcpy(res->shards[d], args[(size_t)d * np + i], res->shard_nbytes);
   }
   for (int d = 0; d < n; d++) args[(size_t)d * np + i] = res->shards[d];
 }
@@ -154,7 +161,8 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   const ir_spmd *p = s->spmd;
   int n = p->mesh->n_devices;
   size_t np = (size_t)n_args, nr = (size_t)n_results;
-  device_job j = {s, n, NULL, NULL, NULL, NULL};
+  device_job j = {s, n, NULL, NULL, NULL, NULL, NULL};
+  int *local = calloc((size_t)n, sizeof *local), n_local = 0;
   jit_array **tmp = calloc(np + 1, sizeof *tmp);
   j.args = calloc(np * (size_t)n + 1, sizeof *j.args);
   j.results = calloc(nr * (size_t)n + 1, sizeof *j.results);
@@ -162,8 +170,11 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   j.msg = calloc((size_t)n, sizeof *j.msg);
   const void **blocks = calloc((size_t)n, sizeof *blocks);
   for (int k = 0; k < n_results; k++) results[k] = NULL;
-  if (!tmp || !j.args || !j.results || !j.status || !j.msg || !blocks)
+  if (!tmp || !j.args || !j.results || !j.status || !j.msg || !blocks || !local)
     TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
+  for (int d = 0; d < n; d++)
+    if (ctx_device_local(ctx, p->mesh->device_ids[d])) local[n_local++] = d;
+  j.local = local;
   uint64_t pt = prof_begin();
   for (size_t i = 0; i < np; i++) {
     TRY(sharding_device_blocks(args[i], p->param_shardings[i], blocks, &tmp[i]));
@@ -182,16 +193,20 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   }
   pool *devices;
   TRY(ctx_device_threads(ctx, &devices));
-  if (pool_n_threads(devices) < n)
-    TRY(jit_error(JIT_EINTERNAL, "jit_call: %d device threads for a mesh of %d", pool_n_threads(devices), n));
-  pool_run(devices, run_device, &j, n);
+  if (pool_n_threads(devices) < n_local)
+    TRY(jit_error(JIT_EINTERNAL, "jit_call: %d device threads for %d devices of a mesh",
+                  pool_n_threads(devices), n_local));
+  if (n_local > 0) pool_run(devices, run_device, &j, n_local);
   /* the first failure is the cause; the others may only report that it aborted them */
-  for (int d = 0; d < n && st == JIT_OK; d++)
-    if (j.status[d] != JIT_OK && !strstr(j.msg[d], COLL_ABORTED_MSG))
-      st = jit_error(j.status[d], "%s", j.msg[d]);
-  for (int d = 0; d < n && st == JIT_OK; d++)
-    if (j.status[d] != JIT_OK) st = jit_error(j.status[d], "%s", j.msg[d]);
-  if (st != JIT_OK) coll_transport_reset(s->world);
+  for (int k = 0; k < n_local && st == JIT_OK; k++)
+    if (j.status[local[k]] != JIT_OK && !strstr(j.msg[local[k]], COLL_ABORTED_MSG))
+      st = jit_error(j.status[local[k]], "%s", j.msg[local[k]]);
+  for (int k = 0; k < n_local && st == JIT_OK; k++)
+    if (j.status[local[k]] != JIT_OK) st = jit_error(j.status[local[k]], "%s", j.msg[local[k]]);
+  if (st != JIT_OK) {
+    dist_report_failure(ctx, st); /* other ranks' devices may be waiting for these */
+    coll_transport_reset(s->world);
+  }
 fail:
   if (st != JIT_OK)
     for (int k = 0; k < n_results; k++) {
@@ -205,5 +220,6 @@ fail:
   free(j.status);
   free(j.msg);
   free(blocks);
+  free(local);
   return st;
 }

@@ -36,6 +36,11 @@ jit_status coll_transport_shm_new(const ir_mesh *m, coll_transport **out);
    collective call: it duplicates MPI_COMM_WORLD). MPI must be initialized with
    MPI_THREAD_MULTIPLE: the device threads call it concurrently. */
 jit_status coll_transport_mpi_new(const ir_mesh *m, const int *process, coll_transport **out);
+/* The same over a distributed context's link (runtime/mpi_link.h): not collective; its waits
+   end on the link's deadline and on the failures other ranks report. */
+struct mpi_link;
+jit_status coll_transport_mpi_new_link(const ir_mesh *m, const int *process, struct mpi_link *link,
+                                       coll_transport **out);
 #endif
 
 static inline jit_status coll_transport_run(coll_transport *t, int device, ir_op op,

@@ -3,7 +3,10 @@
  * go through the MPI transport; every device's result must equal, bit for bit, what one process
  * running all 4 devices through shared memory computes: every collective on every axis group,
  * and a compiled partitioned matmul whose contracted dim is split 4 ways (an all_reduce of 4
- * partial sums, where the order of a floating-point fold shows). */
+ * partial sums, where the order of a floating-point fold shows); and a collective that one rank
+ * reaches late fails, past TJIT_COLLECTIVE_TIMEOUT_S, naming that rank instead of waiting; one
+ * whose rank reports a failure instead ends at once with that rank's status and message. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,11 +17,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/collectives.h"
 #include "ir/mesh_spec.h"
 #include "ir/passes/passes.h"
 #include "runtime/exec.h"
+#include "runtime/mpi_link.h"
 #include "runtime/transport.h"
 
 #ifdef __SANITIZE_ADDRESS__
@@ -283,6 +288,95 @@ static void test_matmul_grid(void **state) {
   check_matmul("mesh[x=2,y=2]", "y,x", "x,_");
 }
 
+/* ---- a rank that never arrives at a collective -------------------------------------------------- */
+typedef struct late_device {
+  coll_transport *t;
+  int d;
+  bool late; /* sleeps past the timeout before the collective */
+  jit_status st;
+  char msg[512];
+} late_device;
+
+static void *run_late(void *arg) {
+  late_device *r = arg;
+  ir_type f = {.dtype = JIT_F32, .rank = 2, .dims = {ROWS, COLS}};
+  ir_coll c = {.axes = 1, .group = N_DEVICES};
+  float in[ROWS * COLS], out[ROWS * COLS];
+  fill(JIT_F32, in, ROWS * COLS, (uint64_t)r->d);
+  if (r->late) nanosleep(&(struct timespec){2, 500000000}, NULL); /* 2.5 s > 1 s */
+  r->st = coll_transport_run(r->t, r->d, IR_ALL_REDUCE, &c, &f, in, out);
+  snprintf(r->msg, sizeof r->msg, "%s", r->st == JIT_OK ? "" : jit_last_error());
+  return NULL;
+}
+
+static void test_collective_timeout(void **state) {
+  (void)state;
+  if (n_ranks < 2) skip();
+  ir_mesh m = mesh_of(1, (const int64_t[]){N_DEVICES});
+  coll_transport *t = NULL;
+  setenv("TJIT_COLLECTIVE_TIMEOUT_S", "1", 1);
+  jit_status st = coll_transport_mpi_new(&m, process, &t);
+  unsetenv("TJIT_COLLECTIVE_TIMEOUT_S");
+  if (st != JIT_OK) fail_msg("%s", jit_last_error());
+  int late = n_ranks - 1;
+  late_device runs[N_DEVICES];
+  for (int d = 0; d < N_DEVICES; d++)
+    runs[d] = (late_device){t, d, process[d] == late, JIT_OK, ""};
+  MPI_Barrier(MPI_COMM_WORLD);
+  on_devices(run_late, runs, sizeof runs[0], false);
+  char needle[64];
+  snprintf(needle, sizeof needle, "waited 1 s for process %d, which has not arrived", late);
+  /* the waiting ranks' group leaders name the late one; their other members learn it failed */
+  for (int d = 0; d < N_DEVICES && my_rank != late; d++) {
+    if (process[d] != my_rank) continue;
+    if (runs[d].st == JIT_OK) fail_msg("rank %d device %d: no timeout", my_rank, d);
+    if (d == my_rank * (N_DEVICES / n_ranks)) {
+      if (runs[d].st != JIT_EIO || !strstr(runs[d].msg, needle))
+        fail_msg("rank %d device %d: %s", my_rank, d, runs[d].msg);
+      if (my_rank == 0) print_message("[rank 0] a late collective: %s\n", runs[d].msg);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  coll_transport_free(t);
+}
+
+/* The last rank fails before the collective and says so (what a distributed jit_call does when
+   one of its devices fails): the others' waits end at once, well before the 60 s timeout, with
+   its status and message. */
+static void test_peer_failure(void **state) {
+  (void)state;
+  if (n_ranks < 2) skip();
+  ir_mesh m = mesh_of(1, (const int64_t[]){N_DEVICES});
+  mpi_link *l = NULL;
+  coll_transport *t = NULL;
+  setenv("TJIT_COLLECTIVE_TIMEOUT_S", "60", 1);
+  jit_status st = mpi_link_open(&l);
+  unsetenv("TJIT_COLLECTIVE_TIMEOUT_S");
+  if (st != JIT_OK || coll_transport_mpi_new_link(&m, process, l, &t) != JIT_OK)
+    fail_msg("%s", jit_last_error());
+  mpi_link_next(l);
+  int failing = n_ranks - 1;
+  late_device runs[N_DEVICES];
+  for (int d = 0; d < N_DEVICES; d++) runs[d] = (late_device){t, d, false, JIT_OK, ""};
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  if (my_rank == failing) mpi_link_report_failure(l, JIT_ECOMPILE, "a kernel of device 3 failed");
+  else on_devices(run_late, runs, sizeof runs[0], false);
+  double waited = MPI_Wtime() - t0;
+  char needle[64];
+  snprintf(needle, sizeof needle, "process %d failed: a kernel of device 3 failed", failing);
+  int lead = my_rank * (N_DEVICES / n_ranks);
+  if (my_rank != failing) {
+    if (runs[lead].st != JIT_ECOMPILE || !strstr(runs[lead].msg, needle))
+      fail_msg("rank %d device %d: %s", my_rank, lead, runs[lead].msg);
+    if (waited > 30) fail_msg("rank %d waited %.1f s for a failure already reported", my_rank, waited);
+    if (my_rank == 0) print_message("[rank 0] a peer's failure: %s\n", runs[lead].msg);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  coll_transport_free(t);
+  mpi_link_close(l);
+}
+
 int main(void) {
   int level = 0;
   if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return 1;
@@ -298,6 +392,8 @@ int main(void) {
         cmocka_unit_test(test_collectives_grid),
         cmocka_unit_test(test_matmul_contracted_4),
         cmocka_unit_test(test_matmul_grid),
+        cmocka_unit_test(test_collective_timeout),
+        cmocka_unit_test(test_peer_failure),
     };
     failed = cmocka_run_group_tests(tests, NULL, NULL);
     jit_ctx_destroy(ctx);
