@@ -857,9 +857,12 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
       continue;
     }
     fprintf(f, "%s in %s %s (%s), same run: warm med %.2f ms, min %.2f ms (%d reps); cold (jit + "
-               "first call) %.0f ms, lowest of %d processes; loss %.6f (tjit %.6f)\n",
+               "first call) %.0f ms, lowest of %d processes",
             r->w->id, p->name, p->version, p->backend, p->warm_median_ms, p->warm_min_ms, p->reps,
-            p->cold_ms, p->cold_runs, p->loss, r->scalar_result);
+            p->cold_ms, p->cold_runs);
+    if (isfinite(p->loss))
+      fprintf(f, "; loss %.6f (tjit %.6f)", p->loss, r->scalar_result);
+    fputc('\n', f);
     if (r->cold.ok)
       fprintf(f, "%s tjit / %s: warm median %.2fx, cold %.2fx (below 1: tjit is faster)\n", r->w->id,
               p->name, r->warm_median_s * 1e3 / p->warm_median_ms, r->cold.cold_ms / p->cold_ms);
