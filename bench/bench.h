@@ -40,6 +40,7 @@ typedef struct wl_arg {
   double scale;             /* filled with offset + uniform(-1, 1) * scale */
   double offset;
   int64_t int_range;        /* > 0: an i32 arg, uniform over [0, int_range), not a f32 one */
+  int complex_pairs;        /* 1: a c64 arg, shape's last dim of 2 its (re, im) float pairs */
 } wl_arg;
 
 typedef struct workload {
@@ -75,6 +76,7 @@ typedef struct workload {
      returns the relative error to compare with tol, with what it measured in msg */
   double (*check)(const void *const *args, const float *const *results, char *msg, size_t len);
   const char *peer;         /* non-NULL: the script in bench/peers that times it in JAX */
+  uint32_t complex_results; /* bit k: result k is c64, out_shape[k]'s last dim of 2 its pairs */
 } workload;
 
 extern const workload bench_workloads[];

@@ -117,8 +117,10 @@ static int inst_setup(const workload *w, int opt_level, wl_inst *in, double *ctx
       return -1;
     }
     wl_fill(w, i, in->host[i]);
-    st = jit_array_from_host(in->ctx, w->args[i].int_range > 0 ? JIT_I32 : JIT_F32, w->args[i].rank,
-                             w->args[i].shape, in->host[i], &in->args[i]);
+    const wl_arg *a = &w->args[i];
+    jit_dtype dt = a->int_range > 0 ? JIT_I32 : a->complex_pairs ? JIT_C64 : JIT_F32;
+    st = jit_array_from_host(in->ctx, dt, a->rank - (a->complex_pairs ? 1 : 0), a->shape, in->host[i],
+                             &in->args[i]);
     if (st != JIT_OK) goto fail;
   }
   if (w->mesh > 0) { /* placed once, before any timing, as a user's data would be */
@@ -392,6 +394,8 @@ typedef struct peer_result {
   double cold_ms;           /* the lowest over cold_runs fresh processes */
   double warm_median_ms, warm_min_ms, loss;
   char err[256];
+  char np_version[32];      /* a second library the script timed in the same run (W12: numpy) */
+  double np_warm_median_ms, np_warm_min_ms;
 } peer_result;
 
 /* The number after "key": in a one-line JSON object, or NAN. */
@@ -442,6 +446,9 @@ static void run_peer(const workload *w, const options *o, peer_result *p) {
       p->warm_min_ms = json_number(buf, "warm_min_ms");
       p->loss = json_number(buf, "loss");
       p->reps = (int)json_number(buf, "reps");
+      json_string(buf, "numpy_version", p->np_version, sizeof p->np_version);
+      p->np_warm_median_ms = json_number(buf, "numpy_warm_median_ms");
+      p->np_warm_min_ms = json_number(buf, "numpy_warm_min_ms");
       p->cold_ms = cold;
       p->ok = 1;
     }
@@ -519,9 +526,11 @@ static void run_workload(const workload *w, const options *o, const floor_result
   }
   for (int k = 0; k < nres; k++) {
     int64_t n = wl_numel(w->out_rank[k], w->out_shape[k]);
-    if (!y[k] || jit_array_rank(y[k]) != w->out_rank[k] ||
-        memcmp(jit_array_shape(y[k]), w->out_shape[k], sizeof(int64_t) * (size_t)w->out_rank[k]) != 0 ||
-        jit_array_dtype(y[k]) != JIT_F32) {
+    int cx = w->complex_results >> k & 1; /* c64: its float pairs are the declared last dim */
+    int rank = w->out_rank[k] - (cx ? 1 : 0);
+    if (!y[k] || jit_array_rank(y[k]) != rank ||
+        memcmp(jit_array_shape(y[k]), w->out_shape[k], sizeof(int64_t) * (size_t)rank) != 0 ||
+        jit_array_dtype(y[k]) != (cx ? JIT_C64 : JIT_F32)) {
       snprintf(r->msg, sizeof r->msg, "result %d has the wrong type (rank %d, dtype %s)", k,
                y[k] ? jit_array_rank(y[k]) : -1, y[k] ? jit_dtype_name(jit_array_dtype(y[k])) : "none");
       r->status = ST_FAIL;
@@ -860,12 +869,17 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
                "first call) %.0f ms, lowest of %d processes",
             r->w->id, p->name, p->version, p->backend, p->warm_median_ms, p->warm_min_ms, p->reps,
             p->cold_ms, p->cold_runs);
-    if (isfinite(p->loss))
-      fprintf(f, "; loss %.6f (tjit %.6f)", p->loss, r->scalar_result);
-    fputc('\n', f);
+    if (isfinite(p->loss)) fprintf(f, "; loss %.6f (tjit %.6f)", p->loss, r->scalar_result);
+    fprintf(f, "\n");
     if (r->cold.ok)
       fprintf(f, "%s tjit / %s: warm median %.2fx, cold %.2fx (below 1: tjit is faster)\n", r->w->id,
               p->name, r->warm_median_s * 1e3 / p->warm_median_ms, r->cold.cold_ms / p->cold_ms);
+    if (isfinite(p->np_warm_median_ms)) {
+      double best = fmin(p->np_warm_median_ms, p->warm_median_ms);
+      fprintf(f, "%s in numpy %s, same run: warm med %.2f ms, min %.2f ms; tjit / best of numpy and "
+                 "%s: warm median %.2fx\n", r->w->id, p->np_version, p->np_warm_median_ms,
+              p->np_warm_min_ms, p->name, r->warm_median_s * 1e3 / best);
+    }
   }
   const wl_result *vm = NULL, *hand = NULL;
   for (int i = 0; i < n; i++) {

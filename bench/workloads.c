@@ -539,6 +539,61 @@ static void w11_ref(const float *const *a, double *y) {
       }
 }
 
+/* ---- W12 fft: y = fft(x), x c64 [2^20]; y2 = rfft2(r), r f32 [1024,1024] ---------------------------- */
+enum { W12_N = 1048576, W12_R = 1024 };
+
+static void w12_trace(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  int64_t n = W12_N, rr[2] = {W12_R, W12_R};
+  r[0] = jit_fft(t, a[0], JIT_FFT, 1, &n);
+  r[1] = jit_fft(t, a[1], JIT_RFFT, 2, rr);
+}
+
+/* In-place radix-2 DFT (exponent sign -) of n (a power of two) points spaced by stride. */
+static void fft_f64(double *re, double *im, int64_t n, int64_t stride) {
+  for (int64_t i = 1, j = 0; i < n; i++) { /* bit-reversed order */
+    int64_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) {
+      double tr = re[i * stride], ti = im[i * stride];
+      re[i * stride] = re[j * stride], im[i * stride] = im[j * stride];
+      re[j * stride] = tr, im[j * stride] = ti;
+    }
+  }
+  for (int64_t len = 2; len <= n; len *= 2)
+    for (int64_t k = 0; k < len / 2; k++) {
+      double a = -2 * 3.14159265358979323846 * (double)k / (double)len, wr = cos(a), wi = sin(a);
+      for (int64_t s = 0; s < n; s += len) {
+        int64_t p = (s + k) * stride, q = (s + k + len / 2) * stride;
+        double xr = re[q] * wr - im[q] * wi, xi = re[q] * wi + im[q] * wr;
+        re[q] = re[p] - xr, im[q] = im[p] - xi;
+        re[p] += xr, im[p] += xi;
+      }
+    }
+}
+
+static void w12_ref(const float *const *a, double *y) {
+  enum { N = W12_N, R = W12_R, H = W12_R / 2 + 1 };
+  double *re = malloc(sizeof(double) * N), *im = malloc(sizeof(double) * N);
+  if (!re || !im) {
+    free(re), free(im);
+    for (int64_t i = 0; i < 2 * N + 2 * R * H; i++) y[i] = NAN;
+    return;
+  }
+  for (int64_t i = 0; i < N; i++) re[i] = a[0][2 * i], im[i] = a[0][2 * i + 1];
+  fft_f64(re, im, N, 1);
+  for (int64_t i = 0; i < N; i++) y[2 * i] = re[i], y[2 * i + 1] = im[i];
+  y += 2 * N;
+  for (int64_t i = 0; i < R * R; i++) re[i] = a[1][i], im[i] = 0;
+  for (int64_t i = 0; i < R; i++) fft_f64(re + i * R, im + i * R, R, 1);
+  for (int64_t j = 0; j < H; j++) fft_f64(re + j, im + j, R, R);
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < H; j++) y[2 * (i * H + j)] = re[i * R + j], y[2 * (i * H + j) + 1] = im[i * R + j];
+  free(re);
+  free(im);
+}
+
 /* ---- the table ------------------------------------------------------------------------------------ */
 #define ARG1(n) {1, {(n), 0, 0}, 1.0}
 #define ARG2(r, c) {2, {(r), (c), 0}, 1.0}
@@ -634,5 +689,11 @@ const workload bench_workloads[] = {
      .n_args = 3, .args = {ARG4(W11_N, W11_HW, W11_HW, W11_C), ARG4(W11_K, W11_K, W11_C, W11_O), ARG1(W11_O)},
      .out_rank = {4}, .out_shape = {{W11_N, W11_HW, W11_HW, W11_O}}, .trace = w11_trace,
      .reference = w11_ref},
+    {.id = "W12", .name = "fft", .kind = FLOOR_FLOPS, .amount = 2 * 5.0 * W12_N * 20, .tol = 1e-5,
+     .note = "W12: jit_fft FFT of c64 [2^20] and RFFT over both dims of f32 [1024,1024] in one "
+             "function, 5 N log2 N FLOP each (N = 2^20); the peer times jnp.fft and numpy.fft",
+     .n_args = 2, .args = {{2, {W12_N, 2, 0}, 1.0, 0.0, 0, 1}, ARG2(W12_R, W12_R)},
+     .n_results = 2, .out_rank = {2, 3}, .out_shape = {{W12_N, 2}, {W12_R, W12_R / 2 + 1, 2}},
+     .complex_results = 3, .trace = w12_trace, .reference = w12_ref, .peer = "w12_fft.py"},
 };
 const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);

@@ -340,6 +340,11 @@ jit_val jit_conv(jit_trace *t, jit_val lhs, jit_val rhs, const int64_t *strides,
 typedef enum { JIT_WINDOW_SUM, JIT_WINDOW_MAX, JIT_WINDOW_MIN } jit_window_kind;
 jit_val jit_reduce_window(jit_trace *t, jit_val x, jit_window_kind kind, const int64_t *window,
                           const int64_t *strides, const int64_t *pad_lo, const int64_t *pad_hi);
+/* lax.fft over the last n_dims (1..3) dims: FFT/IFFT complex -> complex, RFFT real -> complex
+   (last dim n/2+1), IRFFT complex -> real of the given lengths (the operand's last dims; for
+   IRFFT the last is lengths[n_dims-1]/2+1). IFFT and IRFFT divide by the product of lengths. */
+typedef enum { JIT_FFT, JIT_IFFT, JIT_RFFT, JIT_IRFFT } jit_fft_type;
+jit_val jit_fft(jit_trace *t, jit_val x, jit_fft_type type, int n_dims, const int64_t *lengths);
 
 /* ---- transformations (while tracing) ----------------------------------------------------------- */
 /* vmap: fn traced on one slice; in_axes[i] = -1: args[i] is not batched */
@@ -492,6 +497,7 @@ void jit_fori_loop(jit_trace *t, int64_t lower, int64_t upper, jit_fori_fn body,
 #define jit_random_bernoulli(t, ...) jit_random_bernoulli(JIT__AT(t), __VA_ARGS__)
 #define jit_conv(t, ...) jit_conv(JIT__AT(t), __VA_ARGS__)
 #define jit_reduce_window(t, ...) jit_reduce_window(JIT__AT(t), __VA_ARGS__)
+#define jit_fft(t, ...) jit_fft(JIT__AT(t), __VA_ARGS__)
 #endif
 
 #if defined(__GNUC__)

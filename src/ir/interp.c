@@ -1090,6 +1090,7 @@ static jit_status eval_ins(const ir_func *f, ir_ref r, ival *vals, const void *c
     case IR_REDUCE_PROD: st = eval_reduce(f, r, a, out); break;
     case IR_DOT: st = eval_dot(f, r, a, out); break;
     case IR_SORT: st = eval_sort(in, a, out); break;
+    case IR_FFT: st = ir_fft_eval(&in->attr.fft, a[0].t, a[0].data, t, out); break;
     case IR_CONV: ir_eval_conv(&in->attr.conv, a[0].t, a[0].data, a[1].t, a[1].data, t, out); break;
     case IR_REDUCE_WINDOW: ir_eval_reduce_window(&in->attr.window, a[0].t, a[0].data, t, out); break;
     case IR_SELECT_SCATTER:

@@ -42,7 +42,8 @@
      select_and_scatter_add, the VJP of a max / min window reduction (see ir_window).
      REAL, IMAG (complex -> its parts' float dtype), CONJ (complex), COMPLEX (re, im of f32 or
      f64 -> c64 or c128): complex values exist in traced IR only; ir_expand_complex rewrites
-     them into real code before the interpreter and the compiler see them. */
+     them into real code before the interpreter and the compiler see them. FFT fft: lax.fft
+     over the last fft.n_dims dims (see ir_fft and fft.c). */
 #define IR_EW 1u        /* elementwise: operands and result have the same shape */
 #define IR_COMM 2u      /* commutative binary op */
 #define IR_UNARY_F 4u   /* float unary math (operand and result share a float dtype) */
@@ -126,7 +127,8 @@
   _(REAL, 1, IR_EW, "real")                        \
   _(IMAG, 1, IR_EW, "imag")                        \
   _(CONJ, 1, IR_EW, "conj")                        \
-  _(COMPLEX, 2, IR_EW, "complex")
+  _(COMPLEX, 2, IR_EW, "complex")                  \
+  _(FFT, 1, 0, "fft")
 
 typedef enum ir_op {
 #define IR_OP_ENUM(name, arity, flags, text) IR_##name,
@@ -313,6 +315,21 @@ typedef struct ir_window {
   uint8_t kind; /* jit_window_kind: SUM, MAX, MIN (SELECT_SCATTER: MAX or MIN) */
 } ir_window;
 
+/* lax.fft over the last n_dims (1..3) dims of lengths[0..n_dims): FFT, IFFT complex -> complex,
+   RFFT real -> complex (the last dim n / 2 + 1), IRFFT complex -> real (lengths the result's
+   dims; the imaginary parts of the DC and, for even n, the Nyquist terms are ignored, as
+   numpy's). IFFT and IRFFT divide by the product of the lengths. pairs = 1 after
+   ir_expand_complex: each complex operand or result is its real pair array (one more dim of 2).
+   Text: `fft %0 type=rfft lengths=[8,4] pairs=0`. */
+typedef enum { IR_FFT_C2C, IR_IFFT_C2C, IR_RFFT_R2C, IR_IRFFT_C2R } ir_fft_type; /* jit_fft_type's order */
+#define IR_FFT_MAX_DIMS 3
+typedef struct ir_fft {
+  int64_t lengths[IR_FFT_MAX_DIMS]; /* n_dims entries, each >= 1 */
+  uint8_t type;                     /* ir_fft_type */
+  uint8_t n_dims;                   /* 1..3 */
+  uint8_t pairs;                    /* 0: complex dtypes; 1: (re, im) pair arrays */
+} ir_fft;
+
 /* Per-op attributes; which member an op uses is said in the op table's comment. Always build
    one from a zeroed value (ir_attr a = {0};) so that unused bytes compare equal. */
 typedef struct ir_attr {
@@ -332,6 +349,7 @@ typedef struct ir_attr {
   ir_sort sort;        /* SORT (with axis) */
   ir_conv conv;        /* CONV */
   ir_window window;    /* REDUCE_WINDOW, SELECT_SCATTER */
+  ir_fft fft;          /* FFT */
   uint32_t remat;      /* any op but PARAM: 0, or the checkpoint (remat) tag: the backward pass
                           recomputes the value instead of keeping it, CSE merges only equal
                           tags; printed "remat=N" after the op's attributes (see grad.c) */
@@ -492,6 +510,28 @@ uint64_t ir_threefry2x32(uint64_t key, uint64_t count);
    stable merge sort of each row's indices). JIT_ENOMEM. */
 jit_status ir_sort_eval(const ir_type *const *t, uint32_t n_ops, const void *const *ops, int axis,
                         const ir_sort *s, void *out);
+
+/* ---- FFT (fft.c, fft_engine.c) -----------------------------------------------------------------
+   FFT's type rule (x: the operand); JIT_EINVAL / JIT_EDTYPE / JIT_ESHAPE with the reason. */
+jit_status ir_infer_fft(const ir_type *x, const ir_fft *a, ir_type *out, char *why, size_t why_n);
+extern const char *const ir_fft_type_name[4]; /* "fft", "ifft", "rfft", "irfft" */
+/* FFT with pairs = 1 on dense row-major buffers (f32 or f64 parts; the transform runs in that
+   precision, twiddles computed in double): the interpreter's and compiled code's one FFT.
+   JIT_ENOMEM. */
+jit_status ir_fft_eval(const ir_fft *a, const ir_type *xt, const void *x, const ir_type *ot, void *out);
+/* The same FFT prepared once (lengths' twiddles, four-step tables) and run in passes, each split
+   over threads: pass k's share ith of nth may run once pass k - 1 finished on every thread. tmp
+   holds ir_fft_plan_tmp_bytes. A plan is read-only while it runs. JIT_ENOMEM. */
+typedef struct ir_fft_plan ir_fft_plan;
+jit_status ir_fft_plan_new(const ir_fft *a, const ir_type *xt, const ir_type *ot, ir_fft_plan **out);
+void       ir_fft_plan_free(ir_fft_plan *p);
+int        ir_fft_plan_passes(const ir_fft_plan *p);
+int64_t    ir_fft_plan_units(const ir_fft_plan *p, int pass); /* work items: at most this many threads */
+size_t     ir_fft_plan_tmp_bytes(const ir_fft_plan *p);
+size_t     ir_fft_plan_scratch_bytes(const ir_fft_plan *p); /* each running thread's own */
+/* scratch: ir_fft_plan_scratch_bytes of thread ith's own, 64-byte aligned */
+void       ir_fft_plan_run(const ir_fft_plan *p, int pass, const void *x, void *out, void *tmp,
+                           void *scratch, int ith, int nth);
 
 /* ---- printer (print.c) ---------------------------------------------------------------------------
    The text form of DESIGN.md; values renumbered densely; print(parse(print(f))) == print(f). */

@@ -747,7 +747,7 @@ static jit_status parse_attr(parser *p, ir_op op, const ir_type *operand, ir_att
 }
 
 /* gather / scatter / pad keys, all required where allowed: bit i of *seen is index_keys[i]. */
-enum { K_GATHER = 1, K_SCATTER = 2, K_PAD = 4, K_CONV = 8, K_WIN = 16 };
+enum { K_GATHER = 1, K_SCATTER = 2, K_PAD = 4, K_CONV = 8, K_WIN = 16, K_FFT = 32 };
 static const struct { const char *name; unsigned ops; } index_keys[] = {
     {"offset_dims", K_GATHER}, {"window_dims", K_SCATTER}, {"collapsed", K_GATHER},
     {"inserted", K_SCATTER},   {"start_map", K_GATHER | K_SCATTER},
@@ -756,7 +756,9 @@ static const struct { const char *name; unsigned ops; } index_keys[] = {
     {"lhs", K_CONV}, {"rhs", K_CONV}, {"out", K_CONV}, {"reduce", K_WIN}, {"window", K_WIN},
     {"strides", K_CONV | K_WIN}, {"pad_lo", K_CONV | K_WIN}, {"pad_hi", K_CONV | K_WIN},
     {"lhs_dil", K_CONV}, {"rhs_dil", K_CONV}, {"groups", K_CONV}, {"batch_groups", K_CONV},
+    {"type", K_FFT}, {"lengths", K_FFT}, {"pairs", K_FFT},
 };
+enum { FIRST_FFT_KEY = 24 }; /* index_keys' "type" */
 enum { N_INDEX_KEYS = sizeof index_keys / sizeof index_keys[0] };
 
 static unsigned index_op_bit(ir_op op) {
@@ -766,6 +768,7 @@ static unsigned index_op_bit(ir_op op) {
   case IR_PAD: return K_PAD;
   case IR_CONV: return K_CONV;
   case IR_REDUCE_WINDOW: case IR_SELECT_SCATTER: return K_WIN;
+  case IR_FFT: return K_FFT;
   default: return 0;
   }
 }
@@ -779,6 +782,30 @@ static jit_status parse_choice(parser *p, const char *const *names, int n, const
       return JIT_OK;
     }
   return expected(p, what);
+}
+
+/* FFT's keys (j = 0 type, 1 lengths, 2 pairs). */
+static jit_status parse_fft_attr(parser *p, int j, ir_fft *a) {
+  int64_t v = 0;
+  jit_status st;
+  if (j == 0) return parse_choice(p, ir_fft_type_name, 4, "an fft type (fft, ifft, rfft or irfft)", &a->type);
+  if (j == 2) {
+    st = parse_int(p, "pairs (0 or 1)", 0, 1, &v);
+    a->pairs = (uint8_t)v;
+    return st;
+  }
+  int line = p->t.line, col = p->t.col;
+  if ((st = expect_punct(p, '[', "'[' to start the fft lengths"))) return st;
+  a->n_dims = 0;
+  for (;;) {
+    if (a->n_dims == IR_FFT_MAX_DIMS) return err_at(line, col, "at most %d fft lengths", IR_FFT_MAX_DIMS);
+    if ((st = parse_int(p, "an fft length (>= 1)", 1, INT64_MAX, &v))) return st;
+    a->lengths[a->n_dims++] = v;
+    if (is_punct(p, ']')) break;
+    if ((st = expect_punct(p, ',', "',' or ']' in the list"))) return st;
+  }
+  lex(p);
+  return JIT_OK;
 }
 
 /* CONV's and the window ops' keys (index_keys from "lhs" on: j = 0 lhs .. 11 batch_groups). */
@@ -846,7 +873,9 @@ static jit_status parse_index_attr(parser *p, ir_op op, const ir_type *operand, 
   case 9: return parse_i64s(p, "lo", a->pad.lo, rank);
   case 10: return parse_i64s(p, "hi", a->pad.hi, rank);
   case 11: return parse_i64s(p, "interior", a->pad.interior, rank);
-  default: return parse_conv_attr(p, k - 12, op, rank, a);
+  default:
+    return k >= FIRST_FFT_KEY ? parse_fft_attr(p, k - FIRST_FFT_KEY, &a->fft)
+                              : parse_conv_attr(p, k - 12, op, rank, a);
   }
 }
 

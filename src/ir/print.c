@@ -174,6 +174,15 @@ static void put_attrs(line *l, const ir_func *f, const ir_ins *in) {
     lprintf(l, " axis=%lld keys=%u index=%u", (long long)a->axis, a->sort.n_keys, a->sort.index);
     if (a->sort.descending) lprintf(l, " descending=%u", a->sort.descending);
     break;
+  case IR_FFT: {
+    int n = a->fft.n_dims <= IR_FFT_MAX_DIMS ? a->fft.n_dims : 0;
+    if (a->fft.type <= IR_IRFFT_C2R) lprintf(l, " type=%s", ir_fft_type_name[a->fft.type]);
+    else lprintf(l, " type=<bad %u>", a->fft.type);
+    puts_(l, " lengths=");
+    put_i64s(l, a->fft.lengths, n);
+    lprintf(l, " pairs=%u", a->fft.pairs);
+    break;
+  }
   case IR_CMP:
     if ((unsigned)a->cmp < sizeof cmp_names / sizeof cmp_names[0])
       lprintf(l, " dir=%s", cmp_names[a->cmp]);

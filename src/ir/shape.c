@@ -514,6 +514,7 @@ jit_status ir_infer_type(ir_op op, uint32_t n_args, const ir_type *const *args, 
   case IR_PAD:
   case IR_REV: st = ir_infer_index_op(op, n_args, args, attr, out, why, why_n); break;
   case IR_SORT: st = infer_sort(n_args, args, attr, out, why, why_n); break;
+  case IR_FFT: st = ir_infer_fft(args[0], &attr->fft, out, why, why_n); break;
   case IR_CONV:
   case IR_REDUCE_WINDOW:
   case IR_SELECT_SCATTER: st = ir_infer_conv_op(op, n_args, args, attr, out, why, why_n); break;

@@ -64,6 +64,7 @@ void exec_free(exec *e) {
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
     ir_func_free(e->steps[i].sub);
+    ir_fft_plan_free(e->steps[i].fft);
   }
   free(e->steps);
   free(e->bufs);
@@ -188,12 +189,20 @@ nomem:
 
 static jit_status add_interp(builder *B, const ir_ref *ops, uint32_t n_ops, const ir_ref *reads,
                              uint32_t n_reads, const ir_ref *writes, uint32_t n_writes) {
-  estep *s = add_step(B, ES_INTERP, n_reads + n_writes);
+  /* an FFT alone runs its plan (exec_fft.c): a third buffer for its tmp and threads' scratch */
+  bool fft = n_ops == 1 && n_reads == 1 && n_writes == 1 && B->f->ins[ops[0]].op == IR_FFT;
+  estep *s = add_step(B, ES_INTERP, n_reads + n_writes + fft);
   if (!s) return oom();
   s->n_args = n_reads;
   for (uint32_t i = 0; i < n_reads + n_writes; i++) {
     jit_status st = buf_for(B, i < n_reads ? reads[i] : writes[i - n_reads], &s->bufs[i]);
     if (st != JIT_OK) return st;
+  }
+  if (fft) {
+    size_t bytes = 0;
+    const pool *pl = B->e->ctx->pool;
+    TRY_RET(exec_fft_plan(B->f, &B->f->ins[ops[0]], pl ? pool_n_threads(pl) : 1, &s->fft, &bytes));
+    TRY_RET(add_buf(B, EB_TEMP, 0, bytes, &s->bufs[2]));
   }
   return sub_function(B->f, ops, n_ops, reads, n_reads, writes, n_writes, &s->sub);
 }
@@ -1039,6 +1048,13 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (s->kind == ES_COND || s->kind == ES_WHILE) {
     uint64_t t0 = prof_begin();
     rt->status = s->kind == ES_COND ? exec_run_cond(s, bufs) : exec_run_while(e, s, bufs);
+    prof_step(t0, e, s, 0, 0);
+    return;
+  }
+  if (s->kind == ES_INTERP && s->fft) {
+    uint64_t t0 = prof_begin();
+    pool *pl = e->ctx->pool;
+    exec_run_fft(s, bufs, pl, serial_thread || !pl ? 1 : pool_n_threads(pl));
     prof_step(t0, e, s, 0, 0);
     return;
   }

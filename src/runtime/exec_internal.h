@@ -84,6 +84,8 @@ typedef struct estep {
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */
   ir_func *sub;       /* ES_INTERP: the kernel as a function */
+  struct ir_fft_plan *fft; /* ES_INTERP of one FFT: its plan, run by exec_run_fft; bufs: the
+                         operand, the result, then the plan's tmp and one scratch per thread */
   struct exec *body;  /* ES_SCAN: the loop body's own executable, run once per step */
   struct scan_plan *scan; /* ES_SCAN: counts and per-step strides */
   scan_loop_fn loop;  /* ES_SCAN whose body has an entry: the native loop over all steps */
@@ -164,6 +166,15 @@ jit_status exec_run_while(const exec *e, const estep *s, void *const *bufs);
 /* Adds step s's (an ES_COND's or ES_WHILE's) native function, named s->name, to m; e is the
    executable s belongs to (its buffer sizes). */
 jit_status exec_emit_control(const estep *s, const exec *e, LLVMModuleRef m);
+
+/* exec_fft.c: an ES_INTERP step of one FFT runs its plan's passes, each split over up to nth
+   threads of pool pl (NULL or nth 1: on this thread). */
+struct pool;
+void exec_run_fft(const estep *s, void *const *bufs, struct pool *pl, int nth);
+/* The plan of FFT instruction `in` of f, and the bytes of the scratch buffer its step appends
+   (tmp, then n_threads blocks, each EXEC_ALIGN-aligned). */
+jit_status exec_fft_plan(const ir_func *f, const ir_ins *in, int n_threads, struct ir_fft_plan **plan,
+                         size_t *scratch_bytes);
 
 /* Adds step s's (an ES_SCAN's) loop, named s->name, to m. */
 jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m);

@@ -387,13 +387,34 @@ static void shuffle(gen *g, uint8_t *d, int n) {
   }
 }
 
-/* conv (floats, rank >= 3: random dimension numbers, strides, pads, dilations, groups, against a
-   kernel made of iotas) or reduce_window (pads smaller than the window, so that every window
+/* fft (a quarter of the f32 / f64 draws), conv (floats, rank >= 3: random dimension numbers,
+   strides, pads, dilations, groups, against a kernel made of iotas) or reduce_window (pads smaller than the window, so that every window
    holds an element of the operand). */
+/* real(rfft(x)) over the last 1 or 2 dims of an f32 / f64 value (complex in between, expanded by
+   both the interpreter and the compiler): each term a sum of n values. */
+static void step_fft(gen *g, pv a) {
+  const ir_type *t = ty(g, a.r);
+  ir_attr at = {0};
+  int nd = t->rank >= 2 && rng(&g->s) % 2 ? 2 : 1;
+  double n = 1;
+  at.fft.type = IR_RFFT_R2C;
+  at.fft.n_dims = (uint8_t)nd;
+  for (int i = 0; i < nd; i++) n *= (double)(at.fft.lengths[i] = t->dims[t->rank - nd + i]);
+  ir_ref y = emit_op(g, IR_FFT, 1, &a.r, &at, NULL);
+  if (y == IR_NOREF || n < 1) return;
+  ir_type rt = *ty(g, y);
+  rt.dtype = t->dtype;
+  push(g, emit_op(g, IR_REAL, 1, &y, NULL, &rt), false, a.bound * n);
+}
+
 static void step_window(gen *g, pv a) {
   const ir_type *t = ty(g, a.r);
   ir_attr at = {0};
   if (t->rank == 0) return;
+  if ((t->dtype == JIT_F32 || t->dtype == JIT_F64) && rng(&g->s) % 4 == 0) {
+    step_fft(g, a);
+    return;
+  }
   if (rng(&g->s) % 2 && t->rank >= 3 && ir_dtype_is_float(t->dtype)) {
     ir_conv *c = &at.conv;
     int rank = t->rank, ns = rank - 2;

@@ -309,6 +309,10 @@ static void expand_ins(cx *c, ir_ref i) {
       c->map[i] = same ? re : op1(c, IR_CONVERT, pty, re, l);
     }
     return;
+  case IR_FFT: /* the same transform on pair arrays: the bytes are the host's complex layout */
+    copy_ins(c, i);
+    if (c->map[i] != IR_NOREF) c->nf->ins[c->map[i]].attr.fft.pairs = 1;
+    return;
   case IR_CMP: {
     ir_ref e[2];
     for (int k = 0; k < 2; k++)

@@ -100,6 +100,7 @@ static uint64_t hash_cand(const ir_func *nf, const cand *c) {
     h = mix(mix(mix(mix(h, a->conv.lhs[1]), a->conv.rhs[0]), (uint64_t)a->conv.stride[0]),
             (uint64_t)a->conv.groups);
     break;
+  case IR_FFT: h = mix(mix(mix(h, a->fft.type), a->fft.n_dims), (uint64_t)a->fft.lengths[0]); break;
   case IR_REDUCE_WINDOW:
   case IR_SELECT_SCATTER:
     h = mix(mix(mix(h, a->window.kind), (uint64_t)a->window.size[0]), (uint64_t)a->window.stride[0]);
@@ -177,6 +178,7 @@ static bool same_attr(const ir_func *nf, ir_op op, ir_ty ty, const ir_attr *x, c
   case IR_GET: return x->axis == y->axis;
   case IR_SORT: return x->axis == y->axis && !memcmp(&x->sort, &y->sort, sizeof x->sort);
   case IR_CONV: return !memcmp(&x->conv, &y->conv, sizeof x->conv);
+  case IR_FFT: return !memcmp(&x->fft, &y->fft, sizeof x->fft);
   case IR_REDUCE_WINDOW:
   case IR_SELECT_SCATTER: return !memcmp(&x->window, &y->window, sizeof x->window);
   case IR_SCAN: /* each runs its own body: never merged */

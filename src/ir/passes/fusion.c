@@ -483,9 +483,10 @@ static jit_status visit(fuse *z, ir_ref v) {
     return JIT_OK;
   }
   if (ir_op_is_collective(op) || op == IR_SHARDING || op == IR_SORT ||
-      (op == IR_CONV && !is_gemm(z->f, v)) || op == IR_REDUCE_WINDOW || op == IR_SELECT_SCATTER) {
+      (op == IR_CONV && !is_gemm(z->f, v)) || op == IR_REDUCE_WINDOW || op == IR_SELECT_SCATTER ||
+      op == IR_FFT) {
     /* a kernel of its own (the runtime exchanges it between devices; a sort runs ir_sort_eval
-       on whole rows; the others run through the interpreter): operands in buffers */
+       on whole rows, an fft its plan's passes; the others run through the interpreter): operands in buffers */
     mark_operands(z, v, z->must_mat);
     return new_group(z, v);
   }

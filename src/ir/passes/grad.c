@@ -769,6 +769,50 @@ done:
    conjugation (so the rules of mul, div, exp, log, sqrt, dot hold for complex operands as they
    are), and the gradient of a real loss of z is dL/dx - i dL/dy. abs(z) (real) gets
    ct conj(z) / |z|: grad(abs)(3+4j) = 0.6-0.8j, as jax.grad gives. */
+/* JAX's _fft_transpose_rule: FFT and IFFT are symmetric linear maps (their own transposes, no
+   conjugation); RFFT's transpose is that of x -> fft(complex(x))[..., :n/2+1]: real(fft(ct
+   padded with zeros to n)); IRFFT's is conj(rfft(ct) * mask / prod(lengths)), the mask 2 on the
+   terms the half spectrum stands for twice (all but the DC and, for even n, the Nyquist term). */
+static void vjp_fft(grad *g, const ir_ins *in, ir_ref ct) {
+  const ir_fft *a = &in->attr.fft;
+  ir_ref x0 = in->args[0];
+  int64_t n = a->lengths[a->n_dims - 1], h = n / 2 + 1;
+  if (a->type == IR_FFT_C2C || a->type == IR_IFFT_C2C) {
+    accum(g, x0, emit(g, IR_FFT, 1, &ct, &in->attr, NULL));
+    return;
+  }
+  if (a->type == IR_RFFT_R2C) {
+    int last = type_of(g, ct).rank - 1;
+    ir_attr fa = in->attr;
+    fa.fft.type = IR_FFT_C2C;
+    ir_ref padded = pad_axis(g, ct, last, 0, n - h);
+    accum(g, x0, un(g, IR_REAL, emit(g, IR_FFT, 1, &padded, &fa, NULL)));
+    return;
+  }
+  ir_attr ra = in->attr;
+  ra.fft.type = IR_RFFT_R2C;
+  ir_ref y = emit(g, IR_FFT, 1, &ct, &ra, NULL);
+  if (g->st != JIT_OK) return;
+  ir_type t = type_of(g, y);
+  int last = t.rank - 1;
+  int64_t odd = n % 2, widths[3] = {1, h - 2 + odd, 1 - odd};
+  double values[3] = {1, 2, 1};
+  ir_ref parts[3];
+  uint32_t np = 0;
+  for (int k = 0; k < 3; k++) {
+    if (widths[k] <= 0) continue;
+    t.dims[last] = widths[k];
+    parts[np++] = cst(g, &t, values[k]);
+  }
+  ir_attr ca = {0};
+  ca.axis = last;
+  ir_ref mask = np == 1 ? parts[0] : emit(g, IR_CONCAT, np, parts, &ca, NULL);
+  double scale = 1;
+  for (int k = 0; k < a->n_dims; k++) scale *= (double)a->lengths[k];
+  ir_ref scaled = bin(g, IR_MUL, bin(g, IR_MUL, y, mask), cst_like(g, y, 1 / scale));
+  accum(g, x0, un(g, IR_CONJ, scaled));
+}
+
 static void vjp_complex_abs(grad *g, const ir_ins *in, ir_ref i, ir_ref ct) {
   ir_ref z = primal(g, in->args[0]);
   ir_ref q = bin(g, IR_DIV, ct, primal(g, i));
@@ -900,6 +944,7 @@ static void vjp(grad *g, ir_ref i) {
   case IR_REDUCE_PROD: vjp_reduce(g, in, ct, primal(g, i)); break;
   case IR_DOT: vjp_dot(g, in, ct); break;
   case IR_CONV: vjp_conv(g, in, ct); break;
+  case IR_FFT: vjp_fft(g, in, ct); break;
   case IR_REDUCE_WINDOW: vjp_reduce_window(g, in, ct); break;
   case IR_SELECT_SCATTER:
     if (g->st == JIT_OK)

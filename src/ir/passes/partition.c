@@ -195,7 +195,8 @@ static void scan_result_guess(const part *P, const ir_ins *sc, uint32_t k, spec 
    on local blocks with no communication: rev and pad on dims they leave alone, a gather on its
    indices' batch dims, and on the operand dims its windows take whole (an embedding table
    split along its features); a conv on the lhs's batch and (without groups) the rhs's output
-   features; a window reduction on the dims its windows of 1 pass through. Scatter and every
+   features; a window reduction on the dims its windows of 1 pass through; an fft on its batch
+   dims (a split transformed dim is gathered first). Scatter and every
    other dim: replicated. */
 static int index_pairs(const part *P, const ir_ins *in, uint32_t k, int *xd, int *rd) {
   int n = 0;
@@ -223,6 +224,9 @@ static int index_pairs(const part *P, const ir_ins *in, uint32_t k, int *xd, int
       if (w->size[d] == 1 && w->stride[d] == 1 && !w->pad_lo[d] && !w->pad_hi[d]) xd[n] = rd[n] = d, n++;
     break;
   }
+  case IR_FFT: /* the batch dims (before the last n_dims); the transformed dims whole */
+    for (int d = 0; d < x->rank - in->attr.fft.n_dims; d++) xd[n] = rd[n] = d, n++;
+    break;
   case IR_PAD:
     for (int d = 0; k == 0 && d < x->rank; d++)
       if (!in->attr.pad.lo[d] && !in->attr.pad.hi[d] && !in->attr.pad.interior[d]) xd[n] = rd[n] = d, n++;
@@ -353,6 +357,7 @@ static bool fwd(const part *P, ir_ref i, const spec *const *ops, spec *out, unsi
   case IR_PAD:
   case IR_GATHER:
   case IR_CONV:
+  case IR_FFT:
   case IR_REDUCE_WINDOW:
   case IR_SELECT_SCATTER:
     for (uint32_t k = 0; k < (in->op == IR_PAD ? 1u : in->n_args); k++) {
@@ -431,6 +436,7 @@ static void back(const part *P, ir_ref i, const spec *s, uint32_t k, const spec 
   case IR_PAD:
   case IR_GATHER:
   case IR_CONV:
+  case IR_FFT:
   case IR_REDUCE_WINDOW:
   case IR_SELECT_SCATTER: {
     int xd[IR_MAX_RANK], rd[IR_MAX_RANK], n = index_pairs(P, in, k, xd, rd);

@@ -995,6 +995,15 @@ static void rule_window(vm *v, ir_ref r, const ir_ins *in) {
   v->bd[r] = (int8_t)k;
 }
 
+/* FFT runs over the last n_dims dims: a batch dim among them moves to the front (JAX's rule). */
+static void rule_fft(vm *v, ir_ref r, const ir_ins *in) {
+  int k = v->bd[in->args[0]], rank = ir_type_of(v->dst, v->map[in->args[0]])->rank;
+  if (k > rank - 1 - in->attr.fft.n_dims) k = 0;
+  ir_ref x = batched_at(v, in->args[0], k);
+  v->map[r] = emit(v, IR_FFT, 1, &x, &in->attr, NULL);
+  v->bd[r] = (int8_t)k;
+}
+
 static void batch_ins(vm *v, ir_ref r) {
   const ir_ins *in = &v->body->ins[r];
   bool any = false;
@@ -1017,6 +1026,7 @@ static void batch_ins(vm *v, ir_ref r) {
   case IR_GATHER:
   case IR_SCATTER: rule_gather_scatter(v, r, in); break;
   case IR_SORT: rule_concat(v, r, in); break; /* every operand batched at one dim */
+  case IR_FFT: rule_fft(v, r, in); break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
