@@ -144,6 +144,17 @@ static const convcase cases[] = {
     {"NHWC", "HWIO", "NHWC", {2, 5, 5, 6}, {3, 3, 2, 9}, {1, 2}, {1, 1}, {1, 1}, ONES, ONES, 3, JIT_F32},
     {"NHWC", "HWIO", "NHWC", {2, 6, 5, 4}, {3, 3, 1, 8}, ONES, {1, 1}, {1, 1}, ONES, ONES, 4, JIT_F32},
     {"NCHW", "OIHW", "NCHW", {1, 4, 5, 4}, {6, 2, 2, 2}, ONES, {1, 0}, {0, 1}, ONES, {2, 1}, 2, JIT_F64},
+    /* groups with strides, padding and both dilations together; depthwise with multiplier 1 on
+       odd sizes; odd group widths in other layouts; 1-D groups */
+    {"NHWC", "HWIO", "NHWC", {3, 9, 7, 10}, {3, 2, 2, 15}, {2, 3}, {2, 1}, {1, 2}, {2, 1}, {1, 2}, 5, JIT_F32},
+    {"NHWC", "HWIO", "NHWC", {2, 7, 9, 13}, {3, 3, 1, 13}, {2, 1}, {1, 1}, {1, 1}, ONES, {2, 2}, 13, JIT_F32},
+    {"NCHW", "OIHW", "NHWC", {2, 6, 5, 7}, {9, 2, 3, 2}, {1, 2}, {1, 0}, {2, 1}, ONES, ONES, 3, JIT_F64},
+    {"CHWN", "IOWH", "HNCW", {6, 5, 4, 3}, {1, 12, 2, 3}, ONES, {0, 1}, {1, 0}, {1, 2}, ONES, 6, JIT_F32},
+    {"NWC", "WIO", "NWC", {2, 13, 9}, {3, 3, 6}, {2}, {1}, {1}, ONES, {2}, 3, JIT_F32},
+    /* depthwise with cropping, lhs dilation and strides; one of a window too big to expand
+       into slices (the batched GEMM runs it) */
+    {"NHWC", "HWIO", "NHWC", {2, 6, 7, 5}, {2, 3, 1, 5}, {1, 2}, {-1, 2}, {1, 0}, {2, 1}, {1, 2}, 5, JIT_F64},
+    {"NWC", "WIO", "NWC", {2, 80, 4}, {55, 1, 8}, {2}, {3}, {0}, ONES, ONES, 4, JIT_F32},
     /* 1-D and 3-D */
     {"NWC", "WIO", "NWC", {2, 11, 3}, {4, 3, 5}, {3}, {2}, {1}, ONES, ONES, 1, JIT_F32},
     {"NCW", "OIW", "NWC", {3, 2, 9}, {4, 2, 3}, {2}, {0}, {0}, {2}, {2}, 1, JIT_F64},
@@ -162,24 +173,26 @@ static void test_against_loop(void **state) {
 }
 
 /* W11-like layers at sizes that take the native GEMM path with several row and K blocks. */
+static const struct {
+  const char *what;
+  convcase c;
+} larger[] = {
+    {"larger NHWC", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32}},
+    {"larger strided", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, {2, 2}, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32}},
+    /* K = 3 * 3 * 300 spans several of the GEMM's K blocks, each starting at a window row */
+    {"deep K", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0}, ONES, ONES, 1, JIT_F32}},
+    {"deep K f64", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0}, ONES, ONES, 1, JIT_F64}},
+    /* a strided 1x1: one contiguous K run, rows that do not merge */
+    {"strided 1x1", {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0}, ONES, ONES, 1, JIT_F32}},
+    /* grouped and depthwise at sizes that split over threads and several row and K blocks */
+    {"larger grouped", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 6, 40}, ONES, {1, 1}, {1, 1}, ONES, ONES, 4, JIT_F32}},
+    {"larger depthwise", {"NHWC", "HWIO", "NHWC", {2, 21, 19, 64}, {3, 3, 1, 64}, {2, 2}, {1, 1}, {1, 1}, ONES, ONES, 64, JIT_F32}},
+    {"grouped deep K", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 600}, {3, 3, 300, 6}, ONES, {1, 0}, {1, 0}, ONES, ONES, 2, JIT_F32}},
+};
+
 static void test_larger(void **state) {
   (void)state;
-  convcase c = {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 24, 40}, ONES, {1, 1}, {1, 1},
-                ONES, ONES, 1, JIT_F32};
-  check_case(&c, "larger NHWC");
-  convcase s2 = c;
-  s2.stride[0] = s2.stride[1] = 2;
-  check_case(&s2, "larger strided");
-  /* K = 3 * 3 * 300 spans several of the GEMM's K blocks, each starting at a window row */
-  convcase deep = {"NHWC", "HWIO", "NHWC", {1, 5, 6, 300}, {3, 3, 300, 5}, ONES, {1, 0}, {1, 0},
-                   ONES, ONES, 1, JIT_F32};
-  check_case(&deep, "deep K");
-  deep.dt = JIT_F64;
-  check_case(&deep, "deep K f64");
-  /* a strided 1x1: one contiguous K run, rows that do not merge */
-  convcase one = {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0},
-                  ONES, ONES, 1, JIT_F32};
-  check_case(&one, "strided 1x1");
+  for (size_t i = 0; i < sizeof larger / sizeof larger[0]; i++) check_case(&larger[i].c, larger[i].what);
 }
 
 /* ---- VJPs by finite differences ------------------------------------------------------------- */
@@ -204,6 +217,65 @@ static void test_grads(void **state) {
     ot_free(&in[0]);
     ot_free(&in[1]);
   }
+}
+
+/* Grouped and depthwise convs (their VJPs: a feature-grouped conv for the lhs, a batch-grouped
+   one for the rhs) run as matmul kernels or, depthwise, as a fused loop: no kernel through the
+   interpreter. Conv shapes of 3 spatial dims with groups are the exception (the GEMM's view
+   would need rank 9). */
+/* The convs with batch groups in IR text. */
+static int batch_grouped_convs(const char *text) {
+  int n = 0;
+  for (const char *q = text; (q = strstr(q, " = conv ")) != NULL; q++) {
+    const char *bg = strstr(q, "batch_groups="), *eol = strchr(q, '\n');
+    n += bg && (!eol || bg < eol) && strncmp(bg, "batch_groups=1 ", 15) != 0;
+  }
+  return n;
+}
+
+static void grads_fn(jit_trace *t, const jit_val *args, jit_val *res, void *user) {
+  jit_value_and_grad(t, loss_fn, user, 2, args, 3, 0, res);
+}
+
+static void test_grouped_native(void **state) {
+  (void)state;
+  jit_ctx *ctx = ot_ctx();
+  int checked = 0;
+  for (int i = 0; i < N_CASES; i++) {
+    const convcase *c = &cases[i];
+    if (c->groups == 1 || rank_of(c) > 4) continue;
+    for (int grad = 0; grad < 2; grad++) {
+      ot_array in[2] = {operand(c, 0, 5), operand(c, 1, 6)};
+      jit_array *args[2] = {ot_upload_to(ctx, &in[0]), ot_upload_to(ctx, &in[1])}, *res[3] = {0};
+      jit_fn *f = NULL;
+      jit_fn_opts o = {.name = "grouped", .n_args = 2, .n_results = grad ? 3 : 1};
+      assert_int_equal(jit_compile(ctx, grad ? grads_fn : trace_conv, (void *)c, &o, &f), JIT_OK);
+      assert_int_equal(jit_call(f, args, res), JIT_OK);
+      char *text = ot_fn_dump(f, args, JIT_DUMP_C);
+      if (strstr(text, "runs in the interpreter")) print_error("case %d%s:\n%s", i, grad ? " grad" : "", text);
+      assert_null(strstr(text, "runs in the interpreter"));
+      free(text);
+      /* a depthwise conv and its VJP wrt the filters are fused loops of slices (the depthwise
+         pass), any other grouped conv a matmul (a batch-grouped one for the VJP wrt the rhs) */
+      int64_t window = 1;
+      for (int d = 0; d < rank_of(c); d++)
+        if (c->rspec[d] != 'I' && c->rspec[d] != 'O') window *= c->rshape[d];
+      bool depthwise = c->groups == in[0].shape[pos(c->lspec, 'C')] && window <= 49;
+      text = ot_fn_dump(f, args, depthwise ? JIT_DUMP_OPTIMIZED : JIT_DUMP_C);
+      if (depthwise && !grad) assert_null(strstr(text, " = conv "));
+      else if (depthwise) assert_int_equal(batch_grouped_convs(text), 0);
+      else assert_non_null(strstr(text, "is the matmul kernel"));
+      free(text);
+      for (int r = 0; r < 3; r++) jit_array_free(res[r]);
+      for (int a = 0; a < 2; a++) {
+        jit_array_free(args[a]);
+        ot_free(&in[a]);
+      }
+      jit_fn_free(f);
+      checked++;
+    }
+  }
+  assert_true(checked >= 12);
 }
 
 /* ---- vmap against a loop ------------------------------------------------------------------ */
@@ -363,6 +435,7 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_loop), cmocka_unit_test(test_larger),
+      cmocka_unit_test(test_grouped_native),
       cmocka_unit_test(test_grads),        cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_sharded),      cmocka_unit_test(test_errors),
   };

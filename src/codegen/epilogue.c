@@ -40,8 +40,11 @@ bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
   const ir_type *rhs = ir_type_of(f, dot->args[1]);
   /* the output's last dim must be the matmul's N: exactly one free rhs dim (a conv in GEMM
      form has it: its out features) */
+  /* a grouped conv writes its output through strides (one column block per group): its
+     epilogue runs as a loop kernel after it */
   if (dt->rank < 1 || !same_dims(dt, rt) ||
-      (dot->op == IR_DOT && rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1))
+      (dot->op == IR_DOT && rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1) ||
+      (dot->op == IR_CONV && (dot->attr.conv.groups > 1 || dot->attr.conv.batch_groups > 1)))
     return false;
   out->f = f;
   out->dot = k->dot;

@@ -47,6 +47,7 @@ typedef struct plan {
   bool c_in_out;  /* partial sums over K blocks accumulate in the output buffer */
   bool c_scratch; /* ... else in scratch at c_off (only when K > kc) */
   int64_t c_ld;   /* row length of the scratch partial sums */
+  int64_t out_bs, out_ld; /* elements between the output's batches and rows */
   size_t a_off, b_off, c_off, bytes;
 } plan;
 
@@ -168,6 +169,13 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   p->M = p->m.numel;
   p->N = p->n.numel;
   p->K = p->k.numel;
+  p->out_ld = d->out_ld ? d->out_ld : p->N;
+  p->out_bs = d->out_batch_stride ? d->out_batch_stride : p->M * p->out_ld;
+  if ((d->out_ld || d->out_batch_stride) && d->epilogue)
+    return jit_error(JIT_EINVAL, "matmul: an epilogue over a strided output");
+  if (d->out_ld < 0 || d->out_batch_stride < 0 || (d->out_ld && d->out_ld < p->N))
+    return jit_error(JIT_EINVAL, "matmul: output strides %lld, %lld for rows of %lld",
+                     (long long)d->out_batch_stride, (long long)d->out_ld, (long long)p->N);
   if (p->B > ((int64_t)1 << 40) / (p->M ? p->M : 1))
     return jit_error(JIT_EINVAL, "matmul: too many rows");
 
@@ -226,7 +234,10 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
 }
 
 /* A conv in GEMM form as a dot of the lhs view [batch, out spatial..., window..., in features]
-   with the rhs, contracting the window and feature dims with the rhs's spatial and in dims. */
+   with the rhs, contracting the window and feature dims with the rhs's spatial and in dims. With
+   G feature (batch) groups, the view gets a leading group dim, taken out of its features (its
+   batch), and the rhs's out features split into (G, per group) as the dot's batch dim: group g
+   writes the output's columns g * N .. g * N + N - 1 of every row. */
 static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uint32_t n_epi,
                       int vec_bytes) {
   const ir_conv *c = &in->attr.conv;
@@ -238,26 +249,50 @@ static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uin
     s[i] = acc;
     acc *= lt->dims[i];
   }
-  ir_type view = {.dtype = lt->dtype, .rank = 2 * ns + 2};
+  int64_t G = c->groups > 1 ? c->groups : c->batch_groups;
+  int g = G > 1; /* the view's dims after the group dim start at g */
+  ir_type view = {.dtype = lt->dtype, .rank = 2 * ns + 2 + g};
   ir_dot_dims dims = {.n_contract = (uint8_t)(ns + 1)};
   int64_t vs[IR_MAX_RANK];
-  view.dims[0] = lt->dims[c->lhs[0]];
-  vs[0] = s[c->lhs[0]];
-  for (int i = 0; i < ns; i++) {
-    view.dims[1 + i] = ot->dims[1 + i];
-    vs[1 + i] = c->stride[i] * s[c->lhs[2 + i]];
-    view.dims[1 + ns + i] = rt->dims[c->rhs[2 + i]];
-    vs[1 + ns + i] = c->rhs_dil[i] * s[c->lhs[2 + i]];
-    dims.lhs_contract[i] = (uint8_t)(1 + ns + i);
-    dims.rhs_contract[i] = c->rhs[2 + i];
+  int64_t nb = lt->dims[c->lhs[0]] / c->batch_groups, nf = lt->dims[c->lhs[1]] / c->groups;
+  /* the rhs with its out features split into (G, per group): dim o is the group, o + 1 the
+     features within it; dims past o move up by one */
+  ir_type rv = *rt;
+  int o = c->rhs[0];
+  int rmap[IR_MAX_RANK];
+  for (int i = 0; i < rt->rank; i++) rmap[i] = i < o ? i : i + g;
+  if (g) {
+    view.dims[0] = G;
+    vs[0] = c->groups > 1 ? nf * s[c->lhs[1]] : nb * s[c->lhs[0]];
+    rv.rank = rt->rank + 1;
+    for (int i = rt->rank - 1; i > o; i--) rv.dims[i + 1] = rt->dims[i];
+    rv.dims[o] = G;
+    rv.dims[o + 1] = rt->dims[o] / G;
+    dims.n_batch = 1;
+    dims.lhs_batch[0] = 0;
+    dims.rhs_batch[0] = (uint8_t)o;
   }
-  view.dims[1 + 2 * ns] = lt->dims[c->lhs[1]];
-  vs[1 + 2 * ns] = s[c->lhs[1]];
-  dims.lhs_contract[ns] = (uint8_t)(1 + 2 * ns);
-  dims.rhs_contract[ns] = c->rhs[1];
-  cg_matmul_desc_init(d, &view, rt, &dims, n_epi, vec_bytes);
+  view.dims[g] = nb;
+  vs[g] = s[c->lhs[0]];
+  for (int i = 0; i < ns; i++) {
+    view.dims[g + 1 + i] = ot->dims[1 + i];
+    vs[g + 1 + i] = c->stride[i] * s[c->lhs[2 + i]];
+    view.dims[g + 1 + ns + i] = rt->dims[c->rhs[2 + i]];
+    vs[g + 1 + ns + i] = c->rhs_dil[i] * s[c->lhs[2 + i]];
+    dims.lhs_contract[i] = (uint8_t)(g + 1 + ns + i);
+    dims.rhs_contract[i] = (uint8_t)rmap[c->rhs[2 + i]];
+  }
+  view.dims[g + 1 + 2 * ns] = nf;
+  vs[g + 1 + 2 * ns] = s[c->lhs[1]];
+  dims.lhs_contract[ns] = (uint8_t)(g + 1 + 2 * ns);
+  dims.rhs_contract[ns] = (uint8_t)rmap[c->rhs[1]];
+  cg_matmul_desc_init(d, &view, &rv, &dims, n_epi, vec_bytes);
   d->lhs_view = true;
   memcpy(d->lhs_strides, vs, sizeof vs);
+  if (g) {
+    d->out_batch_stride = rt->dims[o] / G;
+    d->out_ld = rt->dims[o];
+  }
 }
 
 void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
@@ -876,7 +911,7 @@ static void store_final(mm *e, const tile_ctx *t, LLVMValueRef x, LLVMValueRef i
     }
   }
   LLVMValueRef op =
-      gep(e, OS, t->obase, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, p->N), ""), cofs, ""));
+      gep(e, OS, t->obase, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, p->out_ld), ""), cofs, ""));
   if (mask)
     masked_store(e, to_storage(e, y), op, mask, esize(e, OS));
   else
@@ -945,7 +980,7 @@ static void emit_prefetch_tile(mm *e, const tile_ctx *t) {
   LLVMTypeRef tys[1] = {e->ptr};
   LLVMValueRef base = t->pbase ? t->pbase : t->obase;
   LLVMTypeRef et = t->pbase ? e->T : stype(e, p->out_dt);
-  int64_t ld = t->pbase ? t->pld : p->N;
+  int64_t ld = t->pbase ? t->pld : p->out_ld;
   for (int i = 0; i < p->mr; i++)
     for (int at = 0; at < 2; at++) {
       LLVMValueRef q = gep(e, et, base, ci(e, i * ld + (at ? p->nr - 1 : 0)));
@@ -1018,12 +1053,13 @@ static void emit_body(mm *e) {
   t.ocol0 = LLVMBuildAdd(b, jc, jr, "");
   t.crow0 = LLVMBuildSub(b, mrow, m0, "");
   t.ccol0 = jr;
-  t.obase = gep(e, stype(e, p->out_dt), t.out,
-                LLVMBuildAdd(b, LLVMBuildMul(b, t.orow0, ci(e, p->N), ""), t.ocol0, ""));
+  LLVMValueRef orow_at = LLVMBuildAdd(b, LLVMBuildMul(b, bi, ci(e, p->out_bs), ""),
+                                      LLVMBuildMul(b, mrow, ci(e, p->out_ld), ""), "");
+  t.obase = gep(e, stype(e, p->out_dt), t.out, LLVMBuildAdd(b, orow_at, t.ocol0, ""));
   t.pbase = NULL;
   if (p->c_in_out) {
     t.pbase = t.obase;
-    t.pld = p->N;
+    t.pld = p->out_ld;
   } else if (p->c_scratch) {
     t.pbase = gep(e, e->T, t.cbuf,
                   LLVMBuildAdd(b, LLVMBuildMul(b, t.crow0, ci(e, p->c_ld), ""), t.ccol0, ""));

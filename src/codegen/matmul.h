@@ -75,6 +75,9 @@ typedef struct cg_matmul_desc {
   bool lhs_view;        /* the lhs is read through lhs_strides (elements, one per lhs dim; they
                            may overlap), not as a dense row-major array: a conv's im2col view */
   int64_t lhs_strides[IR_MAX_RANK];
+  int64_t out_batch_stride; /* elements between the output's batches, 0: dense (M * N); with */
+  int64_t out_ld;           /* elements between its rows, 0: N, a grouped conv's output
+                               [M, groups x N] (batch = group) is a strided view; no epilogue */
 } cg_matmul_desc;
 
 /* Fills d for a dot of lhs x rhs with the default buffer layout
@@ -89,7 +92,9 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
    M = batch x output positions and K = window positions x in features read through a strided
    view of the lhs (each (position, window offset) pair addresses lhs element position * stride +
    offset * dilation), N = out features, the result [batch, spatial..., feature] exactly the
-   matmul's [M, N]. */
+   matmul's [M, N]. A conv with feature (batch) groups is a batched matmul over the groups: the
+   lhs view's features (batch) and the rhs's out features split into (group, per group), and the
+   output written through out_batch_stride and out_ld. */
 void cg_matmul_desc_from_ir(cg_matmul_desc *d, const ir_func *f, ir_ref dot, uint32_t n_epi,
                             int vec_bytes);
 

@@ -1,50 +1,60 @@
-/* conv_layout.c: gives each conv without groups the form the native GEMM runs (see
+/* conv_layout.c: gives each float conv the form the native GEMM runs (see
  * ir_conv_is_gemm): its padding and lhs dilation become an explicit PAD of the lhs (zeros, with
  * interior padding for the dilation) and its result comes out in [batch, spatial..., feature]
  * order, a TRANSPOSE restoring the layout asked for. The conv is then a GEMM over a strided view
  * of the padded lhs (codegen/matmul.c): M = batch x output positions, K = window x features,
- * N = output features.
+ * N = output features; with feature or batch groups, a batched GEMM with the group as batch.
  *
  * Needs: verified f. Keeps: every value's type and meaning (the interpreter gives the same
- * results before and after); locations. Grouped convs (feature or batch groups) stay as they are
- * and run through the interpreter. Leaves f untouched when no conv needs it.
+ * results before and after); locations. Grouped convs of 3 spatial dims (see
+ * ir_conv_has_gemm_form) stay as they are and run through the interpreter. Leaves f untouched
+ * when no conv needs it.
  * Cost: O(instructions), one rebuild when a conv changes; at run time the PAD copies the lhs once.
  */
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
 
-/* A conv this pass rewrites: no groups, float, and not in GEMM form yet. */
+/* A conv this pass rewrites: one the GEMM can run, not in its form yet. */
 static bool wants_rewrite(const ir_func *f, const ir_ins *in) {
-  return in->op == IR_CONV && in->attr.conv.groups == 1 && in->attr.conv.batch_groups == 1 &&
-         !ir_conv_is_gemm(f, in);
+  return ir_conv_has_gemm_form(f, in) && !ir_conv_is_gemm(f, in);
 }
 
 static const char *const who = "conv_layout";
 
-static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_ref *ops) {
-  (void)f;
-  ir_ref lhs = ops[0], rhs = ops[1];
+ir_ref pass_conv_pad_lhs(ir_func *nf, const char *pass, const ir_ins *in, ir_ref lhs, const int *spatial) {
+  if (lhs == IR_NOREF) return IR_NOREF;
   const ir_conv *c = &in->attr.conv;
-  int rank = ir_type_of(nf, lhs)->rank, ns = rank - 2;
-  ir_attr ca = in->attr;
-  ir_conv *g = &ca.conv;
+  int ns = ir_type_of(nf, lhs)->rank - 2;
   bool pad = false;
   ir_attr pa = {0};
   for (int i = 0; i < ns; i++) {
-    int d = c->lhs[2 + i];
+    int d = spatial[i];
     pa.pad.lo[d] = c->pad_lo[i];
     pa.pad.hi[d] = c->pad_hi[i];
     pa.pad.interior[d] = c->lhs_dil[i] - 1;
     pad |= c->pad_lo[i] || c->pad_hi[i] || c->lhs_dil[i] != 1;
+  }
+  if (!pad) return lhs;
+  ir_ref zero = ir_emit_const(nf, ir_type_make(nf, ir_type_of(nf, lhs)->dtype, 0, NULL), 0, in->loc);
+  ir_ref pargs[2] = {lhs, zero};
+  return zero == IR_NOREF ? IR_NOREF : pass_emit_inferred(nf, pass, IR_PAD, 2, pargs, &pa, in->loc);
+}
+
+static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_ref *ops) {
+  (void)f;
+  ir_ref rhs = ops[1];
+  const ir_conv *c = &in->attr.conv;
+  int rank = ir_type_of(nf, ops[0])->rank, ns = rank - 2;
+  ir_attr ca = in->attr;
+  ir_conv *g = &ca.conv;
+  int spatial[IR_CONV_MAX_SPATIAL] = {0};
+  for (int i = 0; i < ns; i++) {
+    spatial[i] = c->lhs[2 + i];
     g->pad_lo[i] = g->pad_hi[i] = 0;
     g->lhs_dil[i] = 1;
   }
-  if (pad) {
-    ir_ref zero = ir_emit_const(nf, ir_type_make(nf, ir_type_of(nf, lhs)->dtype, 0, NULL), 0, in->loc);
-    ir_ref pargs[2] = {lhs, zero};
-    lhs = zero == IR_NOREF ? IR_NOREF : pass_emit_inferred(nf, who, IR_PAD, 2, pargs, &pa, in->loc);
-    if (lhs == IR_NOREF) return IR_NOREF;
-  }
+  ir_ref lhs = pass_conv_pad_lhs(nf, who, in, ops[0], spatial);
+  if (lhs == IR_NOREF) return IR_NOREF;
   /* the result as [batch, spatial..., feature], then transposed to the asked layout */
   g->out[0] = 0;
   g->out[1] = (uint8_t)(rank - 1);

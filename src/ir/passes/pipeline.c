@@ -19,7 +19,10 @@
  *   windows        a reduce_window of a small window as the sum / max / min of strided slices
  *      |           of its padded operand (one fused loop)
  *      v
- *   conv_layout    each conv without groups in the GEMM's form: explicit PAD, result as
+ *   depthwise      a depthwise conv of a small window as the sum of strided slices of its
+ *      |           padded lhs times filter rows (one fused loop, vectors across features)
+ *      v
+ *   conv_layout    each float conv in the GEMM's form: explicit PAD, result as
  *      |           [batch, spatial..., feature] then transposed back
  *      v
  *   optimized fn   (ir_verify after every pass when asked, naming the pass)
@@ -222,6 +225,7 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
   TRY(run(f, PASS_HOIST, disabled, verify));
   TRY(run(f, PASS_DCE, disabled, verify));
   TRY(run(f, PASS_WINDOWS, disabled, verify));
+  TRY(run(f, PASS_DEPTHWISE, disabled, verify));
   TRY(run(f, PASS_CONV_LAYOUT, disabled, verify));
   return JIT_OK;
 fail:
