@@ -28,6 +28,8 @@ static void usage(FILE *out) {
           "  --out A.npy ...       write the results, one file per result\n"
           "  --out-dir DIR         write the results as DIR/out0.npy, DIR/out1.npy, ...\n"
           "  --iters N             warm calls to time (default 10; the median is printed)\n"
+          "  --compile-only        compile the signature (jit_precompile) and print where the\n"
+          "                        time went; run nothing\n"
           "  --check               compare with the reference interpreter, print each result's\n"
           "                        max error\n"
           "  --tol X               with --check: exit 1 when an error exceeds X (the error is\n"
@@ -46,7 +48,7 @@ typedef struct options {
   const char **in, **out; /* n_in / n_out file names (pointers into argv) */
   int n_in, n_out;
   const char *out_dir;
-  bool random, check;
+  bool random, check, compile_only;
   unsigned long long seed;
   int iters;
   double tol;            /* < 0: none */
@@ -97,6 +99,8 @@ static int parse_args(int argc, char **argv, options *o) {
       if (!parse_int_arg(argv[++i], 0, 1000000, &v))
         return fprintf(stderr, "tjit-run: --iters needs a count 0..1000000\n"), 2;
       o->iters = (int)v;
+    } else if (strcmp(a, "--compile-only") == 0) {
+      o->compile_only = true;
     } else if (strcmp(a, "--check") == 0) {
       o->check = true;
     } else if (strcmp(a, "--tol") == 0 && has_value) {
@@ -133,6 +137,8 @@ static int parse_args(int argc, char **argv, options *o) {
   if (o->n_out && o->out_dir)
     return fprintf(stderr, "tjit-run: give --out or --out-dir, not both\n"), 2;
   if (o->tol >= 0 && !o->check) return fprintf(stderr, "tjit-run: --tol needs --check\n"), 2;
+  if (o->compile_only && (o->check || o->n_out || o->out_dir))
+    return fprintf(stderr, "tjit-run: --compile-only runs nothing: no --check or --out\n"), 2;
   return 0;
 }
 
@@ -466,6 +472,19 @@ static int run(const ir_func *g, const options *o) {
     goto done;
   }
   double t0 = now_ms();
+  if (o->compile_only) {
+    if (jit_precompile(f, args) != JIT_OK) {
+      fprintf(stderr, "tjit-run: %s\n", jit_last_error());
+      goto done;
+    }
+    jit_fn_stats s;
+    jit_fn_stats_get(f, &s);
+    printf("@%s: compile %.3f ms  (jit_precompile: trace %.3f  passes %.3f  codegen %.3f  llvm "
+           "%.3f ms; kernels %d)\n",
+           g->name, now_ms() - t0, s.trace_ms, s.passes_ms, s.codegen_ms, s.llvm_ms, s.n_kernels);
+    rc = 0;
+    goto done;
+  }
   if (jit_call(f, args, res) != JIT_OK) {
     fprintf(stderr, "tjit-run: %s\n", jit_last_error());
     goto done;

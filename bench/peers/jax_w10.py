@@ -9,30 +9,20 @@ data are ready, as tjit-bench's cold excludes its context and arrays), the warm 
 minimum over reps (each call blocks until its results are ready), and the first call's loss.
 Nothing in the test suite runs this.
 """
-import argparse
-import json
 import math
-import statistics
-import time
 
-import numpy as np
+from common import fill_float as fill, fill_int as fill_i, options, time_jitted
 
 B, T, D, H, V = 8, 128, 256, 4, 4096
 LR = 0.1  # bench/workloads.c's W10_LR
-from wl_fill import seed_of, splitmix_bits  # bench/peers/wl_fill.py
-
-U64 = np.uint64
 
 
 def fill_float(arg, shape, scale, offset):
-    bits = splitmix_bits(seed_of("W10", arg), int(np.prod(shape)))
-    u = ((bits >> U64(40)).astype(np.float64) + 0.5) / 8388608.0 - 1.0
-    return (np.float32(offset) + (u * scale).astype(np.float32)).reshape(shape)
+    return fill("W10", arg, shape, scale, offset)
 
 
 def fill_int(arg, shape, int_range):
-    bits = splitmix_bits(seed_of("W10", arg), int(np.prod(shape)))
-    return ((bits >> U64(40)) % U64(int_range)).astype(np.int32).reshape(shape)
+    return fill_i("W10", arg, shape, int_range)
 
 
 # (shape, scale, offset) of the weights, in transformer_model.h's order
@@ -53,11 +43,7 @@ WEIGHTS = [
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmups", type=int, default=3)
-    ap.add_argument("--cold-only", action="store_true")
-    o = ap.parse_args()
+    o = options()
 
     import jax
     import jax.numpy as jnp
@@ -101,26 +87,9 @@ def main():
         l, g = jax.value_and_grad(loss)(w, ids, labels)
         return [wi - LR * gi for wi, gi in zip(w, g)], l
 
-    t0 = time.perf_counter()
     jstep = jax.jit(step, donate_argnums=0)
-    ws, l = jstep(ws, ids, labels)
-    jax.block_until_ready((ws, l))
-    cold_ms = (time.perf_counter() - t0) * 1e3
-    out = {"peer": "jax", "version": jax.__version__, "backend": jax.default_backend(),
-           "cold_ms": cold_ms, "loss": float(l)}
-    if not o.cold_only:
-        for _ in range(o.warmups):
-            ws, l = jstep(ws, ids, labels)
-            jax.block_until_ready((ws, l))
-        times = []
-        for _ in range(o.reps):
-            t0 = time.perf_counter()
-            ws, l = jstep(ws, ids, labels)
-            jax.block_until_ready((ws, l))
-            times.append(time.perf_counter() - t0)
-        out.update(warm_median_ms=statistics.median(times) * 1e3, warm_min_ms=min(times) * 1e3,
-                   reps=o.reps)
-    print(json.dumps(out))
+    time_jitted(jax, jstep, (ws, ids, labels), o,
+                feed_back=lambda args, out: (out[0], args[1], args[2]), loss=lambda out: out[1])
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@
  *
  * On disk: DIR/<64 hex digits of the key hash>, each file an 88-byte header (magic "TJITOBJ\0",
  * format version, header size, key hash, payload length, payload SHA-256; integers little-endian)
- * followed by the object. Puts write a temp file DIR/.tmp-XXXXXX, fsync it and rename() it over
- * the final name, so a reader sees a whole old entry, a whole new one, or none; two processes
+ * followed by the object. Puts write a temp file DIR/.tmp-XXXXXX and rename() it over the final
+ * name, so a reader sees a whole old entry, a whole new one, or none (a crash that loses the data
+ * under a renamed name leaves an entry whose checksum fails: a miss); two processes
  * storing the same key both succeed. Files are created 0600 (the cache holds code this process
  * will run, so it must not be writable by others).
  *

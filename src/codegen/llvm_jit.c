@@ -263,24 +263,36 @@ jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m) {
   return cg_optimize_at(jit, m, jit ? jit->opt_level : 0);
 }
 
+const char *cg_default_pipeline(int level) {
+  static const char *const pipelines[4] = {"default<O0>", "default<O1>", "default<O2>",
+                                           "default<O3>"};
+  return pipelines[level < 0 ? 0 : level > 3 ? 3 : level];
+}
+
 jit_status cg_optimize_at(cg_jit *jit, LLVMModuleRef m, int level) {
-  jit_status st = JIT_OK;
-  LLVMTargetMachineRef tm = NULL;
-  LLVMPassBuilderOptionsRef opts = NULL;
   if (!jit || !m) return jit_error(JIT_EINVAL, "cg_optimize: NULL argument");
   if (level < 0 || level > jit->opt_level)
     return jit_error(JIT_EINVAL, "cg_optimize: level %d outside 0..%d", level, jit->opt_level);
+  return cg_optimize_pipeline(jit, m, cg_default_pipeline(level));
+}
+
+jit_status cg_optimize_pipeline(cg_jit *jit, LLVMModuleRef m, const char *pipeline) {
+  jit_status st = JIT_OK;
+  LLVMTargetMachineRef tm = NULL;
+  LLVMPassBuilderOptionsRef opts = NULL;
+  if (!jit || !m || !pipeline) return jit_error(JIT_EINVAL, "cg_optimize: NULL argument");
+  int level = jit->opt_level;
+  if (strncmp(pipeline, "default<O", 9) == 0 && pipeline[9] >= '0' && pipeline[9] <= '3')
+    level = pipeline[9] - '0';
   TRY(prepare(jit, m, "cg_optimize"));
   TRY(tm_get(jit, &tm));
-  static const char *const pipelines[4] = {"default<O0>", "default<O1>", "default<O2>",
-                                           "default<O3>"};
   opts = LLVMCreatePassBuilderOptions();
   /* SLP follows the context's level, not the module's: a lighter pipeline still packs the
      per-lane scalar code some epilogues leave into vectors */
   LLVMPassBuilderOptionsSetLoopVectorization(opts, level >= 2);
   LLVMPassBuilderOptionsSetSLPVectorization(opts, jit->opt_level >= 2);
   LLVMPassBuilderOptionsSetLoopUnrolling(opts, level >= 2);
-  LLVMErrorRef e = LLVMRunPasses(m, pipelines[level], tm, opts);
+  LLVMErrorRef e = LLVMRunPasses(m, pipeline, tm, opts);
   if (e) st = llvm_err(e, "cg_optimize");
 fail:
   if (opts) LLVMDisposePassBuilderOptions(opts);

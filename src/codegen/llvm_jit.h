@@ -37,6 +37,11 @@ jit_status cg_optimize(cg_jit *jit, LLVMModuleRef m);
 /* cg_optimize with default<O{level}> for the pass pipeline (level 0..the context's own); the
    code generator keeps the context's level. */
 jit_status cg_optimize_at(cg_jit *jit, LLVMModuleRef m, int level);
+/* cg_optimize with PIPELINE, a pass pipeline in opt's -passes syntax (e.g. "default<O2>" or
+   "function(sroa,instcombine)"); a malformed one is JIT_ECOMPILE with LLVM's message. */
+jit_status cg_optimize_pipeline(cg_jit *jit, LLVMModuleRef m, const char *pipeline);
+/* default<O{level}> as a pipeline string (level clamped to 0..3). */
+const char *cg_default_pipeline(int level);
 
 /* Emits M as a relocatable host object into malloc'd memory (*obj, *len; free() it). Code
    generation rewrites M in place: take cg_module_text (for hashing) before this call. */

@@ -918,59 +918,57 @@ static void store_final(mm *e, const tile_ctx *t, LLVMValueRef x, LLVMValueRef i
     store(e, to_storage(e, y), op, esize(e, OS));
 }
 
-/* Stores a finished register tile: straight from the registers when it is whole (the usual
-   case), else through a stack copy, vector by vector, with masks. Either way the K block decides
-   once whether the sums are partial (kept) or final (epilogue, out). */
-static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
+/* The tile's sums from the stack copy, vector by vector over rows x vectors, into the partial
+   sums or (last K block) through the epilogue into out; edge: mask each vector's lanes to nvalid.
+   Loops, not straight-line code: one copy of the epilogue instead of one per accumulator, which
+   made LLVM spend most of a dot's compile on the store (W8's backward dot: 13 copies of a select
+   chain); the stack round trip costs a few dozen loads per kc x MR x NR FMAs. */
+static void emit_tile_rows(mm *e, const tile_ctx *t, LLVMValueRef rows, bool edge) {
   LLVMBuilderRef b = e->b;
   const plan *p = &e->p;
-  int mr = p->mr, nv = p->nv, vw = p->vw, nr = p->nr;
-  LLVMBasicBlockRef whole = block(e, "tile.whole"), edge = block(e, "tile.edge"),
-                    done = block(e, "tile.done");
-  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, t->mv, ci(e, mr), ""),
-                                   LLVMBuildICmp(b, LLVMIntEQ, t->nvalid, ci(e, nr), ""), "");
-  LLVMBuildCondBr(b, full, whole, edge);
-
-  LLVMPositionBuilderAtEnd(b, whole);
-  LLVMValueRef x[64];
-  for (int a = 0; a < mr * nv; a++)
-    x[a] = add_partial(e, t, acc[a], ci(e, a / nv), ci(e, a % nv * vw), NULL);
-  LLVMBasicBlockRef fin = block(e, "tile.final"), part = block(e, "tile.partial");
-  LLVMBuildCondBr(b, t->last, fin, part);
-  LLVMPositionBuilderAtEnd(b, part);
-  for (int a = 0; a < mr * nv; a++)
-    store_partial(e, t, x[a], ci(e, a / nv), ci(e, a % nv * vw), NULL);
-  LLVMBuildBr(b, done);
-  LLVMPositionBuilderAtEnd(b, fin);
-  for (int a = 0; a < mr * nv; a++)
-    store_final(e, t, x[a], ci(e, a / nv), ci(e, a % nv * vw), NULL);
-  LLVMBuildBr(b, done);
-
-  LLVMPositionBuilderAtEnd(b, edge);
-  for (int a = 0; a < mr * nv; a++)
-    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), valign(e));
+  int nv = p->nv, vw = p->vw, nr = p->nr;
   loop li, lv;
-  LLVMValueRef i = loop_open(e, &li, ci(e, 0), t->mv, "st.i");
-  LLVMValueRef v = loop_open(e, &lv, ci(e, 0), ci(e, nv), "st.v");
+  LLVMValueRef i = loop_open(e, &li, ci(e, 0), rows, edge ? "st.i" : "sw.i");
+  LLVMValueRef v = loop_open(e, &lv, ci(e, 0), ci(e, nv), edge ? "st.v" : "sw.v");
   LLVMValueRef cofs = LLVMBuildMul(b, v, ci(e, vw), "");
-  LLVMValueRef mask = lane_mask(e, LLVMBuildSub(b, t->nvalid, cofs, ""), vw);
+  LLVMValueRef mask = edge ? lane_mask(e, LLVMBuildSub(b, t->nvalid, cofs, ""), vw) : NULL;
   LLVMValueRef y =
       load(e, e->VT,
            gep(e, e->T, t->tile, LLVMBuildAdd(b, LLVMBuildMul(b, i, ci(e, nr), ""), cofs, "")),
            valign(e));
   y = add_partial(e, t, y, i, cofs, mask);
-  LLVMBasicBlockRef efin = block(e, "edge.final"), epart = block(e, "edge.partial"),
-                    ejoin = block(e, "edge.join");
-  LLVMBuildCondBr(b, t->last, efin, epart);
-  LLVMPositionBuilderAtEnd(b, epart);
+  LLVMBasicBlockRef fin = block(e, "st.final"), part = block(e, "st.partial"),
+                    join = block(e, "st.join");
+  LLVMBuildCondBr(b, t->last, fin, part);
+  LLVMPositionBuilderAtEnd(b, part);
   store_partial(e, t, y, i, cofs, mask);
-  LLVMBuildBr(b, ejoin);
-  LLVMPositionBuilderAtEnd(b, efin);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, fin);
   store_final(e, t, y, i, cofs, mask);
-  LLVMBuildBr(b, ejoin);
-  LLVMPositionBuilderAtEnd(b, ejoin);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, join);
   loop_close(e, &lv, step(e, v, 1));
   loop_close(e, &li, step(e, i, 1));
+}
+
+/* Stores a finished register tile through a stack copy: unmasked when it is whole (the usual
+   case), else masked to its valid rows and columns. */
+static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
+  LLVMBuilderRef b = e->b;
+  const plan *p = &e->p;
+  int mr = p->mr, nv = p->nv, vw = p->vw, nr = p->nr;
+  for (int a = 0; a < mr * nv; a++)
+    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), valign(e));
+  LLVMBasicBlockRef whole = block(e, "tile.whole"), edge = block(e, "tile.edge"),
+                    done = block(e, "tile.done");
+  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, t->mv, ci(e, mr), ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, t->nvalid, ci(e, nr), ""), "");
+  LLVMBuildCondBr(b, full, whole, edge);
+  LLVMPositionBuilderAtEnd(b, whole);
+  emit_tile_rows(e, t, ci(e, mr), false);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, edge);
+  emit_tile_rows(e, t, t->mv, true);
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, done);
 }

@@ -618,11 +618,9 @@ static jit_status mark_streams(const exec *e, LLVMModuleRef m);
 /* Part 0: the loop kernels, the scan loops and the entry, which declares the matmul kernels it
    calls; parts 1..: one matmul kernel each. Their text depends only on f (names are kernel
    indices), as the disk cache key needs. */
-/* A matmul part's pipeline: its microkernel is vector code already (emitted with explicit
-   vectors and FMAs), which default<O1> leaves as default<O3> does, with one k step per loop
-   trip instead of two; O3 costs W4 ~20% more LLVM time (105 vs 85 ms) for the same warm speed. */
-static int dot_part_level(int ctx_level) {
-  return ctx_level < 1 ? ctx_level : 1;
+/* A matmul part's pipeline: CG_MATMUL_PIPELINE (matmul.h), unless the context asks for none. */
+static const char *dot_part_pipeline(int ctx_level) {
+  return ctx_level < 1 ? cg_default_pipeline(ctx_level) : CG_MATMUL_PIPELINE;
 }
 
 static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
@@ -635,7 +633,7 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
   for (int i = 0; i < np; i++)
     if (!(parts[i].c = LLVMContextCreate())) TRY(oom());
   parts[0].name = f->name ? f->name : "fn";
-  parts[0].opt_level = e->ctx->opt_level;
+  parts[0].pipeline = cg_default_pipeline(e->ctx->opt_level);
   parts[0].after_optimize = mark_streams;
   TRY(lp_emit_llvm(lfs, n, parts[0].c, parts[0].name, &parts[0].m));
   LLVMContextRef c0 = parts[0].c;
@@ -647,7 +645,7 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
     if (s->kind != ES_DOT) continue;
     exec_part *p = &parts[k++];
     p->name = s->name;
-    p->opt_level = dot_part_level(e->ctx->opt_level);
+    p->pipeline = dot_part_pipeline(e->ctx->opt_level);
     if (!(p->m = LLVMModuleCreateWithNameInContext(s->name, p->c))) TRY(oom());
     cg_matmul_desc d;
     if (s->epi) cg_epi_desc(s->epi, p->m, &d, tile_vec_bytes(e));
@@ -1238,7 +1236,7 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
   TRY(build_parts(e, f, lfs, p->n_kernels, &parts, &np));
   for (int i = 0; i < np; i++) {
     if (ctx && ctx->jit) {
-      TRY(cg_optimize_at(ctx->jit, parts[i].m, parts[i].opt_level));
+      TRY(cg_optimize_pipeline(ctx->jit, parts[i].m, parts[i].pipeline));
       if (parts[i].after_optimize) TRY(parts[i].after_optimize(e, parts[i].m));
     }
     char *text = cg_module_text(parts[i].m);

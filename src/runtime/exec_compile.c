@@ -30,7 +30,7 @@ typedef struct part_job {
 static jit_status compile_part(const exec *e, exec_part *p) {
   cg_jit *jit = e->ctx->jit;
   uint64_t pt = prof_begin();
-  TRY_RET(cg_optimize_at(jit, p->m, p->opt_level));
+  TRY_RET(cg_optimize_pipeline(jit, p->m, p->pipeline));
   if (p->after_optimize) TRY_RET(p->after_optimize(e, p->m));
   prof_end(pt, "compile", "llvm optimize", 1, &(prof_arg){"module", p->name, 0});
   pt = prof_begin();
@@ -69,8 +69,9 @@ jit_status exec_compile_parts(const exec *e, exec_part *parts, int n, exec_stats
          the pipeline that optimizes it, which may be lighter than the context's */
       char *text = cg_module_text(p->m);
       size_t len = text ? strlen(text) : 0;
-      char *keyed = text ? malloc(len + 32) : NULL;
-      if (keyed) snprintf(keyed, len + 32, "; pipeline default<O%d>\n%s", p->opt_level, text);
+      size_t cap = len + strlen(p->pipeline) + 16;
+      char *keyed = text ? malloc(cap) : NULL;
+      if (keyed) snprintf(keyed, cap, "; pipeline %s\n%s", p->pipeline, text);
       free(text);
       if (!keyed) return jit_error(JIT_ENOMEM, "jit_call: out of memory building the executable");
       jit_status st = cg_disk_cache_key(jit, keyed, &p->key, &p->key_len);

@@ -185,7 +185,7 @@ typedef struct exec_part {
   LLVMContextRef c; /* owned, with m */
   LLVMModuleRef m;
   const char *name; /* for the profile: the module's name */
-  int opt_level;    /* the pass pipeline's level for this part (<= the context's) */
+  const char *pipeline; /* the pass pipeline that optimizes this part (static text) */
   jit_status (*after_optimize)(const exec *e, LLVMModuleRef m); /* or NULL */
   void *obj;        /* the object: from the disk cache or compiled (malloc'd) */
   size_t len;
