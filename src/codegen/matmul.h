@@ -126,13 +126,12 @@ size_t cg_matmul_scratch_bytes(const cg_matmul_desc *d);
    the wrong type, JIT_ENOMEM. On failure the function may be left half-built in m: drop m. */
 jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d);
 
-/* The pass pipeline for a module holding one matmul kernel. The kernel is vector code already
-   (explicit vectors, FMAs and loops): it needs its allocas promoted and redundant arithmetic
-   folded, no more. This gives the same 6x16 FMA loop as default<O1>, every accumulator in a
-   register (llc's output for W4's dots), for a third less of LLVM's work on W4 and W8 (callgrind,
-   optimize + emit: W4 363 M -> 279 M instructions, W8 1303 M -> 824 M). LICM is left out on
-   purpose: it hoisted vector values out of the tile store into the loops around the
-   micro-kernel, and accumulators spilled to the stack. */
-#define CG_MATMUL_PIPELINE "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)"
+/* The pass pipeline for a module holding one matmul kernel: default<O1> (with the context's
+   SLP, no loop vectorizer or unroller), which keeps the same 6x16 FMA loop as O3 for less work.
+   A lighter one (sroa, early-cse, instcombine, simplifycfg) cut W4's and W8's LLVM work by a
+   third (callgrind: 363 M -> 279 M, 1303 M -> 824 M instructions) with the same inner loop, but
+   W4 ran 25% slower warm (130 -> 165 ms, alternating runs): the loops around the micro-kernel
+   (packing, tile addressing) need O1's loop passes. */
+#define CG_MATMUL_PIPELINE "default<O1>"
 
 #endif /* TJIT_CODEGEN_MATMUL_H */
