@@ -60,13 +60,6 @@ enum { BUF_X, BUF_OUT, BUF_TMP };
 #define MASK_LO {0, 8, 1, 9, 2, 10, 3, 11}
 #define MASK_HI {4, 12, 5, 13, 6, 14, 7, 15}
 #include "ir/fft_kernels.h"
-#undef T
-#undef SFX
-#undef ITYPE
-#undef MASK_EVEN
-#undef MASK_ODD
-#undef MASK_LO
-#undef MASK_HI
 #define T double
 #define SFX _f64
 #define ITYPE int64_t
@@ -75,13 +68,6 @@ enum { BUF_X, BUF_OUT, BUF_TMP };
 #define MASK_LO {0, 4, 1, 5}
 #define MASK_HI {2, 6, 3, 7}
 #include "ir/fft_kernels.h"
-#undef T
-#undef SFX
-#undef ITYPE
-#undef MASK_EVEN
-#undef MASK_ODD
-#undef MASK_LO
-#undef MASK_HI
 
 static void *alloc_vals(bool dbl, int64_t n) { return malloc((size_t)(n ? n : 1) * (dbl ? 8 : 4)); }
 

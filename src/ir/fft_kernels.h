@@ -1,7 +1,8 @@
 /* fft_kernels.h: the butterflies and runs of fft_engine.c in one precision, included once with
  * T = float, SFX = _f32 and once with T = double, SFX = _f64 (no other file includes it). Each
  * inner loop runs over S = stride * lanes contiguous elements with restrict pointers, so GCC
- * vectorizes it; CLONES gives AVX2 + FMA and AVX-512 versions chosen when the library loads. */
+ * vectorizes it; CLONES gives AVX2 + FMA and AVX-512 versions chosen when the library loads. The
+ * file undefines its parameters at its end. */
 #define NAME2(a, b) a##b
 #define NAME(a, b) NAME2(a, b)
 
@@ -295,3 +296,11 @@ CLONES static void NAME(run_units, SFX)(const fft_pass *ps, int64_t u0, int64_t 
 #undef UNIT
 #undef NAME
 #undef NAME2
+/* the instantiation's parameters, so the next one defines them afresh */
+#undef T
+#undef SFX
+#undef ITYPE
+#undef MASK_EVEN
+#undef MASK_ODD
+#undef MASK_LO
+#undef MASK_HI
