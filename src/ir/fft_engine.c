@@ -58,18 +58,18 @@ enum { BUF_X, BUF_OUT, BUF_TMP };
 #define T float
 #define SFX _f32
 #define ITYPE int32_t
-#define MASK_EVEN {0, 2, 4, 6, 8, 10, 12, 14}
-#define MASK_ODD {1, 3, 5, 7, 9, 11, 13, 15}
-#define MASK_LO {0, 8, 1, 9, 2, 10, 3, 11}
-#define MASK_HI {4, 12, 5, 13, 6, 14, 7, 15}
+#define MASK_EVEN 0, 2, 4, 6, 8, 10, 12, 14
+#define MASK_ODD 1, 3, 5, 7, 9, 11, 13, 15
+#define MASK_LO 0, 8, 1, 9, 2, 10, 3, 11
+#define MASK_HI 4, 12, 5, 13, 6, 14, 7, 15
 #include "ir/fft_kernels.h"
 #define T double
 #define SFX _f64
 #define ITYPE int64_t
-#define MASK_EVEN {0, 2, 4, 6}
-#define MASK_ODD {1, 3, 5, 7}
-#define MASK_LO {0, 4, 1, 5}
-#define MASK_HI {2, 6, 3, 7}
+#define MASK_EVEN 0, 2, 4, 6
+#define MASK_ODD 1, 3, 5, 7
+#define MASK_LO 0, 4, 1, 5
+#define MASK_HI 2, 6, 3, 7
 #include "ir/fft_kernels.h"
 
 static void *alloc_vals(bool dbl, int64_t n) { return malloc((size_t)(n ? n : 1) * (dbl ? 8 : 4)); }

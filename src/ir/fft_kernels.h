@@ -85,6 +85,13 @@ static void NAME(run, SFX)(const fft_len *p, int64_t V, T *re, T *im, T *s0, T *
 #define STV(p, v) (*(VEC *)(p) = (v))
 typedef ITYPE NAME(mask, SFX) __attribute__((vector_size(32)));
 #define MASK NAME(mask, SFX)
+/* lanes of a and b picked by the index list (MASK_EVEN etc.: comma lists): GCC's and clang's
+   builtins differ (the fuzzers build the library with clang) */
+#if defined(__clang__)
+#define SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUF(a, b, ...) __builtin_shuffle(a, b, (MASK){__VA_ARGS__})
+#endif
 #define UNIT static inline __attribute__((always_inline))
 
 /* V interleaved complex values at src into re[0..V), im[0..V) (whole vectors by shuffles). */
@@ -92,8 +99,8 @@ UNIT void NAME(deint, SFX)(const T *src, int64_t V, T *re, T *im) {
   int64_t v = 0;
   for (; v + VW <= V; v += VW) {
     VEC a = LDV(src + 2 * v), b = LDV(src + 2 * v + VW);
-    STV(re + v, __builtin_shuffle(a, b, (MASK)MASK_EVEN));
-    STV(im + v, __builtin_shuffle(a, b, (MASK)MASK_ODD));
+    STV(re + v, SHUF(a, b, MASK_EVEN));
+    STV(im + v, SHUF(a, b, MASK_ODD));
   }
   for (; v < V; v++) re[v] = src[2 * v], im[v] = src[2 * v + 1];
 }
@@ -109,8 +116,8 @@ UNIT void NAME(inter, SFX)(const T *re, const T *im, const T *wr, const T *wi, T
     } else {
       a = r * sc, b = i * sc;
     }
-    STV(dst + 2 * v, __builtin_shuffle(a, b, (MASK)MASK_LO));
-    STV(dst + 2 * v + VW, __builtin_shuffle(a, b, (MASK)MASK_HI));
+    STV(dst + 2 * v, SHUF(a, b, MASK_LO));
+    STV(dst + 2 * v + VW, SHUF(a, b, MASK_HI));
   }
   for (; v < V; v++) {
     T r = re[v], i = im[v];
@@ -293,6 +300,7 @@ CLONES static void NAME(run_units, SFX)(const fft_pass *ps, int64_t u0, int64_t 
 #undef LDV
 #undef STV
 #undef MASK
+#undef SHUF
 #undef UNIT
 #undef NAME
 #undef NAME2
