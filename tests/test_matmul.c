@@ -1,6 +1,7 @@
 /* test_matmul.c: the generated matmul (codegen/matmul.c) against a float64 C reference: odd and
  * large shapes, batch dims, transposed and multiple contracting dims, every dtype, epilogues,
- * row splitting, bad descriptions; prints one-thread GFLOP/s against this run's FMA peak. */
+ * row splitting, bad descriptions; the precompiled core's kernels (gemm_core.h) bit for bit
+ * against the generated ones, where the core runs; prints one-thread GFLOP/s against this run's FMA peak. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,8 @@ typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end)
 
 static cg_jit *g_jit;
 static int g_vec_bytes; /* the register tile's vector size under test; 0: the target's */
+static int g_core_checks; /* kernels of the precompiled core checked against generated ones */
+static bool g_core_expected; /* a group ran where the core's kernels are checked */
 
 /* The vector size of the target the JIT generates for ($TJIT_CPU, $TJIT_VECTOR_WIDTH). */
 static int target_vec_bytes(void) { return cg_jit_target(g_jit)->vector_bytes; }
@@ -36,9 +39,13 @@ static void desc_init(cg_matmul_desc *d, const ir_type *lt, const ir_type *rt,
   cg_matmul_desc_init(d, lt, rt, dd, n_epi, g_vec_bytes ? g_vec_bytes : target_vec_bytes());
 }
 
+static bool core_checked(void);
+
 static int setup(void **state) {
   (void)state;
-  return cg_jit_create(3, &g_jit) == JIT_OK ? 0 : -1;
+  if (cg_jit_create(3, &g_jit) != JIT_OK) return -1;
+  g_core_expected |= core_checked();
+  return 0;
 }
 
 static int teardown(void **state) {
@@ -54,13 +61,16 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Builds the kernel of d in a fresh module and loads it; *lib owns the code. */
-static jit_status build(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
+typedef jit_status (*emit_fn)(LLVMModuleRef m, const char *name, const cg_matmul_desc *d);
+
+/* Builds the kernel of d (by emit) in a fresh module and loads it; *lib owns the code. */
+static jit_status build_with(emit_fn emit, const cg_matmul_desc *d, cg_dylib **lib,
+                             kernel_fn *fn) {
   LLVMContextRef c = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("mm", c);
   void *obj = NULL;
   size_t len = 0;
-  jit_status st = cg_matmul_emit(m, "tjit_mm", d);
+  jit_status st = emit(m, "tjit_mm", d);
   if (st == JIT_OK)
     st = cg_optimize(g_jit, m);
   if (st != JIT_OK)
@@ -78,6 +88,49 @@ static jit_status build(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) 
     *fn = (kernel_fn)p;
   }
   return st;
+}
+
+static jit_status build(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
+  return build_with(cg_matmul_emit, d, lib, fn);
+}
+
+/* Whether the precompiled core's kernels are checked: on hosts that run it, against generated
+   kernels that fuse their multiply-adds as it does (the target has FMA, as the runtime asks). */
+static bool core_checked(void) { return gemm_core_runs_here() && cg_jit_target(g_jit)->fma; }
+
+/* d's kernel on the precompiled core (gemm_core.h), where core_checked and d has the core's
+   form; else *fn stays NULL. */
+static void build_core(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
+  gemm_core_plan cp;
+  *lib = NULL;
+  *fn = NULL;
+  if (core_checked() && cg_matmul_core_plan(d, &cp))
+    assert_int_equal(build_with(cg_matmul_core_emit, d, lib, fn), JIT_OK);
+}
+
+/* The core's kernel for d gives the generated kernel's output `want` (ob bytes of bufs[out]) bit
+   for bit, over all rows and over two row ranges split at a tile-unaligned row. */
+static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const void *want,
+                            size_t ob, int64_t rows) {
+  cg_dylib *lib;
+  kernel_fn fn;
+  build_core(d, &lib, &fn);
+  if (!fn) return;
+  g_core_checks++;
+  void *saved = bufs[out], *got = malloc(ob);
+  assert_non_null(got);
+  memset(got, 0xEF, ob);
+  bufs[out] = got;
+  fn(bufs, 0, rows);
+  assert_memory_equal(got, want, ob);
+  memset(got, 0xEF, ob);
+  int64_t r1 = rows / 3 + 1 < rows ? rows / 3 + 1 : rows;
+  fn(bufs, r1, rows);
+  fn(bufs, 0, r1);
+  assert_memory_equal(got, want, ob);
+  bufs[out] = saved;
+  free(got);
+  cg_dylib_free(lib);
 }
 
 /* ---- random data and the reference -------------------------------------------------------------
@@ -286,6 +339,7 @@ static void run_case(const mcase *c) {
   fn(bufs, r1, rows);
   fn(bufs, 0, r1);
   assert_memory_equal(out, out2, ob - 1);
+  check_core_same(&d, bufs, 2, out, ob - 1, rows);
   free(lhs);
   free(rhs);
   free(out);
@@ -511,6 +565,7 @@ static void run_epilogue(int64_t M, int64_t K, int64_t N, jit_dtype out_dt) {
   fn(bufs, M / 2 + 3 < M ? M / 2 + 3 : M, M);
   fn(bufs, 0, M / 2 + 3 < M ? M / 2 + 3 : M);
   assert_memory_equal(out, out2, ob);
+  check_core_same(&d, bufs, 3, out, ob, M);
   free(lhs);
   free(rhs);
   free(bias);
@@ -714,6 +769,10 @@ int main(void) {
     failed += cmocka_run_group_tests_name(widths[w].name, tiles, setup, teardown);
   }
   g_vec_bytes = 0;
+  if (g_core_expected && g_core_checks < 20) { /* the 32-byte tile's f32/f64 cases */
+    fprintf(stderr, "only %d kernels of the precompiled core were checked\n", g_core_checks);
+    failed++;
+  }
   const struct CMUnitTest target[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};
   failed += cmocka_run_group_tests_name("target's tile", target, setup, teardown);
   return failed;

@@ -19,6 +19,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "codegen/fma_expand.h"
+#include "codegen/gemm_core.h"
 #include "codegen/target.h"
 #include "runtime/error.h"
 
@@ -330,6 +331,33 @@ fail:
   return st;
 }
 
+/* Defines the library's functions that generated code calls by name (the precompiled matmul
+   core) in jd, at their addresses in this process: objects name them, so one from the disk cache
+   links in any process, and a program linking tjit statically need not export them. Defined
+   under jd's default tracker, they stay when a signature's code leaves and the JITDylib is
+   reused. */
+static LLVMErrorRef define_library_symbols(cg_jit *jit, LLVMOrcJITDylibRef jd) {
+  static const struct {
+    const char *name;
+    void (*fn)(const gemm_core_plan *, void *const *, int64_t, int64_t, gemm_core_epi);
+  } syms[] = {{GEMM_CORE_F32_SYMBOL, tjit_gemm_core_f32}, {GEMM_CORE_F64_SYMBOL, tjit_gemm_core_f64}};
+  enum { N_SYMS = sizeof syms / sizeof syms[0] };
+  LLVMOrcCSymbolMapPair pairs[N_SYMS];
+  for (int i = 0; i < N_SYMS; i++) {
+    LLVMOrcExecutorAddress at;
+    memcpy(&at, &(uintptr_t){(uintptr_t)syms[i].fn}, sizeof at);
+    pairs[i].Name = LLVMOrcLLJITMangleAndIntern(jit->lljit, syms[i].name);
+    pairs[i].Sym.Address = at;
+    pairs[i].Sym.Flags.GenericFlags =
+        LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+    pairs[i].Sym.Flags.TargetFlags = 0;
+  }
+  LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, N_SYMS);
+  LLVMErrorRef e = LLVMOrcJITDylibDefine(jd, mu);
+  if (e) LLVMOrcDisposeMaterializationUnit(mu);
+  return e;
+}
+
 /* A JITDylib that resolves process symbols (libc, libm) and defines nothing yet: a spare one when
    there is one, else a new, uniquely named one. */
 static jit_status dylib_take(cg_jit *jit, cg_dylib **out) {
@@ -362,6 +390,10 @@ static jit_status dylib_take(cg_jit *jit, cg_dylib **out) {
     return llvm_err(e, "cg_add_object: process symbols");
   }
   LLVMOrcJITDylibAddGenerator(l->jd, gen); /* takes gen */
+  if ((e = define_library_symbols(jit, l->jd))) {
+    free(l); /* as above */
+    return llvm_err(e, "cg_add_object: the library's symbols");
+  }
   *out = l;
   return JIT_OK;
 }

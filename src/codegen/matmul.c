@@ -9,6 +9,7 @@
 
 #include <llvm-c/DebugInfo.h>
 
+#include "codegen/gemm_core.h"
 #include "codegen/llvm_jit.h"
 #include "runtime/error.h"
 
@@ -951,14 +952,12 @@ static void emit_tile_rows(mm *e, const tile_ctx *t, LLVMValueRef rows, bool edg
   loop_close(e, &li, step(e, i, 1));
 }
 
-/* Stores a finished register tile through a stack copy: unmasked when it is whole (the usual
-   case), else masked to its valid rows and columns. */
-static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
+/* The stack copy of a finished tile at t->tile through emit_tile_rows: unmasked when the tile is
+   whole (the usual case), else masked to its valid rows and columns. */
+static void emit_tile_copy_store(mm *e, const tile_ctx *t) {
   LLVMBuilderRef b = e->b;
   const plan *p = &e->p;
-  int mr = p->mr, nv = p->nv, vw = p->vw, nr = p->nr;
-  for (int a = 0; a < mr * nv; a++)
-    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), valign(e));
+  int mr = p->mr, nr = p->nr;
   LLVMBasicBlockRef whole = block(e, "tile.whole"), edge = block(e, "tile.edge"),
                     done = block(e, "tile.done");
   LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, t->mv, ci(e, mr), ""),
@@ -971,6 +970,15 @@ static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
   emit_tile_rows(e, t, t->mv, true);
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, done);
+}
+
+/* Stores a finished register tile through a stack copy (emit_tile_copy_store). */
+static void emit_tile_store(mm *e, const tile_ctx *t, LLVMValueRef *acc) {
+  const plan *p = &e->p;
+  int mr = p->mr, nv = p->nv, vw = p->vw, nr = p->nr;
+  for (int a = 0; a < mr * nv; a++)
+    store(e, acc[a], gep(e, e->T, t->tile, ci(e, a / nv * nr + a % nv * vw)), valign(e));
+  emit_tile_copy_store(e, t);
 }
 
 /* Asks for the lines the tile's store will read or write while the micro-kernel runs: the rows
@@ -1077,6 +1085,40 @@ static void emit_body(mm *e) {
   LLVMBuildRetVoid(b);
 }
 
+/* e for emitting d's code into m (make_plan done by the caller). */
+static void mm_init(mm *e, LLVMModuleRef m, const cg_matmul_desc *d) {
+  e->d = d;
+  e->m = m;
+  e->c = LLVMGetModuleContext(m);
+  e->i1 = LLVMInt1TypeInContext(e->c);
+  e->i8 = LLVMInt8TypeInContext(e->c);
+  e->i16 = LLVMInt16TypeInContext(e->c);
+  e->i32 = LLVMInt32TypeInContext(e->c);
+  e->i64 = LLVMInt64TypeInContext(e->c);
+  e->f32 = LLVMFloatTypeInContext(e->c);
+  e->f64 = LLVMDoubleTypeInContext(e->c);
+  e->half = LLVMHalfTypeInContext(e->c);
+  e->ptr = LLVMPointerTypeInContext(e->c, 0);
+  switch (e->p.dt) {
+  case JIT_F64:
+    e->T = e->f64;
+    break;
+  case JIT_I64:
+    e->T = e->i64;
+    break;
+  case JIT_F32:
+  case JIT_F16:
+  case JIT_BF16:
+    e->T = e->f32;
+    break;
+  default:
+    e->T = e->i32;
+    break;
+  }
+  e->VT = vec(e->T, e->p.vw);
+  e->S = stype(e, e->p.dt);
+}
+
 jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d) {
   mm e;
   memset(&e, 0, sizeof e);
@@ -1085,36 +1127,7 @@ jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_des
     return st;
   if (!m || !name)
     return jit_error(JIT_EINVAL, "matmul: no module or name");
-  e.d = d;
-  e.m = m;
-  e.c = LLVMGetModuleContext(m);
-  e.i1 = LLVMInt1TypeInContext(e.c);
-  e.i8 = LLVMInt8TypeInContext(e.c);
-  e.i16 = LLVMInt16TypeInContext(e.c);
-  e.i32 = LLVMInt32TypeInContext(e.c);
-  e.i64 = LLVMInt64TypeInContext(e.c);
-  e.f32 = LLVMFloatTypeInContext(e.c);
-  e.f64 = LLVMDoubleTypeInContext(e.c);
-  e.half = LLVMHalfTypeInContext(e.c);
-  e.ptr = LLVMPointerTypeInContext(e.c, 0);
-  switch (e.p.dt) {
-  case JIT_F64:
-    e.T = e.f64;
-    break;
-  case JIT_I64:
-    e.T = e.i64;
-    break;
-  case JIT_F32:
-  case JIT_F16:
-  case JIT_BF16:
-    e.T = e.f32;
-    break;
-  default:
-    e.T = e.i32;
-    break;
-  }
-  e.VT = vec(e.T, e.p.vw);
-  e.S = stype(&e, e.p.dt);
+  mm_init(&e, m, d);
   if (LLVMGetNamedFunction(m, name))
     return jit_error(JIT_EINVAL, "matmul: the module already has a function %s", name);
   LLVMTypeRef params[3] = {e.ptr, e.i64, e.i64};
@@ -1125,6 +1138,109 @@ jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_des
   if (!e.b)
     return jit_error(JIT_ENOMEM, "matmul: out of memory");
   emit_body(&e);
+  LLVMDisposeBuilder(e.b);
+  if (e.fail)
+    return jit_error(JIT_EUNSUPPORTED, "matmul: %s: the epilogue gave no value of type <%d x %s>",
+                     name, e.p.vw, jit_dtype_name(e.p.out_dt));
+  return JIT_OK;
+}
+
+/* ---- the precompiled core's form of a dot (gemm_core.h) ------------------------------------------ */
+
+bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
+  plan p;
+  if (make_plan(d, &p) != JIT_OK) {
+    jit_error_clear();
+    return false;
+  }
+  /* one stride per index group: the core's packers walk one dim each */
+  if ((p.dt != JIT_F32 && p.dt != JIT_F64) || p.out_dt != p.dt || p.bat.n > 1 || p.m.n > 1 ||
+      p.n.n > 1 || p.k.n > 1 || d->vec_bytes != GEMM_CORE_VECTOR_BYTES || p.mr != GEMM_CORE_MR ||
+      p.nr != GEMM_CORE_NR((int)csize(p.dt)))
+    return false;
+  *out = (gemm_core_plan){
+      .B = p.B, .M = p.M, .N = p.N, .K = p.K,
+      .lhs_bs = p.bat.n ? p.bat.s[0][0] : 0, .lhs_ms = p.m.n ? p.m.s[0][0] : 0,
+      .lhs_ks = p.k.n ? p.k.s[0][0] : 0,
+      .rhs_bs = p.bat.n ? p.bat.s[1][0] : 0, .rhs_ks = p.k.n ? p.k.s[1][0] : 0,
+      .rhs_ns = p.n.n ? p.n.s[0][0] : 0,
+      .out_bs = p.out_bs, .out_ld = p.out_ld,
+      .kc = p.kc, .mc = p.mc, .nc = p.nc,
+      .a_off = (int64_t)p.a_off, .b_off = (int64_t)p.b_off,
+      .lhs_buf = d->lhs_buf, .rhs_buf = d->rhs_buf, .out_buf = d->out_buf,
+      .scratch_buf = d->scratch_buf};
+  return true;
+}
+
+/* NAME.epi(bufs, tile, row, rows, col): the finished sums of one tile (the core's stack copy)
+   through d's epilogue into the output, as emit_tile_copy_store does for the generated kernel. */
+static LLVMValueRef emit_core_epilogue(mm *e, const char *name) {
+  char epi_name[160];
+  snprintf(epi_name, sizeof epi_name, "%s.epi", name);
+  LLVMTypeRef params[5] = {e->ptr, e->ptr, e->i64, e->i64, e->i64};
+  e->fn = LLVMAddFunction(e->m, epi_name,
+                          LLVMFunctionType(LLVMVoidTypeInContext(e->c), params, 5, 0));
+  LLVMSetLinkage(e->fn, LLVMInternalLinkage);
+  LLVMPositionBuilderAtEnd(e->b, block(e, "entry"));
+  const plan *p = &e->p;
+  tile_ctx t;
+  memset(&t, 0, sizeof t);
+  t.bufs = LLVMGetParam(e->fn, 0);
+  t.tile = LLVMGetParam(e->fn, 1);
+  t.orow0 = LLVMGetParam(e->fn, 2);
+  t.mv = LLVMGetParam(e->fn, 3);
+  t.ocol0 = LLVMGetParam(e->fn, 4);
+  t.out = buf_ptr(e, t.bufs, e->d->out_buf);
+  t.nvalid = imin(e, ci(e, p->nr), LLVMBuildSub(e->b, ci(e, p->N), t.ocol0, ""));
+  t.first = LLVMConstInt(e->i1, 0, 0);
+  t.last = LLVMConstInt(e->i1, 1, 0);
+  LLVMValueRef at = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, t.orow0, ci(e, p->out_ld), ""),
+                                 t.ocol0, "");
+  t.obase = gep(e, stype(e, p->out_dt), t.out, at);
+  emit_tile_copy_store(e, &t);
+  LLVMBuildRetVoid(e->b);
+  return e->fn;
+}
+
+jit_status cg_matmul_core_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d) {
+  gemm_core_plan cp;
+  if (!m || !name || !cg_matmul_core_plan(d, &cp))
+    return jit_error(JIT_EINVAL, "matmul: %s: not a dot the precompiled core runs",
+                     name ? name : "(no name)");
+  if (LLVMGetNamedFunction(m, name))
+    return jit_error(JIT_EINVAL, "matmul: the module already has a function %s", name);
+  mm e;
+  memset(&e, 0, sizeof e);
+  make_plan(d, &e.p);
+  mm_init(&e, m, d);
+  if (!(e.b = LLVMCreateBuilderInContext(e.c)))
+    return jit_error(JIT_ENOMEM, "matmul: out of memory");
+  int64_t fields[GEMM_CORE_PLAN_FIELDS];
+  memcpy(fields, &cp, sizeof fields);
+  LLVMValueRef vals[GEMM_CORE_PLAN_FIELDS];
+  for (int i = 0; i < GEMM_CORE_PLAN_FIELDS; i++) vals[i] = ci(&e, fields[i]);
+  char gname[160];
+  snprintf(gname, sizeof gname, "%s.plan", name);
+  LLVMValueRef g = LLVMAddGlobal(m, LLVMArrayType2(e.i64, GEMM_CORE_PLAN_FIELDS), gname);
+  LLVMSetInitializer(g, LLVMConstArray2(e.i64, vals, GEMM_CORE_PLAN_FIELDS));
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(g, 8);
+  LLVMValueRef epi = d->epilogue ? emit_core_epilogue(&e, name) : LLVMConstNull(e.ptr);
+  LLVMTypeRef kparams[3] = {e.ptr, e.i64, e.i64};
+  LLVMValueRef fn =
+      LLVMAddFunction(m, name, LLVMFunctionType(LLVMVoidTypeInContext(e.c), kparams, 3, 0));
+  const char *core = e.p.dt == JIT_F64 ? GEMM_CORE_F64_SYMBOL : GEMM_CORE_F32_SYMBOL;
+  LLVMTypeRef cparams[5] = {e.ptr, e.ptr, e.i64, e.i64, e.ptr};
+  LLVMTypeRef cty = LLVMFunctionType(LLVMVoidTypeInContext(e.c), cparams, 5, 0);
+  LLVMValueRef cfn = LLVMGetNamedFunction(m, core);
+  if (!cfn) cfn = LLVMAddFunction(m, core, cty);
+  e.fn = fn;
+  LLVMPositionBuilderAtEnd(e.b, block(&e, "entry"));
+  LLVMValueRef args[5] = {g, LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), epi};
+  LLVMBuildCall2(e.b, cty, cfn, args, 5, "");
+  LLVMBuildRetVoid(e.b);
   LLVMDisposeBuilder(e.b);
   if (e.fail)
     return jit_error(JIT_EUNSUPPORTED, "matmul: %s: the epilogue gave no value of type <%d x %s>",

@@ -36,6 +36,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/gemm_core.h"
 #include "ir/ir.h"
 
 /* What an epilogue sees for one vector of a finished tile: row `row`, columns col .. col+width-1
@@ -125,6 +126,15 @@ size_t cg_matmul_scratch_bytes(const cg_matmul_desc *d);
    JIT_EINVAL for an invalid desc, JIT_EUNSUPPORTED when the epilogue returns NULL or a value of
    the wrong type, JIT_ENOMEM. On failure the function may be left half-built in m: drop m. */
 jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d);
+
+/* The precompiled core's plan for d (gemm_core.h), when the core runs it: f32 or f64 operands
+   and output, 32-byte vectors (the core's tile), one stride per batch, M, N and K group. */
+bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out);
+/* Adds `void NAME(void *const *bufs, int64_t row_begin, int64_t row_end)` as cg_matmul_emit does,
+   as a call of the precompiled core with d's plan and d's epilogue emitted per tile (NAME.epi):
+   the same results, bit for bit, for a fraction of LLVM's work. JIT_EINVAL when
+   cg_matmul_core_plan is false; the rest as cg_matmul_emit. */
+jit_status cg_matmul_core_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d);
 
 /* The pass pipeline for a module holding one matmul kernel: default<O1> (with the context's
    SLP, no loop vectorizer or unroller), which keeps the same 6x16 FMA loop as O3 for less work.

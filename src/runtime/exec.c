@@ -623,6 +623,16 @@ static const char *dot_part_pipeline(int ctx_level) {
   return ctx_level < 1 ? cg_default_pipeline(ctx_level) : CG_MATMUL_PIPELINE;
 }
 
+/* Whether dot d runs on the precompiled core (gemm_core.h) rather than a generated kernel: where
+   the target is one the core was built for (FMA, 32-byte vectors) and d has its form, unless
+   TJIT_GEMM_CORE=0 asks for generated kernels (to compare them). */
+static bool use_gemm_core(const exec *e, const cg_matmul_desc *d) {
+  const char *env = getenv("TJIT_GEMM_CORE");
+  if ((env && strcmp(env, "0") == 0) || e->ctx->opt_level < 1) return false;
+  gemm_core_plan cp;
+  return cg_jit_target(e->ctx->jit)->fma && gemm_core_runs_here() && cg_matmul_core_plan(d, &cp);
+}
+
 static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
                               exec_part **out, int *n_out) {
   jit_status st = JIT_OK;
@@ -650,7 +660,8 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
     cg_matmul_desc d;
     if (s->epi) cg_epi_desc(s->epi, p->m, &d, tile_vec_bytes(e));
     else cg_matmul_desc_from_ir(&d, f, s->dot, 0, tile_vec_bytes(e));
-    TRY(cg_matmul_emit(p->m, s->name, &d));
+    if (use_gemm_core(e, &d)) TRY(cg_matmul_core_emit(p->m, s->name, &d));
+    else TRY(cg_matmul_emit(p->m, s->name, &d));
     if (!LLVMAddFunction(parts[0].m, s->name, kty)) TRY(oom()); /* defined by part k */
   }
   for (uint32_t i = 0; i < e->n_steps; i++)

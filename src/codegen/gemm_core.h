@@ -1,0 +1,64 @@
+/* gemm_core.h: the precompiled half of a matmul. The packing loops and the register-blocked
+ * micro-kernel of matmul.h's plan, compiled once with the library (for AVX2 + FMA) instead of
+ * per signature through LLVM, which spent 50-100 ms of optimisation and instruction selection on
+ * each dot kernel of a cold compile. A signature's dot kernel is then a call of the core with its
+ * plan as a constant, plus its fused epilogue (the only part that differs between signatures),
+ * generated per signature and called once per finished register tile.
+ *
+ * The core follows the generated kernel's loops, block sizes and sum order exactly (zeroed
+ * accumulators per K block, FMAs in k order, the block's sums added to the earlier blocks' in
+ * the output), so both give bit-identical results and the runtime's decisions that depend on the
+ * plan (scratch bytes, row grain, whether the output is stored once) hold for both.
+ *
+ * Generated code reaches the core by name (GEMM_CORE_F32_SYMBOL, ...): every JITDylib defines
+ * those names as absolute symbols (llvm_jit.c), so cached objects link in any process. The names
+ * carry the version of the plan's layout: change the layout, bump the version, and objects cached
+ * by an older library miss (the name is in the module text, the disk-cache key) instead of
+ * misreading their plan.
+ */
+#ifndef TJIT_CODEGEN_GEMM_CORE_H
+#define TJIT_CODEGEN_GEMM_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Everything the core needs of one dot, as int64_t only, so that the generated code can pass a
+   constant [GEMM_CORE_PLAN_FIELDS x i64] array for it. Element strides; the lhs is read at
+   b * lhs_bs + m * lhs_ms + k * lhs_ks, the rhs at b * rhs_bs + k * rhs_ks + n * rhs_ns, the
+   output written at b * out_bs + m * out_ld + n (rows of the call are b * M + m). */
+typedef struct gemm_core_plan {
+  int64_t B, M, N, K;
+  int64_t lhs_bs, lhs_ms, lhs_ks;
+  int64_t rhs_bs, rhs_ks, rhs_ns;
+  int64_t out_bs, out_ld;
+  int64_t kc, mc, nc;  /* block sizes (matmul.c's plan) */
+  int64_t a_off, b_off; /* bytes into the scratch block of the packed lhs block and rhs panel */
+  int64_t lhs_buf, rhs_buf, out_buf, scratch_buf; /* indices into the kernel's bufs */
+} gemm_core_plan;
+
+enum { GEMM_CORE_PLAN_FIELDS = 21, GEMM_CORE_MR = 6, GEMM_CORE_VECTOR_BYTES = 32 };
+
+#define GEMM_CORE_F32_SYMBOL "tjit_gemm_core_v1_f32"
+#define GEMM_CORE_F64_SYMBOL "tjit_gemm_core_v1_f64"
+
+/* The tile's columns: 2 vectors of 32 bytes. */
+#define GEMM_CORE_NR(elem_bytes) (2 * GEMM_CORE_VECTOR_BYTES / (elem_bytes))
+
+/* A signature's epilogue: takes the finished sums of one register tile (row-major, MR rows of NR,
+   `rows` of them valid) whose first element is output row `row` (b * M + m), column `col`, and
+   stores what the fused elementwise ops make of them into the output. */
+typedef void (*gemm_core_epi)(void *const *bufs, const void *tile, int64_t row, int64_t rows,
+                              int64_t col);
+
+/* The core: rows [row_begin, row_end) of the [B * M, N] output, as a generated dot kernel does
+   (matmul.h), for f32 and f64 operands and output. epi NULL: the sums are stored as they are.
+   Runs only where AVX2 and FMA do (gemm_core_runs_here). */
+void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
+                        int64_t row_end, gemm_core_epi epi);
+void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
+                        int64_t row_end, gemm_core_epi epi);
+
+/* Whether this host executes the core's instructions (AVX2 and FMA). */
+bool gemm_core_runs_here(void);
+
+#endif /* TJIT_CODEGEN_GEMM_CORE_H */
