@@ -160,6 +160,16 @@ static const convcase cases[] = {
     {"NCW", "OIW", "NWC", {3, 2, 9}, {4, 2, 3}, {2}, {0}, {0}, {2}, {2}, 1, JIT_F64},
     {"NCDHW", "OIDHW", "NCDHW", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {0, 1, 1}, ONES, ONES, 1, JIT_F32},
     {"NDHWC", "DHWIO", "NDHWC", {2, 3, 4, 5, 4}, {2, 2, 2, 2, 4}, ONES, {1, 1, 1}, {1, 1, 1}, ONES, {1, 2, 1}, 2, JIT_F32},
+    /* grouped 3-D: strides, asymmetric pads, rhs dilation; other layouts with lhs dilation and
+       crops; depthwise */
+    {"NDHWC", "DHWIO", "NDHWC", {2, 4, 5, 3, 6}, {2, 3, 2, 3, 4}, {1, 2, 1}, {1, 1, 0}, {0, 1, 1}, ONES, {1, 1, 2}, 2, JIT_F32},
+    {"NCDHW", "OIDHW", "NCDHW", {1, 4, 3, 4, 5}, {6, 2, 2, 2, 2}, {2, 1, 1}, {1, 0, -1}, {0, 1, 0}, {1, 2, 1}, ONES, 2, JIT_F64},
+    {"NDHWC", "DHWIO", "NDHWC", {1, 3, 4, 5, 3}, {2, 2, 2, 1, 6}, ONES, {1, 1, 1}, {1, 1, 1}, ONES, ONES, 3, JIT_F32},
+    /* padding alone: only at the end with strides and rhs dilation; pads wider than the window
+       (outputs whose window lies wholly in the padding); pads and crops mixed */
+    {"NWC", "WIO", "NWC", {2, 10, 5}, {3, 5, 4}, {2}, {0}, {3}, ONES, {3}, 1, JIT_F32},
+    {"NHWC", "HWIO", "NHWC", {1, 3, 4, 2}, {2, 2, 2, 3}, ONES, {3, 0}, {2, 4}, ONES, ONES, 1, JIT_F32},
+    {"NHWC", "HWIO", "NHWC", {2, 6, 7, 4}, {3, 3, 4, 3}, {1, 2}, {-1, 2}, {2, -1}, ONES, {2, 1}, 1, JIT_F32},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -188,6 +198,12 @@ static const struct {
     {"larger grouped", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 6, 40}, ONES, {1, 1}, {1, 1}, ONES, ONES, 4, JIT_F32}},
     {"larger depthwise", {"NHWC", "HWIO", "NHWC", {2, 21, 19, 64}, {3, 3, 1, 64}, {2, 2}, {1, 1}, {1, 1}, ONES, ONES, 64, JIT_F32}},
     {"grouped deep K", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 600}, {3, 3, 300, 6}, ONES, {1, 0}, {1, 0}, ONES, ONES, 2, JIT_F32}},
+    /* padding read as zeros where the features are not contiguous (element by element), and
+       where one position's features are longer than a K block */
+    {"larger NCHW padded", {"NCHW", "OIHW", "NCHW", {2, 24, 19, 17}, {40, 24, 3, 3}, {1, 2}, {2, 1}, {0, 1}, ONES, ONES, 1, JIT_F32}},
+    {"padded long features", {"NWC", "WIO", "NWC", {1, 6, 2500}, {3, 2500, 3}, ONES, {1}, {1}, ONES, ONES, 1, JIT_F32}},
+    /* grouped 3-D over several row blocks */
+    {"larger grouped 3-D", {"NDHWC", "DHWIO", "NDHWC", {2, 6, 9, 8, 12}, {3, 3, 3, 4, 18}, ONES, {1, 1, 1}, {1, 1, 1}, ONES, ONES, 3, JIT_F32}},
 };
 
 static void test_larger(void **state) {
@@ -219,10 +235,6 @@ static void test_grads(void **state) {
   }
 }
 
-/* Grouped and depthwise convs (their VJPs: a feature-grouped conv for the lhs, a batch-grouped
-   one for the rhs) run as matmul kernels or, depthwise, as a fused loop: no kernel through the
-   interpreter. Conv shapes of 3 spatial dims with groups are the exception (the GEMM's view
-   would need rank 9). */
 /* The convs with batch groups in IR text. */
 static int batch_grouped_convs(const char *text) {
   int n = 0;
@@ -237,45 +249,127 @@ static void grads_fn(jit_trace *t, const jit_val *args, jit_val *res, void *user
   jit_value_and_grad(t, loss_fn, user, 2, args, 3, 0, res);
 }
 
+/* c compiled (its value, or with grad its value and both VJPs) and called once: the kernels' C
+   dump (which names the matmul kernels and what runs in the interpreter) and the optimized IR. */
+static void compiled_dumps(const convcase *c, bool grad, char **kernels, char **optimized) {
+  jit_ctx *ctx = ot_ctx();
+  ot_array in[2] = {operand(c, 0, 5), operand(c, 1, 6)};
+  jit_array *args[2] = {ot_upload_to(ctx, &in[0]), ot_upload_to(ctx, &in[1])}, *res[3] = {0};
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "native", .n_args = 2, .n_results = grad ? 3 : 1};
+  assert_int_equal(jit_compile(ctx, grad ? grads_fn : trace_conv, (void *)c, &o, &f), JIT_OK);
+  assert_int_equal(jit_call(f, args, res), JIT_OK);
+  *kernels = ot_fn_dump(f, args, JIT_DUMP_C);
+  *optimized = ot_fn_dump(f, args, JIT_DUMP_OPTIMIZED);
+  for (int r = 0; r < 3; r++) jit_array_free(res[r]);
+  for (int a = 0; a < 2; a++) {
+    jit_array_free(args[a]);
+    ot_free(&in[a]);
+  }
+  jit_fn_free(f);
+}
+
+static int64_t window_of(const convcase *c) {
+  int64_t window = 1;
+  for (int d = 0; d < rank_of(c); d++)
+    if (c->rspec[d] != 'I' && c->rspec[d] != 'O') window *= c->rshape[d];
+  return window;
+}
+
+/* What the depthwise pass expands into slices (no conv left, see passes/depthwise.c). */
+static bool depthwise_expanded(const convcase *c) {
+  return c->groups == c->lshape[pos(c->lspec, 'C')] && window_of(c) <= 49;
+}
+
+/* Grouped and depthwise convs (their VJPs: a feature-grouped conv for the lhs, a batch-grouped
+   one for the rhs) run as matmul kernels or, depthwise, as a fused loop: no kernel through the
+   interpreter, 3 spatial dims included (the group is the matmul's batch outside the lhs view). */
 static void test_grouped_native(void **state) {
   (void)state;
-  jit_ctx *ctx = ot_ctx();
+  int checked = 0, three_d = 0;
+  for (int i = 0; i < N_CASES; i++) {
+    const convcase *c = &cases[i];
+    if (c->groups == 1) continue;
+    for (int grad = 0; grad < 2; grad++) {
+      char *text = NULL, *ir = NULL;
+      compiled_dumps(c, grad, &text, &ir);
+      if (strstr(text, "runs in the interpreter")) print_error("case %d%s:\n%s", i, grad ? " grad" : "", text);
+      assert_null(strstr(text, "runs in the interpreter"));
+      /* a depthwise conv and its VJP wrt the filters are fused loops of slices (the depthwise
+         pass), any other grouped conv a matmul (a batch-grouped one for the VJP wrt the rhs) */
+      if (depthwise_expanded(c) && !grad) assert_null(strstr(ir, " = conv "));
+      else if (depthwise_expanded(c)) assert_int_equal(batch_grouped_convs(ir), 0);
+      else assert_non_null(strstr(text, "is the matmul kernel"));
+      free(text);
+      free(ir);
+      checked++;
+      three_d += rank_of(c) == 5;
+    }
+  }
+  assert_true(checked >= 18);
+  assert_true(three_d >= 6);
+}
+
+/* Whether the list after key (as "[0,0]") on the line at q holds zeros only. */
+static bool zeros_after(const char *q, const char *key) {
+  const char *eol = strchr(q, '\n'), *at = strstr(q, key);
+  if (!at || (eol && at > eol)) return false;
+  for (at += strlen(key); *at && *at != ']'; at++)
+    if (*at != '0' && *at != ',' && *at != '[') return false;
+  return true;
+}
+
+/* The number of PADs in IR text, and whether they all leave the edges alone (lhs dilation's
+   interior padding only). */
+static int interior_pads(const char *text, bool *edges) {
+  int n = 0;
+  *edges = false;
+  for (const char *q = text; (q = strstr(q, " = pad ")) != NULL; q++, n++)
+    *edges |= !zeros_after(q, " lo=") || !zeros_after(q, " hi=");
+  return n;
+}
+
+/* A padded conv without lhs dilation reads its lhs in place: the matmul kernel computes it and
+   no PAD copies the lhs, for the value and (stride 1: their convs have no lhs dilation either)
+   both VJPs. With lhs dilation, the PAD that spaces the lhs out leaves the edges to the view. */
+static void test_padding_folded(void **state) {
+  (void)state;
   int checked = 0;
   for (int i = 0; i < N_CASES; i++) {
     const convcase *c = &cases[i];
-    if (c->groups == 1 || rank_of(c) > 4) continue;
-    for (int grad = 0; grad < 2; grad++) {
-      ot_array in[2] = {operand(c, 0, 5), operand(c, 1, 6)};
-      jit_array *args[2] = {ot_upload_to(ctx, &in[0]), ot_upload_to(ctx, &in[1])}, *res[3] = {0};
-      jit_fn *f = NULL;
-      jit_fn_opts o = {.name = "grouped", .n_args = 2, .n_results = grad ? 3 : 1};
-      assert_int_equal(jit_compile(ctx, grad ? grads_fn : trace_conv, (void *)c, &o, &f), JIT_OK);
-      assert_int_equal(jit_call(f, args, res), JIT_OK);
-      char *text = ot_fn_dump(f, args, JIT_DUMP_C);
-      if (strstr(text, "runs in the interpreter")) print_error("case %d%s:\n%s", i, grad ? " grad" : "", text);
-      assert_null(strstr(text, "runs in the interpreter"));
+    char sp[3];
+    int ns = spatial_letters(c, sp);
+    bool padded = false, dilated_lhs = false, strided = false;
+    for (int d = 0; d < ns; d++) {
+      padded |= c->lo[d] != 0 || c->hi[d] != 0;
+      dilated_lhs |= c->ldil[d] != 1;
+      strided |= c->stride[d] != 1;
+    }
+    if (!padded || depthwise_expanded(c)) continue;
+    if (dilated_lhs) {
+      char *text = NULL, *ir = NULL;
+      bool edges = true;
+      compiled_dumps(c, false, &text, &ir);
+      assert_int_equal(interior_pads(ir, &edges), 1);
+      if (edges) print_error("case %d:\n%s", i, ir);
+      assert_false(edges);
       free(text);
-      /* a depthwise conv and its VJP wrt the filters are fused loops of slices (the depthwise
-         pass), any other grouped conv a matmul (a batch-grouped one for the VJP wrt the rhs) */
-      int64_t window = 1;
-      for (int d = 0; d < rank_of(c); d++)
-        if (c->rspec[d] != 'I' && c->rspec[d] != 'O') window *= c->rshape[d];
-      bool depthwise = c->groups == in[0].shape[pos(c->lspec, 'C')] && window <= 49;
-      text = ot_fn_dump(f, args, depthwise ? JIT_DUMP_OPTIMIZED : JIT_DUMP_C);
-      if (depthwise && !grad) assert_null(strstr(text, " = conv "));
-      else if (depthwise) assert_int_equal(batch_grouped_convs(text), 0);
-      else assert_non_null(strstr(text, "is the matmul kernel"));
+      free(ir);
+      continue;
+    }
+    for (int grad = 0; grad < 1 + !strided; grad++) {
+      char *text = NULL, *ir = NULL;
+      compiled_dumps(c, grad, &text, &ir);
+      bool ok = strstr(ir, " = pad ") == NULL && strstr(text, "is the matmul kernel") &&
+                !strstr(text, "runs in the interpreter");
+      if (!ok) print_error("case %d%s:\n%s\n%s", i, grad ? " grad" : "", ir, text);
+      assert_true(ok);
       free(text);
-      for (int r = 0; r < 3; r++) jit_array_free(res[r]);
-      for (int a = 0; a < 2; a++) {
-        jit_array_free(args[a]);
-        ot_free(&in[a]);
-      }
-      jit_fn_free(f);
+      free(ir);
       checked++;
     }
   }
-  assert_true(checked >= 12);
+  assert_true(checked >= 15);
 }
 
 /* ---- vmap against a loop ------------------------------------------------------------------ */
@@ -435,7 +529,7 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_loop), cmocka_unit_test(test_larger),
-      cmocka_unit_test(test_grouped_native),
+      cmocka_unit_test(test_grouped_native), cmocka_unit_test(test_padding_folded),
       cmocka_unit_test(test_grads),        cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_sharded),      cmocka_unit_test(test_errors),
   };

@@ -50,6 +50,12 @@ typedef struct plan {
   int64_t c_ld;   /* row length of the scratch partial sums */
   int64_t out_bs, out_ld; /* elements between the output's batches and rows */
   size_t a_off, b_off, c_off, bytes;
+  /* the desc's bounds (a conv's padding) as M and K index arithmetic: the view dim's index is
+     (index / div) % ext of the M (K) index */
+  int nbnd;
+  struct {
+    int64_t mdiv, mext, mmul, kdiv, kext, kmul, lo, size;
+  } bnd[IR_CONV_MAX_SPATIAL];
 } plan;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -103,10 +109,53 @@ static bool acc_is_storage(jit_dtype dt, jit_dtype out) {
 }
 
 /* For an lhs view whose innermost K dim is contiguous (a conv's features): that dim's length,
-   the run of K the lhs packer can load as vectors; 0 otherwise. */
+   the run of K the lhs packer can load as vectors; 0 otherwise. With bounds a run is one window
+   position's features (the bounds hold per position), not the merged dim: a window row of
+   several positions may reach into the padding for some of them. */
 static int64_t conv_run(const cg_matmul_desc *d, const plan *p) {
   const grp *k = &p->k;
+  if (p->nbnd) {
+    int f = d->dims.lhs_contract[d->dims.n_contract - 1];
+    return d->lhs_strides[f] == 1 ? max64(d->lhs.dims[f], 1) : 0;
+  }
   return d->lhs_view && k->n >= 1 && k->s[0][k->n - 1] == 1 ? k->ext[k->n - 1] : 0;
+}
+
+/* The product of the extents of dims list[i + 1 .. n - 1] (an index's divisor in a row-major
+   group), for the entry of list that is dim; -1 when dim is not in list. */
+static int64_t inner_extent(const ir_type *t, const uint8_t *list, int n, int dim) {
+  for (int i = 0; i < n; i++) {
+    if (list[i] != dim) continue;
+    int64_t div = 1;
+    for (int j = i + 1; j < n; j++) div *= max64(t->dims[list[j]], 1);
+    return div;
+  }
+  return -1;
+}
+
+/* The bounds of d as index arithmetic on the M and K indices (m_order: the M dims in order). */
+static jit_status plan_bounds(const cg_matmul_desc *d, const uint8_t *m_order, int n_m, plan *p) {
+  if ((d->n_bounds || d->lhs_group_stride || d->lhs_offset) && !d->lhs_view)
+    return jit_error(JIT_EINVAL, "matmul: bounds, offset or group stride without an lhs view");
+  if (d->n_bounds < 0 || d->n_bounds > IR_CONV_MAX_SPATIAL)
+    return jit_error(JIT_EINVAL, "matmul: %d bounds", d->n_bounds);
+  p->nbnd = d->n_bounds;
+  for (int i = 0; i < d->n_bounds; i++) {
+    const struct cg_view_bound *b = &d->bounds[i];
+    int64_t mdiv = inner_extent(&d->lhs, m_order, n_m, b->m_dim);
+    int64_t kdiv = inner_extent(&d->lhs, d->dims.lhs_contract, d->dims.n_contract, b->k_dim);
+    if (mdiv < 0 || kdiv < 0 || b->size < 0)
+      return jit_error(JIT_EINVAL, "matmul: bound %d names no M and K dims", i);
+    p->bnd[i].mdiv = mdiv;
+    p->bnd[i].mext = max64(d->lhs.dims[b->m_dim], 1);
+    p->bnd[i].mmul = b->m_mul;
+    p->bnd[i].kdiv = kdiv;
+    p->bnd[i].kext = max64(d->lhs.dims[b->k_dim], 1);
+    p->bnd[i].kmul = b->k_mul;
+    p->bnd[i].lo = b->lo;
+    p->bnd[i].size = b->size;
+  }
+  return JIT_OK;
 }
 
 static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
@@ -122,8 +171,9 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
     return jit_error(JIT_EINVAL, "matmul: output dtype %s without an epilogue for a %s dot",
                      jit_dtype_name(d->out_dtype), jit_dtype_name(lt->dtype));
   int nb = dd->n_batch, nc = dd->n_contract;
+  int virt = d->lhs_group_stride && nb > 0; /* the first batch dim has no lhs dim */
   if (lt->rank < 0 || lt->rank > IR_MAX_RANK || rt->rank < 0 || rt->rank > IR_MAX_RANK ||
-      nb + nc > lt->rank || nb + nc > rt->rank)
+      nb - virt + nc > lt->rank || nb + nc > rt->rank || (d->lhs_group_stride && !nb))
     return jit_error(JIT_EINVAL, "matmul: bad ranks or dot dims");
   int bufs[4] = {d->lhs_buf, d->rhs_buf, d->out_buf, d->scratch_buf};
   for (int i = 0; i < 4; i++)
@@ -153,14 +203,28 @@ static jit_status make_plan(const cg_matmul_desc *d, plan *p) {
   for (int i = 0; i < nb + nc; i++) {
     int l = i < nb ? dd->lhs_batch[i] : dd->lhs_contract[i - nb];
     int r = i < nb ? dd->rhs_batch[i] : dd->rhs_contract[i - nb];
+    if (i == 0 && virt) {
+      if (r >= rt->rank || rused[r])
+        return jit_error(JIT_EINVAL, "matmul: bad batch/contract dims");
+      rused[r] = true;
+      grp_add(&p->bat, rt->dims[r], d->lhs_group_stride, rs[r]);
+      continue;
+    }
     if (l >= lt->rank || r >= rt->rank || lused[l] || rused[r] || lt->dims[l] != rt->dims[r])
       return jit_error(JIT_EINVAL, "matmul: bad batch/contract dims");
     lused[l] = rused[r] = true;
     grp_add(i < nb ? &p->bat : &p->k, lt->dims[l], ls[l], rs[r]);
   }
+  uint8_t m_order[IR_MAX_RANK];
+  int n_m = 0;
   for (int i = 0; i < lt->rank; i++)
-    if (!lused[i])
+    if (!lused[i]) {
+      m_order[n_m++] = (uint8_t)i;
       grp_add(&p->m, lt->dims[i], ls[i], 0);
+    }
+  jit_status bst = plan_bounds(d, m_order, n_m, p);
+  if (bst != JIT_OK)
+    return bst;
   for (int i = 0; i < rt->rank; i++)
     if (!rused[i])
       grp_add(&p->n, rt->dims[i], rs[i], 0);
@@ -236,9 +300,11 @@ void cg_matmul_desc_init(cg_matmul_desc *d, const ir_type *lhs, const ir_type *r
 
 /* A conv in GEMM form as a dot of the lhs view [batch, out spatial..., window..., in features]
    with the rhs, contracting the window and feature dims with the rhs's spatial and in dims. With
-   G feature (batch) groups, the view gets a leading group dim, taken out of its features (its
-   batch), and the rhs's out features split into (G, per group) as the dot's batch dim: group g
-   writes the output's columns g * N .. g * N + N - 1 of every row. */
+   G feature (batch) groups, the rhs's out features split into (G, per group) as the dot's batch
+   dim, whose lhs side is lhs_group_stride (the view has no room for it with 3 spatial dims): the
+   view's features (batch) are those of one group, and group g writes the output's columns
+   g * N .. g * N + N - 1 of every row. The padding stays out of memory: the view starts at the
+   unpadded lhs minus the low pads and its bounds read positions in the padding as zeros. */
 static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uint32_t n_epi,
                       int vec_bytes) {
   const ir_conv *c = &in->attr.conv;
@@ -251,8 +317,8 @@ static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uin
     acc *= lt->dims[i];
   }
   int64_t G = c->groups > 1 ? c->groups : c->batch_groups;
-  int g = G > 1; /* the view's dims after the group dim start at g */
-  ir_type view = {.dtype = lt->dtype, .rank = 2 * ns + 2 + g};
+  int g = G > 1;
+  ir_type view = {.dtype = lt->dtype, .rank = 2 * ns + 2};
   ir_dot_dims dims = {.n_contract = (uint8_t)(ns + 1)};
   int64_t vs[IR_MAX_RANK];
   int64_t nb = lt->dims[c->lhs[0]] / c->batch_groups, nf = lt->dims[c->lhs[1]] / c->groups;
@@ -263,36 +329,43 @@ static void conv_desc(cg_matmul_desc *d, const ir_func *f, const ir_ins *in, uin
   int rmap[IR_MAX_RANK];
   for (int i = 0; i < rt->rank; i++) rmap[i] = i < o ? i : i + g;
   if (g) {
-    view.dims[0] = G;
-    vs[0] = c->groups > 1 ? nf * s[c->lhs[1]] : nb * s[c->lhs[0]];
     rv.rank = rt->rank + 1;
     for (int i = rt->rank - 1; i > o; i--) rv.dims[i + 1] = rt->dims[i];
     rv.dims[o] = G;
     rv.dims[o + 1] = rt->dims[o] / G;
     dims.n_batch = 1;
-    dims.lhs_batch[0] = 0;
     dims.rhs_batch[0] = (uint8_t)o;
   }
-  view.dims[g] = nb;
-  vs[g] = s[c->lhs[0]];
+  view.dims[0] = nb;
+  vs[0] = s[c->lhs[0]];
   for (int i = 0; i < ns; i++) {
-    view.dims[g + 1 + i] = ot->dims[1 + i];
-    vs[g + 1 + i] = c->stride[i] * s[c->lhs[2 + i]];
-    view.dims[g + 1 + ns + i] = rt->dims[c->rhs[2 + i]];
-    vs[g + 1 + ns + i] = c->rhs_dil[i] * s[c->lhs[2 + i]];
-    dims.lhs_contract[i] = (uint8_t)(g + 1 + ns + i);
+    view.dims[1 + i] = ot->dims[1 + i];
+    vs[1 + i] = c->stride[i] * s[c->lhs[2 + i]];
+    view.dims[1 + ns + i] = rt->dims[c->rhs[2 + i]];
+    vs[1 + ns + i] = c->rhs_dil[i] * s[c->lhs[2 + i]];
+    dims.lhs_contract[i] = (uint8_t)(1 + ns + i);
     dims.rhs_contract[i] = (uint8_t)rmap[c->rhs[2 + i]];
   }
-  view.dims[g + 1 + 2 * ns] = nf;
-  vs[g + 1 + 2 * ns] = s[c->lhs[1]];
-  dims.lhs_contract[ns] = (uint8_t)(g + 1 + 2 * ns);
+  view.dims[1 + 2 * ns] = nf;
+  vs[1 + 2 * ns] = s[c->lhs[1]];
+  dims.lhs_contract[ns] = (uint8_t)(1 + 2 * ns);
   dims.rhs_contract[ns] = (uint8_t)rmap[c->rhs[1]];
   cg_matmul_desc_init(d, &view, &rv, &dims, n_epi, vec_bytes);
   d->lhs_view = true;
   memcpy(d->lhs_strides, vs, sizeof vs);
   if (g) {
+    d->lhs_group_stride = c->groups > 1 ? nf * s[c->lhs[1]] : nb * s[c->lhs[0]];
     d->out_batch_stride = rt->dims[o] / G;
     d->out_ld = rt->dims[o];
+  }
+  for (int i = 0; i < ns; i++) {
+    d->lhs_offset -= c->pad_lo[i] * s[c->lhs[2 + i]];
+    if (c->pad_lo[i] > 0 || c->pad_hi[i] > 0) /* crops alone never leave the lhs */
+      d->bounds[d->n_bounds++] = (struct cg_view_bound){.m_dim = 1 + i, .k_dim = 1 + ns + i,
+                                                        .m_mul = c->stride[i],
+                                                        .k_mul = c->rhs_dil[i],
+                                                        .lo = c->pad_lo[i],
+                                                        .size = lt->dims[c->lhs[2 + i]]};
   }
 }
 
@@ -656,14 +729,48 @@ static void transpose(mm *e, LLVMValueRef *r, int n) {
   }
 }
 
+/* The bounds (a conv's padding, see cg_matmul_desc) for the lhs packer. bound_rows: the part
+   of each bound's position that depends on the row, for M index m (computed once per row and
+   window run, not per element); bound_inside: i1, whether K index k of that row lies inside
+   every bound. Unsigned compares take the position's two limits at once. */
+static void bound_rows(mm *e, LLVMValueRef m, LLVMValueRef *rp) {
+  LLVMBuilderRef b = e->b;
+  for (int i = 0; i < e->p.nbnd; i++) {
+    LLVMValueRef o = LLVMBuildUDiv(b, m, ci(e, e->p.bnd[i].mdiv), "");
+    o = LLVMBuildURem(b, o, ci(e, e->p.bnd[i].mext), "");
+    rp[i] = LLVMBuildSub(b, LLVMBuildMul(b, o, ci(e, e->p.bnd[i].mmul), ""), ci(e, e->p.bnd[i].lo), "");
+  }
+}
+
+static LLVMValueRef bound_inside(mm *e, const LLVMValueRef *rp, LLVMValueRef k) {
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef ok = LLVMConstInt(e->i1, 1, 0);
+  for (int i = 0; i < e->p.nbnd; i++) {
+    LLVMValueRef w = LLVMBuildUDiv(b, k, ci(e, e->p.bnd[i].kdiv), "");
+    w = LLVMBuildURem(b, w, ci(e, e->p.bnd[i].kext), "");
+    LLVMValueRef at = LLVMBuildAdd(b, rp[i], LLVMBuildMul(b, w, ci(e, e->p.bnd[i].kmul), ""), "");
+    ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntULT, at, ci(e, e->p.bnd[i].size), ""), "");
+  }
+  return ok;
+}
+
+/* One element at p widened to T, or 0 when ok is false (then p is never read: in the padding
+   it may point outside the lhs). */
+static LLVMValueRef load_if(mm *e, LLVMValueRef p, LLVMValueRef ok) {
+  LLVMValueRef x = masked_load(e, vec(e->S, 1), p, splat(e, ok, 1), esize(e, e->S));
+  return widen(e, LLVMBuildExtractElement(e->b, x, LLVMConstInt(e->i32, 0, 0), ""));
+}
+
 /* One strip of a pack whose k is contiguous in memory and w is one dim (a normal lhs, a
    transposed rhs): n x n blocks (w x k, n the largest power of two <= W and <= vw) are loaded as
    n vectors along k, transposed in registers and stored as n vectors along w (only the lanes
    inside the strip when n does not divide W, as for MR = 6); the last kc % n columns go element
-   by element. Rows at or past `valid` are zeros. */
+   by element. Rows at or past `valid` are zeros; with `bounded` (the lhs of a conv with
+   padding, the columns one window position's features) so are rows whose position is in the
+   padding. */
 static void emit_pack_transpose(mm *e, LLVMValueRef sdst, LLVMValueRef src, const grp *gw, int ks,
                                 LLVMValueRef w0, LLVMValueRef valid, LLVMValueRef k0,
-                                LLVMValueRef kc, int W, const char *name) {
+                                LLVMValueRef kc, int W, bool bounded, const char *name) {
   LLVMBuilderRef b = e->b;
   const grp *gk = &e->p.k;
   int n = 1;
@@ -672,11 +779,16 @@ static void emit_pack_transpose(mm *e, LLVMValueRef sdst, LLVMValueRef src, cons
   LLVMValueRef kmain = LLVMBuildAnd(b, kc, ci(e, ~(int64_t)(n - 1)), "");
   LLVMValueRef ksrc = gep(e, e->S, src, grp_off(e, gk, ks, k0));
   for (int jb = 0; jb < W; jb += n) {
-    LLVMValueRef rowp[32], rowm[32], r[32];
+    LLVMValueRef rowp[32], rowm[32], r[32], rp[IR_CONV_MAX_SPATIAL];
     for (int q = 0; q < n; q++) {
-      LLVMValueRef j = ci(e, jb + q);
-      rowp[q] = gep(e, e->S, ksrc, grp_off(e, gw, 0, LLVMBuildAdd(b, w0, j, "")));
-      rowm[q] = splat(e, LLVMBuildICmp(b, LLVMIntSLT, j, valid, ""), n);
+      LLVMValueRef j = ci(e, jb + q), row = LLVMBuildAdd(b, w0, j, "");
+      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, j, valid, "");
+      if (bounded) {
+        bound_rows(e, row, rp);
+        ok = LLVMBuildAnd(b, ok, bound_inside(e, rp, k0), "");
+      }
+      rowp[q] = gep(e, e->S, ksrc, grp_off(e, gw, 0, row));
+      rowm[q] = splat(e, ok, n);
     }
     loop lk;
     snprintf(nm, sizeof nm, "%s.t%d", name, jb);
@@ -700,18 +812,29 @@ static void emit_pack_transpose(mm *e, LLVMValueRef sdst, LLVMValueRef src, cons
     }
     loop_close(e, &lk, step(e, kb, n));
   }
-  /* the last kc % n columns: rows past `valid` read row 0 (in bounds) and store 0 */
+  /* the last kc % n columns: rows past `valid` read row 0 (in bounds) and store 0; rows in
+     the padding read nothing */
   loop lj, lk;
   snprintf(nm, sizeof nm, "%s.tj", name);
   LLVMValueRef j = loop_open(e, &lj, ci(e, 0), ci(e, W), nm);
   LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, j, valid, "");
+  LLVMValueRef inside = NULL;
+  if (bounded) {
+    LLVMValueRef rp[IR_CONV_MAX_SPATIAL];
+    bound_rows(e, LLVMBuildAdd(b, w0, j, ""), rp);
+    inside = LLVMBuildAnd(b, ok, bound_inside(e, rp, k0), "");
+  }
   LLVMValueRef jsrc =
       gep(e, e->S, ksrc,
           grp_off(e, gw, 0, LLVMBuildAdd(b, w0, LLVMBuildSelect(b, ok, j, ci(e, 0), ""), "")));
   snprintf(nm, sizeof nm, "%s.tk", name);
   LLVMValueRef k = loop_open(e, &lk, kmain, kc, nm);
-  LLVMValueRef x = widen(e, load(e, e->S, gep(e, e->S, jsrc, k), esize(e, e->S)));
-  x = LLVMBuildSelect(b, ok, x, LLVMConstNull(e->T), "");
+  LLVMValueRef x;
+  if (inside)
+    x = load_if(e, gep(e, e->S, jsrc, k), inside);
+  else
+    x = LLVMBuildSelect(b, ok, widen(e, load(e, e->S, gep(e, e->S, jsrc, k), esize(e, e->S))),
+                        LLVMConstNull(e->T), "");
   store(e, x, gep(e, e->T, sdst, LLVMBuildAdd(b, LLVMBuildMul(b, k, ci(e, W), ""), j, "")),
         esize(e, e->T));
   loop_close(e, &lk, step(e, k, 1));
@@ -732,7 +855,8 @@ static void emit_pack(mm *e, LLVMValueRef dst, LLVMValueRef src, const grp *gw, 
   LLVMValueRef ws = loop_open(e, &ls, ci(e, 0), wn, nm);
   LLVMValueRef valid = imin(e, ci(e, W), LLVMBuildSub(b, wn, ws, ""));
   LLVMValueRef sdst = gep(e, e->T, dst, LLVMBuildMul(b, ws, kc, ""));
-  if (gw->n == 1 && gw->s[0][0] == 1) {
+  bool bounded = ks == 0 && e->p.nbnd > 0; /* the lhs of a conv with padding */
+  if (!bounded && gw->n == 1 && gw->s[0][0] == 1) {
     /* w is contiguous: a masked vector load per k */
     LLVMValueRef mask = lane_mask(e, valid, W);
     LLVMValueRef wsrc = gep(e, e->S, src, LLVMBuildAdd(b, w0, ws, ""));
@@ -743,33 +867,39 @@ static void emit_pack(mm *e, LLVMValueRef dst, LLVMValueRef src, const grp *gw, 
     LLVMValueRef v = widen(e, masked_load(e, vec(e->S, W), p, mask, esize(e, e->S)));
     store(e, v, gep(e, e->T, sdst, LLVMBuildMul(b, k, ci(e, W), "")), esize(e, e->T));
     loop_close(e, &lk, step(e, k, 1));
-  } else if (gw->n <= 1 && gk->n == 1 && gk->s[ks][0] == 1) {
-    emit_pack_transpose(e, sdst, src, gw, ks, LLVMBuildAdd(b, w0, ws, ""), valid, k0, kc, W, name);
+  } else if (!bounded && gw->n <= 1 && gk->n == 1 && gk->s[ks][0] == 1) {
+    emit_pack_transpose(e, sdst, src, gw, ks, LLVMBuildAdd(b, w0, ws, ""), valid, k0, kc, W,
+                        false, name);
   } else if (ks == 0 && conv_run(e->d, &e->p) &&
              (e->p.K <= e->p.kc || e->p.kc % conv_run(e->d, &e->p) == 0)) {
-    /* a conv's patches: each contiguous run of K (one window row's features) transposed in
-       vector chunks like a contiguous-k operand; K blocks start at run boundaries (make_plan) */
+    /* a conv's patches: each contiguous run of K (one window row's features, one position's
+       with padding) transposed in vector chunks like a contiguous-k operand; K blocks start at
+       run boundaries (make_plan) */
     int64_t run = conv_run(e->d, &e->p);
     loop lr;
     snprintf(nm, sizeof nm, "%s.run", name);
     LLVMValueRef r0 = loop_open(e, &lr, ci(e, 0), kc, nm);
     emit_pack_transpose(e, gep(e, e->T, sdst, LLVMBuildMul(b, r0, ci(e, W), "")), src, gw, ks,
                         LLVMBuildAdd(b, w0, ws, ""), valid, LLVMBuildAdd(b, k0, r0, ""),
-                        imin(e, ci(e, run), LLVMBuildSub(b, kc, r0, "")), W, name);
+                        imin(e, ci(e, run), LLVMBuildSub(b, kc, r0, "")), W, bounded, name);
     loop_close(e, &lr, step(e, r0, run));
   } else {
-    /* any layout: element by element, k innermost (contiguous when k has the smaller stride) */
+    /* any layout: element by element, k innermost (contiguous when k has the smaller stride);
+       with bounds, each element's position checked (its row's part once per row) */
     snprintf(nm, sizeof nm, "%s.j", name);
     LLVMValueRef j = loop_open(e, &lj, ci(e, 0), valid, nm);
-    LLVMValueRef jsrc =
-        gep(e, e->S, src, grp_off(e, gw, 0, LLVMBuildAdd(b, w0, LLVMBuildAdd(b, ws, j, ""), "")));
-    LLVMValueRef jdst = gep(e, e->T, sdst, j);
+    LLVMValueRef row = LLVMBuildAdd(b, w0, LLVMBuildAdd(b, ws, j, ""), "");
+    LLVMValueRef jsrc = gep(e, e->S, src, grp_off(e, gw, 0, row));
+    LLVMValueRef jdst = gep(e, e->T, sdst, j), rp[IR_CONV_MAX_SPATIAL];
+    if (bounded)
+      bound_rows(e, row, rp);
     snprintf(nm, sizeof nm, "%s.k", name);
     LLVMValueRef k = loop_open(e, &lk, ci(e, 0), kc, nm);
-    LLVMValueRef x =
-        load(e, e->S, gep(e, e->S, jsrc, grp_off(e, gk, ks, LLVMBuildAdd(b, k0, k, ""))),
-             esize(e, e->S));
-    store(e, widen(e, x), gep(e, e->T, jdst, LLVMBuildMul(b, k, ci(e, W), "")), esize(e, e->T));
+    LLVMValueRef kk = LLVMBuildAdd(b, k0, k, "");
+    LLVMValueRef xp = gep(e, e->S, jsrc, grp_off(e, gk, ks, kk));
+    LLVMValueRef x = bounded ? load_if(e, xp, bound_inside(e, rp, kk))
+                             : widen(e, load(e, e->S, xp, esize(e, e->S)));
+    store(e, x, gep(e, e->T, jdst, LLVMBuildMul(b, k, ci(e, W), "")), esize(e, e->T));
     loop_close(e, &lk, step(e, k, 1));
     loop_close(e, &lj, step(e, j, 1));
     /* zero the padding columns of the last strip */
@@ -1034,7 +1164,7 @@ static void emit_body(mm *e) {
   LLVMValueRef m0 = LLVMBuildSub(b, r, brow, "m0");
   LLVMValueRef m1 = imin(e, imin(e, ci(e, p->M), LLVMBuildSub(b, re, brow, "")),
                          LLVMBuildAdd(b, m0, ci(e, p->rc), ""));
-  LLVMValueRef lhs_b = gep(e, e->S, lhs, grp_off(e, &p->bat, 0, bi));
+  LLVMValueRef lhs_b = gep(e, e->S, lhs, LLVMBuildAdd(b, grp_off(e, &p->bat, 0, bi), ci(e, d->lhs_offset), ""));
   LLVMValueRef rhs_b = gep(e, e->S, rhs, grp_off(e, &p->bat, 1, bi));
 
   LLVMValueRef jc = loop_open(e, &ljc, ci(e, 0), ci(e, p->N), "jc");

@@ -79,6 +79,20 @@ typedef struct cg_matmul_desc {
   int64_t out_batch_stride; /* elements between the output's batches, 0: dense (M * N); with */
   int64_t out_ld;           /* elements between its rows, 0: N, a grouped conv's output
                                [M, groups x N] (batch = group) is a strided view; no epilogue */
+  /* A grouped conv's group (lhs_view only; 0: none): the dot's first batch dim has no dim in
+     the lhs view (which would need rank 9 for 3 spatial dims); group g of the lhs starts
+     g * lhs_group_stride elements in, and dims.lhs_batch[0] is ignored. */
+  int64_t lhs_group_stride;
+  /* A conv's padding read as zeros (lhs_view only): every view address is offset by lhs_offset
+     elements (minus the low pads' elements), and for each of the n_bounds spatial dims the
+     lhs position  index(m_dim) * m_mul + index(k_dim) * k_mul - lo  (view dims: an output
+     position in M, a window offset in K) must lie in [0, size), else the element reads as 0. */
+  int64_t lhs_offset;
+  int n_bounds;
+  struct cg_view_bound {
+    int m_dim, k_dim;
+    int64_t m_mul, k_mul, lo, size;
+  } bounds[IR_CONV_MAX_SPATIAL];
 } cg_matmul_desc;
 
 /* Fills d for a dot of lhs x rhs with the default buffer layout

@@ -110,11 +110,10 @@ jit_status ir_infer_conv_op(ir_op op, uint32_t n_args, const ir_type *const *arg
 
 bool ir_conv_has_gemm_form(const ir_func *f, const ir_ins *in) {
   if (in->op != IR_CONV) return false;
-  const ir_conv *c = &in->attr.conv;
   const ir_type *lt = ir_type_of(f, in->args[0]);
-  bool grouped = c->groups > 1 || c->batch_groups > 1;
-  /* the GEMM's lhs view is [group, batch, out spatial..., window..., features] */
-  return ir_dtype_is_float(lt->dtype) && (!grouped || 2 * (lt->rank - 2) + 3 <= IR_MAX_RANK);
+  /* the GEMM's lhs view is [batch, out spatial..., window..., features] (a group is a dot batch
+     dim outside the view) */
+  return ir_dtype_is_float(lt->dtype) && 2 * (lt->rank - 2) + 2 <= IR_MAX_RANK;
 }
 
 bool ir_conv_is_gemm(const ir_func *f, const ir_ins *in) {
@@ -123,7 +122,7 @@ bool ir_conv_is_gemm(const ir_func *f, const ir_ins *in) {
   int rank = lt->rank, ns = rank - 2;
   if (!ir_conv_has_gemm_form(f, in) || c->out[0] != 0 || c->out[1] != rank - 1) return false;
   for (int i = 0; i < ns; i++)
-    if (c->out[2 + i] != 1 + i || c->pad_lo[i] || c->pad_hi[i] || c->lhs_dil[i] != 1) return false;
+    if (c->out[2 + i] != 1 + i || c->lhs_dil[i] != 1) return false;
   return true;
 }
 

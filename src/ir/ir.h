@@ -637,12 +637,12 @@ void ir_eval_reduce_window(const ir_window *w, const ir_type *xt, const void *x,
 void ir_eval_select_scatter(const ir_window *w, const ir_type *xt, const void *x,
                             const ir_type *st, const void *src, void *out);
 /* CONV instruction in runs as one GEMM over a strided view of its lhs (codegen/matmul.c), a
-   batched one with the group as batch when it has feature or batch groups: no padding or lhs
-   dilation, a float dtype, the result laid out [batch, spatial..., feature]
-   (passes/conv_layout.c puts convs in this form). */
+   batched one with the group as batch when it has feature or batch groups: no lhs dilation
+   (padding is read as zeros by the view's bounds), a float dtype, the result laid out
+   [batch, spatial..., feature] (passes/conv_layout.c puts convs in this form). */
 bool ir_conv_is_gemm(const ir_func *f, const ir_ins *in);
-/* Whether conv_layout can give CONV instruction in that form: a float dtype, and for a grouped
-   conv at most 2 spatial dims (the view's rank, 2 x spatial + 3, must fit IR_MAX_RANK). */
+/* Whether conv_layout can give CONV instruction in that form: a float dtype and at most 3
+   spatial dims (the view's rank, 2 x spatial + 2, must fit IR_MAX_RANK). */
 bool ir_conv_has_gemm_form(const ir_func *f, const ir_ins *in);
 /* The identity of a window reduction of kind (jit_window_kind) in dtype d: 0, -inf / +inf, an
    int dtype's lowest / highest value (u64's highest rounds up as a double). */

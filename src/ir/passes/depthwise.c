@@ -97,7 +97,7 @@ static ir_ref expand_filter_grad(ir_func *nf, const ir_func *f, const ir_ins *in
   perm[0] = c->lhs[1];
   for (int i = 0; i < ns; i++) perm[1 + i] = c->lhs[2 + i], spatial[i] = 1 + i;
   perm[rank - 1] = c->lhs[0];
-  ir_ref xp = pass_conv_pad_lhs(nf, who, in, permute(nf, in, ops[0], rank, perm), spatial);
+  ir_ref xp = pass_conv_pad_lhs(nf, who, in, permute(nf, in, ops[0], rank, perm), spatial, true);
   /* the rhs as [features, spatial..., G, M] */
   perm[0] = c->rhs[1];
   for (int i = 0; i < ns; i++) perm[1 + i] = c->rhs[2 + i];
@@ -171,7 +171,7 @@ static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_
   ir_ref x = permute(nf, in, ops[0], rank, perm);
   int spatial[IR_CONV_MAX_SPATIAL] = {0};
   for (int i = 0; i < ns; i++) spatial[i] = 1 + i;
-  ir_ref xp = pass_conv_pad_lhs(nf, who, in, x, spatial);
+  ir_ref xp = pass_conv_pad_lhs(nf, who, in, x, spatial, true);
   /* the filters as [window offsets, C, M] (their single in feature dropped) */
   for (int i = 0; i < ns; i++) perm[i] = c->rhs[2 + i];
   perm[ns] = c->rhs[0];

@@ -61,9 +61,11 @@ ir_ref pass_emit_inferred(ir_func *nf, const char *pass, ir_op op, uint32_t n, c
                           const ir_attr *attr, ir_loc loc);
 
 /* conv_layout.c: lhs of CONV instruction in (in nf; its spatial dim i at dim spatial[i]) padded
-   with zeros as the conv pads it, lhs dilation as interior padding; lhs itself when the conv has
-   neither. IR_NOREF (with the reason, naming pass) on failure or for an IR_NOREF lhs. */
-ir_ref pass_conv_pad_lhs(ir_func *nf, const char *pass, const ir_ins *in, ir_ref lhs, const int *spatial);
+   with zeros as the conv pads it (with edges; without, the conv keeps its pads), lhs dilation as
+   interior padding; lhs itself when nothing is to pad. IR_NOREF (with the reason, naming pass)
+   on failure or for an IR_NOREF lhs. */
+ir_ref pass_conv_pad_lhs(ir_func *nf, const char *pass, const ir_ins *in, ir_ref lhs, const int *spatial,
+                         bool edges);
 
 /* complex_expand.c: not a pass of the pipeline (it changes param and result types): rewrites f,
    holding complex values, into the equivalent real function whose complex params and results

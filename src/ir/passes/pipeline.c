@@ -22,7 +22,7 @@
  *   depthwise      a depthwise conv of a small window as the sum of strided slices of its
  *      |           padded lhs times filter rows (one fused loop, vectors across features)
  *      v
- *   conv_layout    each float conv in the GEMM's form: explicit PAD, result as
+ *   conv_layout    each float conv in the GEMM's form: lhs dilation as a PAD, result as
  *      |           [batch, spatial..., feature] then transposed back
  *      v
  *   optimized fn   (ir_verify after every pass when asked, naming the pass)
