@@ -212,13 +212,13 @@ static void check_ir_meshes(const ir_func *f, uint64_t seed, size_t n_meshes, in
 }
 
 /* matmul, batched matmul, softmax, data movement, an RNN (scan with sharded carry and xs), an
-   MLP: each over 4x1 and 2x2 (the matmul and the RNN also over the first and last devices), its
-   args committed by random specs */
+   MLP: each over 4x1 and 2x2 (the RNN also over the first and last devices: test_mpi_dist runs
+   the matmul there), its args committed by random specs */
 static void test_patterns(void **state) {
   (void)state;
   for (int p = 0; p < sp_n_patterns; p++) {
     ir_func *f = parse_one(sp_patterns[p]);
-    bool ends = strcmp(f->name, "mm") == 0 || strcmp(f->name, "rnn") == 0;
+    bool ends = strcmp(f->name, "rnn") == 0;
     char what[64];
     snprintf(what, sizeof what, "pattern @%s", f->name);
     check_ir_meshes(f, 100 * (uint64_t)p, ends ? 3 : 2, 0, what);
@@ -229,7 +229,7 @@ static void test_patterns(void **state) {
 /* test_spmd's random programs (of every dtype), some args uncommitted */
 static void test_random_programs(void **state) {
   (void)state;
-  for (uint64_t i = 0; i < 6; i++) {
+  for (uint64_t i = 0; i < 4; i++) {
     bool exact[8];
     uint32_t nr;
     ir_func *f = rp_random_program(7000 + i, exact, &nr);
@@ -366,11 +366,9 @@ static void test_mlp(void **state) {
     int mesh;
     const char *specs[3];
   } cases[] = {
-      {0, {"x,_", NULL, NULL}}, /* rows: no communication */
       {0, {"_,x", "x,_", NULL}}, /* contracted dim split: an all_reduce across processes */
-      {1, {"x,_", "_,y", NULL}}, /* JAX's tutorial: the 2-D result */
-      {1, {"x+y,_", NULL, "_"}},
-      {2, {"_,x", "x,_", NULL}}, /* 2 devices on the first and last processes */
+      {1, {"x,_", "_,y", "_"}},  /* JAX's tutorial: the 2-D result */
+      {2, {"x,_", NULL, NULL}},  /* 2 devices on the first and last processes */
   };
   const ir_type tx = {.dtype = JIT_F32, .rank = 2, .dims = {16, 12}};
   const ir_type tw = {.dtype = JIT_F32, .rank = 2, .dims = {12, 8}};

@@ -14,6 +14,7 @@
 
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
+#include "support/optest.h"
 
 /* ---- random data and shardings -------------------------------------------------------------- */
 uint64_t sp_rng(uint64_t *s) {
@@ -325,12 +326,7 @@ void sp_run_every_reshard(jit_ctx *c, const jit_mesh *m, float *out) {
     jit_array_free(r[k]);
   }
   if (m) { /* the partitioned program holds every collective it is meant to exercise */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    assert_non_null(mem);
-    assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_PARTITIONED, mem), JIT_OK);
-    fclose(mem);
+    char *text = ot_fn_dump(f, args, JIT_DUMP_PARTITIONED);
     for (size_t i = 0; i < sizeof reshard_collectives / sizeof reshard_collectives[0]; i++)
       if (!strstr(text, reshard_collectives[i]))
         fail_msg("the partitioned every_reshard has no %s:\n%s", reshard_collectives[i], text);
@@ -339,10 +335,8 @@ void sp_run_every_reshard(jit_ctx *c, const jit_mesh *m, float *out) {
   jit_array_free(args[0]);
   jit_array_free(args[1]);
   jit_fn_free(f);
-  jit_sharding_free(u.rows);
-  jit_sharding_free(u.cols);
-  jit_sharding_free(u.rep);
-  jit_sharding_free(u.rep1);
+  jit_sharding *shardings[4] = {u.rows, u.cols, u.rep, u.rep1};
+  for (int i = 0; i < 4; i++) jit_sharding_free(shardings[i]);
 }
 
 void sp_check_every_reshard(const float *got, const float *want) {
