@@ -155,19 +155,20 @@ static void run_ir(jit_ctx *c, const ir_func *f, const ir_args *a, jit_mesh *m,
   free_arrays((int)a->n, args);
 }
 
-/* f partitioned over the mesh ms by random specs of its args (seeded; each arg left uncommitted
-   with probability `uncommitted` in 4) on the distributed context and on one process: the same
-   bits and result specs; and within f32 rounding of `unsharded` (a split reduction sums in parts,
-   in another order than one device) */
+/* f partitioned over the mesh ms by the given specs of its args (fixed, or NULL: random specs,
+   seeded, each arg left uncommitted with probability `uncommitted` in 4) on the distributed
+   context and on one process: the same bits and result specs; and within f32 rounding of
+   `unsharded` (a split reduction sums in parts, in another order than one device) */
 static void check_ir(const ir_func *f, const ir_args *a, const outcome *unsharded,
-                     const mesh_shape *ms, uint64_t seed, int uncommitted, const char *what) {
+                     const mesh_shape *ms, const char *const *fixed, uint64_t seed,
+                     int uncommitted, const char *what) {
   char spec_text[8][64];
   const char *specs[8];
   uint64_t s = seed;
   jit_mesh *ref_mesh = mesh_on(mw_ref, ms, NULL), *dist_mesh = mesh_on(mw_dist, ms, NULL);
   for (uint32_t i = 0; i < a->n; i++) {
-    specs[i] = NULL;
-    if (sp_rng(&s) % 4 < (uint64_t)uncommitted) continue;
+    specs[i] = fixed ? fixed[i] : NULL;
+    if (fixed || sp_rng(&s) % 4 < (uint64_t)uncommitted) continue;
     jit_sharding *sh = sp_random_sharding(ref_mesh, a->types[i], &s);
     sharding_format_spec(sh, spec_text[i], sizeof spec_text[i]);
     specs[i] = spec_text[i];
@@ -198,15 +199,17 @@ static ir_func *parse_one(const char *text) {
   return f;
 }
 
-/* f over the meshes [0, n_meshes), its unsharded result computed once */
+/* f over the meshes [0, n_meshes) by random specs, then by each of the n_fixed sets of specs
+   over 4x1; its unsharded result computed once */
 static void check_ir_meshes(const ir_func *f, uint64_t seed, size_t n_meshes, int uncommitted,
-                            const char *what) {
+                            int n_fixed, const char *const (*fixed)[3], const char *what) {
   ir_args a;
   ir_args_fill(f, seed, &a);
   outcome unsharded;
   run_ir(mw_one, f, &a, NULL, NULL, &unsharded);
   for (size_t mi = 0; mi < n_meshes; mi++)
-    check_ir(f, &a, &unsharded, &meshes[mi], seed * 7 + mi, uncommitted, what);
+    check_ir(f, &a, &unsharded, &meshes[mi], NULL, seed * 7 + mi, uncommitted, what);
+  for (int k = 0; k < n_fixed; k++) check_ir(f, &a, &unsharded, &meshes[0], fixed[k], 0, 0, what);
   outcome_free(&unsharded);
   ir_args_free(&a);
 }
@@ -218,10 +221,13 @@ static void test_patterns(void **state) {
   (void)state;
   for (int p = 0; p < sp_n_patterns; p++) {
     ir_func *f = parse_one(sp_patterns[p]);
-    bool ends = strcmp(f->name, "rnn") == 0;
+    bool rnn = strcmp(f->name, "rnn") == 0;
+    /* the RNN's carry (f32[4,8]) and xs (f32[6,4,8]) split by the batch, then by the hidden
+       units (each step's matmul then needs a collective), the weights replicated or split */
+    static const char *const rnn_specs[2][3] = {{"x,_", "_,x,_", "_,_"}, {"_,x", "_,_,x", "x,_"}};
     char what[64];
     snprintf(what, sizeof what, "pattern @%s", f->name);
-    check_ir_meshes(f, 100 * (uint64_t)p, ends ? 3 : 2, 0, what);
+    check_ir_meshes(f, 100 * (uint64_t)p, rnn ? 3 : 2, 0, rnn ? 2 : 0, rnn_specs, what);
     ir_func_free(f);
   }
 }
@@ -235,7 +241,7 @@ static void test_random_programs(void **state) {
     ir_func *f = rp_random_program(7000 + i, exact, &nr);
     char what[64];
     snprintf(what, sizeof what, "random program %llu", (unsigned long long)(7000 + i));
-    check_ir_meshes(f, 31 * i + 5, 1 + i % 2, 1, what);
+    check_ir_meshes(f, 31 * i + 5, 1 + i % 2, 1, 0, NULL, what);
     ir_func_free(f);
   }
 }
