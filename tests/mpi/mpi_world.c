@@ -15,20 +15,23 @@
 
 int mw_rank, mw_ranks;
 jit_ctx *mw_dist, *mw_ref, *mw_one;
+static int opt = 3;
 
 jit_ctx *mw_ctx(int distributed, int devices) {
   jit_ctx_opts o = jit_ctx_opts_default();
   o.n_devices = devices;
   o.n_threads = 1;
   o.distributed = distributed;
+  o.opt_level = opt;
   jit_ctx *c = NULL;
   if (jit_ctx_create(&o, &c) != JIT_OK) fail_msg("jit_ctx_create: %s", jit_last_error());
   return c;
 }
 
-int mw_main(const char *name, const struct CMUnitTest *tests, size_t n_tests) {
+int mw_main(const char *name, int opt_level, const struct CMUnitTest *tests, size_t n_tests) {
   jit_ctx_opts o = jit_ctx_opts_default();
   o.distributed = 1;
+  o.opt_level = opt = opt_level;
   int inited = 0;
   MPI_Initialized(&inited);
   if (inited) return 1;

@@ -17,12 +17,13 @@ extern jit_ctx *mw_dist;         /* distributed: MW_DEVICES / mw_ranks devices p
 extern jit_ctx *mw_ref;          /* one process, MW_DEVICES devices */
 extern jit_ctx *mw_one;          /* one process, one device: the unsharded reference */
 
-/* A context of `devices` devices (global when distributed), one worker thread; fails the test on
-   an error. */
+/* A context of `devices` devices (global when distributed), one worker thread, mw_main's
+   opt_level; fails the test on an error. */
 jit_ctx *mw_ctx(int distributed, int devices);
 
-/* Runs the group on the contexts above (created here: tjit initializes MPI with the first
-   distributed context and finalizes it with the last); returns main's exit status. */
-int mw_main(const char *name, const struct CMUnitTest *tests, size_t n_tests);
+/* Runs the group on the contexts above at opt_level (0: the interpreter on every device) (created
+   here: tjit initializes MPI with the first distributed context and finalizes it with the last);
+   returns main's exit status. */
+int mw_main(const char *name, int opt_level, const struct CMUnitTest *tests, size_t n_tests);
 
 #endif /* TJIT_TEST_MPI_WORLD_H */

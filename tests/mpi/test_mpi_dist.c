@@ -338,5 +338,5 @@ int main(void) {
       cmocka_unit_test(test_rank_never_arrives),
       cmocka_unit_test(test_mismatched_signatures),
   };
-  return mw_main("test_mpi_dist", tests, sizeof tests / sizeof tests[0]);
+  return mw_main("test_mpi_dist", 3, tests, sizeof tests / sizeof tests[0]);
 }
