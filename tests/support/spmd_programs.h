@@ -36,8 +36,8 @@ extern const int sp_n_patterns;
 void sp_sm_collectives(jit_trace *t, const jit_val *a, jit_val *r, void *user);
 void sp_check_sm_collectives(int rows, int cols, const float *x, const float *colsum,
                              const float *mean, const float *all, const float *idx);
-/* x f32[4, 8] split "x,y" over a 2x4 mesh (or x f32[2X, 2Y] over X x Y): psum over y of the
-   blocks ("x,_": f32[4, 2]) and over x,y (replicated f32[2, 2]) */
+/* x f32[4, 8] split "x,y" over an mx x my mesh: psum over y of the blocks ("x,_": f32[4, 8/my])
+   and over x,y (replicated f32[4/mx, 8/my]); x must hold small integers (exact sums) */
 void sp_sm_rowsum(jit_trace *t, const jit_val *a, jit_val *r, void *user);
 void sp_check_sm_rowsum(int64_t mx, int64_t my, const float *x, const float *rows,
                         const float *all);
