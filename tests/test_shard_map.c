@@ -15,6 +15,7 @@
 
 #include "ir/ir.h"
 #include "support/roundtrip.h"
+#include "support/spmd_programs.h"
 #include "tjit.h"
 
 static jit_ctx *ctx_of(int devices, int opt) {
@@ -46,36 +47,16 @@ static void to(const jit_array *a, float *v, size_t n) {
 }
 
 /* ---- collectives --------------------------------------------------------------------------- */
-typedef struct sm_case {
-  jit_mesh *m;
-} sm_case;
-
-/* per block x_b [R/4, C]: colsum = psum(sum_0 x_b), mean = pmean(x_b), all = all_gather(x_b, 0),
-   idx = axis_index * 1 laid out per device */
-static void body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  (void)user;
-  r[0] = jit_psum(t, jit_reduce_sum(t, a[0], 1, (const int[]){0}), "x");
-  r[1] = jit_pmean(t, a[0], "x");
-  r[2] = jit_all_gather(t, a[0], "x", 0);
-  r[3] = jit_reshape(t, jit_convert(t, jit_axis_index(t, "x"), JIT_F32), 1, (const int64_t[]){1});
-}
-
-static void outer(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  sm_case *u = user;
-  const char *in[1] = {"x,_"}, *out[4] = {"_", "_,_", "_,_", "x"};
-  jit_shard_map(t, body, NULL, u->m, 1, a, in, 4, r, out);
-}
-
 static void run_collectives(int opt) {
   jit_ctx *c = ctx_of(4, opt);
-  sm_case u = {mesh2(c, 4, 0)};
+  jit_mesh *m = mesh2(c, 4, 0);
   enum { R = 8, C = 3 };
   float x[R * C];
   for (int i = 0; i < R * C; i++) x[i] = (float)(i % 7) - 2.5f + 0.125f * (float)i;
   jit_array *a = from(c, 2, (const int64_t[]){R, C}, x);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "collectives", .n_args = 1, .n_results = 4};
-  assert_int_equal(jit_compile(c, outer, &u, &o, &f), JIT_OK);
+  assert_int_equal(jit_compile(c, sp_sm_collectives, m, &o, &f), JIT_OK);
   jit_array *r[4];
   if (jit_call(f, (jit_array *[]){a}, r) != JIT_OK) fail_msg("%s", jit_last_error());
   float colsum[C], mean[2 * C], all[R * C], idx[4];
@@ -83,19 +64,7 @@ static void run_collectives(int opt) {
   to(r[1], mean, 2 * C);
   to(r[2], all, R * C);
   to(r[3], idx, 4);
-  for (int j = 0; j < C; j++) {
-    double s = 0;
-    for (int i = 0; i < R; i++) s += x[i * C + j];
-    assert_true(fabs(colsum[j] - s) < 1e-4);
-  }
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < C; j++) {
-      double s = 0;
-      for (int d = 0; d < 4; d++) s += x[(d * 2 + i) * C + j];
-      assert_true(fabs(mean[i * C + j] - s / 4) < 1e-5);
-    }
-  assert_memory_equal(all, x, sizeof x);
-  for (int d = 0; d < 4; d++) assert_true(idx[d] == (float)d);
+  sp_check_sm_collectives(R, C, x, colsum, mean, all, idx);
 
   /* the traced IR, with the nested per-device body, prints and parses back */
   char *text = NULL;
@@ -120,7 +89,7 @@ static void run_collectives(int opt) {
   for (int k = 0; k < 4; k++) jit_array_free(r[k]);
   jit_array_free(a);
   jit_fn_free(f);
-  jit_mesh_free(u.m);
+  jit_mesh_free(m);
   jit_ctx_destroy(c);
 }
 
@@ -135,17 +104,6 @@ static void test_collectives_compiled(void **state) {
 }
 
 /* A 2-D mesh: psum over y only sums the blocks of one row of devices. */
-static void rowsum_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  (void)user;
-  r[0] = jit_psum(t, a[0], "y");
-  r[1] = jit_psum(t, a[0], "x,y");
-}
-
-static void rowsum(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  const char *in[1] = {"x,y"}, *out[2] = {"x,_", "_,_"};
-  jit_shard_map(t, rowsum_body, NULL, user, 1, a, in, 2, r, out);
-}
-
 static void test_2d_mesh(void **state) {
   (void)state;
   jit_ctx *c = ctx_of(8, 3);
@@ -155,26 +113,13 @@ static void test_2d_mesh(void **state) {
   jit_array *a = from(c, 2, (const int64_t[]){4, 8}, x);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "rowsum", .n_args = 1, .n_results = 2};
-  assert_int_equal(jit_compile(c, rowsum, m, &o, &f), JIT_OK);
+  assert_int_equal(jit_compile(c, sp_sm_rowsum, m, &o, &f), JIT_OK);
   jit_array *r[2];
   if (jit_call(f, (jit_array *[]){a}, r) != JIT_OK) fail_msg("%s", jit_last_error());
   float got[4 * 2], all[2 * 2];
   to(r[0], got, 8);
   to(r[1], all, 4);
-  /* block (i, j) is rows 2i..2i+1, cols 2j..2j+1; psum over y adds the 4 blocks of row i */
-  for (int row = 0; row < 4; row++)
-    for (int k = 0; k < 2; k++) {
-      float s = 0;
-      for (int j = 0; j < 4; j++) s += x[row * 8 + 2 * j + k];
-      assert_true(got[row * 2 + k] == s);
-    }
-  for (int rr = 0; rr < 2; rr++)
-    for (int k = 0; k < 2; k++) {
-      float s = 0;
-      for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++) s += x[(2 * i + rr) * 8 + 2 * j + k];
-      assert_true(all[rr * 2 + k] == s);
-    }
+  sp_check_sm_rowsum(2, 4, x, got, all);
   jit_array_free(r[0]);
   jit_array_free(r[1]);
   jit_array_free(a);
@@ -184,49 +129,13 @@ static void test_2d_mesh(void **state) {
 }
 
 /* ---- data-parallel training: per-device gradients, pmean over "data", SGD ------------------ */
-typedef struct train {
-  jit_mesh *m;
-  float lr;
-} train;
-
-/* loss = mean((x @ w - y)^2) on one device's examples */
-static void loss_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  (void)user;
-  jit_val d = jit_sub(t, jit_matmul(t, a[1], a[0]), a[2]);
-  r[0] = jit_mul(t, jit_reduce_sum(t, jit_mul(t, d, d), 2, (const int[]){0, 1}),
-                 jit_scalar(t, 1.0 / (double)(jit_val_shape(t, d)[0] * jit_val_shape(t, d)[1])));
-}
-
-static void step_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  train *u = user;
-  jit_val vg[2];
-  jit_value_and_grad(t, loss_fn, NULL, 3, a, 1, 0, vg);
-  jit_val g = jit_pmean(t, vg[1], "data");
-  r[0] = jit_sub(t, a[0], jit_mul(t, g, jit_scalar(t, u->lr)));
-  r[1] = jit_pmean(t, vg[0], "data");
-}
-
-static void step_sharded(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  train *u = user;
-  const char *in[3] = {"_,_", "data,_", "data,_"}, *out[2] = {"_,_", ""};
-  jit_shard_map(t, step_body, u, u->m, 3, a, in, 2, r, out);
-}
-
-static void step_plain(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  train *u = user;
-  jit_val vg[2];
-  jit_value_and_grad(t, loss_fn, NULL, 3, a, 1, 0, vg);
-  r[0] = jit_sub(t, a[0], jit_mul(t, vg[1], jit_scalar(t, u->lr)));
-  r[1] = vg[0];
-}
-
 static void test_data_parallel_training(void **state) {
   (void)state;
   jit_ctx *c = ctx_of(4, 3);
   static const char *const names[] = {"data"};
   jit_mesh *m = NULL;
   assert_int_equal(jit_mesh_create(c, 1, (const int64_t[]){4}, names, NULL, &m), JIT_OK);
-  train u = {m, 0.1f};
+  sp_train u = {m, 0.1f};
   enum { N = 32, D = 6, O = 2 };
   float w[D * O], x[N * D], y[N * O];
   uint64_t s = 42;
@@ -237,8 +146,8 @@ static void test_data_parallel_training(void **state) {
   jit_array *ya = from(c, 2, (const int64_t[]){N, O}, y);
   jit_fn *fs = NULL, *fp = NULL;
   jit_fn_opts o = {.name = "step", .n_args = 3, .n_results = 2};
-  assert_int_equal(jit_compile(c, step_sharded, &u, &o, &fs), JIT_OK);
-  assert_int_equal(jit_compile(c, step_plain, &u, &o, &fp), JIT_OK);
+  assert_int_equal(jit_compile(c, sp_train_step_sharded, &u, &o, &fs), JIT_OK);
+  assert_int_equal(jit_compile(c, sp_train_step_plain, &u, &o, &fp), JIT_OK);
   jit_array *ws = wa, *wp = wa;
   for (int it = 0; it < 5; it++) { /* 5 steps each way, the weights fed back */
     jit_array *rs[2], *rp[2];
@@ -271,34 +180,6 @@ static void test_data_parallel_training(void **state) {
 }
 
 /* ---- vmap and shard_map ----------------------------------------------------------------------- */
-/* per example x [8]: blocks of 2 over x=4, s = psum(sum(block)) (the example's total) and the
-   block times the device's index */
-static void vm_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  (void)user;
-  r[0] = jit_psum(t, jit_reduce_sum(t, a[0], 1, (const int[]){0}), "x");
-  r[1] = jit_mul(t, a[0], jit_convert(t, jit_axis_index(t, "x"), JIT_F32));
-}
-
-static void vm_example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  const char *in[1] = {"x"}, *out[2] = {"", "x"};
-  jit_shard_map(t, vm_body, NULL, user, 1, a, in, 2, r, out);
-}
-
-/* vmap over the shard_map: the batch is a new unsplit dim of every block */
-static void vm_outer(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  jit_vmap(t, vm_example, user, 1, a, (const int[]){0}, 2, r, (const int[]){0, 0});
-}
-
-/* vmap inside the body: the collectives are batched */
-static void vm_inner_body(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  jit_vmap(t, vm_body, user, 1, a, (const int[]){0}, 2, r, (const int[]){0, 0});
-}
-
-static void vm_inner(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  const char *in[1] = {"_,x"}, *out[2] = {"_", "_,x"};
-  jit_shard_map(t, vm_inner_body, NULL, user, 1, a, in, 2, r, out);
-}
-
 static void test_vmap(void **state) {
   (void)state;
   for (int opt = 0; opt <= 3; opt += 3)
@@ -310,17 +191,12 @@ static void test_vmap(void **state) {
       jit_array *a = from(c, 2, (const int64_t[]){3, 8}, x), *r[2];
       jit_fn *f = NULL;
       jit_fn_opts o = {.name = "vm", .n_args = 1, .n_results = 2};
-      assert_int_equal(jit_compile(c, which ? vm_inner : vm_outer, m, &o, &f), JIT_OK);
+      assert_int_equal(jit_compile(c, which ? sp_sm_vmap_inner : sp_sm_vmap_outer, m, &o, &f), JIT_OK);
       if (jit_call(f, (jit_array *[]){a}, r) != JIT_OK) fail_msg("%d/%d: %s", opt, which, jit_last_error());
       float tot[3], scaled[24];
       to(r[0], tot, 3);
       to(r[1], scaled, 24);
-      for (int b = 0; b < 3; b++) {
-        float s = 0;
-        for (int i = 0; i < 8; i++) s += x[b * 8 + i];
-        assert_true(tot[b] == s);
-        for (int i = 0; i < 8; i++) assert_true(scaled[b * 8 + i] == x[b * 8 + i] * (float)(i / 2));
-      }
+      sp_check_sm_vmap(3, x, tot, scaled);
       jit_array_free(r[0]);
       jit_array_free(r[1]);
       jit_array_free(a);

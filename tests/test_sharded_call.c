@@ -19,6 +19,7 @@
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
 #include "support/optest.h"
+#include "support/spmd_programs.h"
 #include "tjit.h"
 
 static float *host(const jit_array *a) {
@@ -60,21 +61,13 @@ static const char *spec_of(const jit_array *a, char *buf, size_t n) {
   return buf;
 }
 
-/* y = relu(x @ w + b), s = sum(y), then sin(y) */
-static void mlp(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
-  (void)user;
-  jit_val y = jit_relu(t, jit_add(t, jit_matmul(t, a[0], a[1]), a[2]));
-  r[0] = jit_sin(t, y);
-  r[1] = jit_reduce_sum(t, y, 2, (const int[]){0, 1});
-}
-
 static void run_mlp(int opt) {
   jit_ctx *c = ot_ctx_with(8, 2, opt);
   const int64_t sx[2] = {64, 48}, sw[2] = {48, 32}, sb[1] = {32};
   jit_array *x = ot_f32_array(c, 2, sx, 1), *w = ot_f32_array(c, 2, sw, 2), *b = ot_f32_array(c, 1, sb, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
-  assert_int_equal(jit_compile(c, mlp, NULL, &o, &f), JIT_OK);
+  assert_int_equal(jit_compile(c, sp_mlp, NULL, &o, &f), JIT_OK);
   jit_array *want[2];
   assert_int_equal(jit_call(f, (jit_array *[]){x, w, b}, want), JIT_OK);
   assert_null(want[0]->sharding);
@@ -214,6 +207,22 @@ static void test_constraint(void **state) {
   jit_ctx_destroy(c);
 }
 
+/* Constraints that need every resharding collective: the results equal the unsharded call's. */
+static void test_every_reshard(void **state) {
+  (void)state;
+  for (int opt = 0; opt <= 3; opt += 3) {
+    jit_ctx *c = ot_ctx_with(4, 2, opt);
+    const int64_t s4[1] = {4};
+    jit_mesh *m = mesh(c, 1, s4);
+    float want[SP_RESHARD_OUT], got[SP_RESHARD_OUT];
+    sp_run_every_reshard(c, NULL, want);
+    sp_run_every_reshard(c, m, got);
+    sp_check_every_reshard(got, want);
+    jit_mesh_free(m);
+    jit_ctx_destroy(c);
+  }
+}
+
 /* Host threads calling one partitioned function at once: each gets its own right answer (device
    jobs of a context run one at a time; each device keeps its own intermediates). */
 typedef struct host_call {
@@ -250,7 +259,7 @@ static void test_host_threads(void **state) {
   jit_array *x = ot_f32_array(c, 2, sx, 1), *w = ot_f32_array(c, 2, sw, 2), *b = ot_f32_array(c, 1, sb, 3);
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
-  assert_int_equal(jit_compile(c, mlp, NULL, &o, &f), JIT_OK);
+  assert_int_equal(jit_compile(c, sp_mlp, NULL, &o, &f), JIT_OK);
   jit_array *want[2];
   assert_int_equal(jit_call(f, (jit_array *[]){x, w, b}, want), JIT_OK);
   jit_mesh *m = mesh(c, 1, s4);
@@ -279,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_mlp_interpreted),
       cmocka_unit_test(test_mlp_compiled),
       cmocka_unit_test(test_constraint),
+      cmocka_unit_test(test_every_reshard),
       cmocka_unit_test(test_host_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

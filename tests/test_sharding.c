@@ -14,6 +14,7 @@
 
 #include "runtime/runtime.h"
 #include "runtime/sharding.h"
+#include "support/spmd_programs.h"
 #include "tjit.h"
 
 /* Fails (printing the message) unless the last error contains want. */
@@ -65,34 +66,6 @@ static jit_array *put(const jit_array *a, const jit_sharding *s) {
   if (jit_device_put(a, s, &b) != JIT_OK) print_error("jit_device_put: %s\n", jit_last_error());
   assert_non_null(b);
   return b;
-}
-
-/* An f32 array holding 0, 1, 2, ... (each value names its own position). */
-static jit_array *iota_f32(jit_ctx *ctx, int rank, const int64_t *shape) {
-  int64_t n = 1;
-  for (int d = 0; d < rank; d++) n *= shape[d];
-  float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  assert_non_null(v);
-  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
-  jit_array *a = NULL;
-  assert_int_equal(jit_array_from_host(ctx, JIT_F32, rank, shape, v, &a), JIT_OK);
-  free(v);
-  return a;
-}
-
-/* Gathers a to the host and checks it holds 0, 1, 2, ... */
-static void expect_iota(const jit_array *a) {
-  size_t n = jit_array_nbytes(a) / sizeof(float);
-  float *v = malloc((n ? n : 1) * sizeof *v);
-  assert_non_null(v);
-  assert_int_equal(jit_array_to_host(a, v, n * sizeof *v), JIT_OK);
-  for (size_t i = 0; i < n; i++)
-    if (v[i] != (float)i) {
-      print_error("element %zu is %g\n", i, (double)v[i]);
-      free(v);
-      fail();
-    }
-  free(v);
 }
 
 static const char *const AB[2] = {"a", "b"};
@@ -362,7 +335,7 @@ static void test_device_put_errors(void **state) {
   jit_mesh *m = mesh_of(ctx, 2, s24, AB, NULL), *mo = mesh_of(other, 2, s24, AB, NULL);
   jit_sharding *s = spec_of(m, "a,b"), *so = spec_of(mo, "a,b"), *s3 = spec_of(m, "a,b,_");
   jit_sharding *uneven = spec_of(m, "b,a"), *both = spec_of(m, "_,a+b");
-  jit_array *a = iota_f32(ctx, 2, shape), *b = (jit_array *)&b;
+  jit_array *a = sp_iota_f32(ctx, 2, shape), *b = (jit_array *)&b;
   EXPECT_ERR(jit_device_put(a, s, NULL), JIT_EINVAL, "jit_device_put: out is NULL");
   EXPECT_ERR(jit_device_put(NULL, s, &b), JIT_EINVAL, "jit_device_put: array is NULL");
   assert_null(b);
@@ -377,7 +350,7 @@ static void test_device_put_errors(void **state) {
              "jit_device_put: the sharding {mesh[a=2,b=4] \"b,a\"} implies that the global size of "
              "dimension 0 should be divisible by 4 (mesh axes b), but it is equal to 6 (full "
              "shape f32[6,8])");
-  jit_array *c = iota_f32(ctx, 1, v1);
+  jit_array *c = sp_iota_f32(ctx, 1, v1);
   jit_sharding *s1 = spec_of(m, "a+b");
   jit_array *ok = put(c, s1); /* 8 over 2x4: even */
   jit_array_free(ok);
@@ -385,7 +358,7 @@ static void test_device_put_errors(void **state) {
   jit_array_free(b);
   b = NULL;
   const int64_t v6[1] = {6};
-  jit_array *d = iota_f32(ctx, 1, v6);
+  jit_array *d = sp_iota_f32(ctx, 1, v6);
   EXPECT_ERR(jit_device_put(d, s1, &b), JIT_ESHARDING,
              "divisible by 8 (mesh axes a+b), but it is equal to 6 (full shape f32[6])");
   assert_null(b);
@@ -431,54 +404,7 @@ static void expect_shards(const jit_array *a) {
 static void test_round_trips(void **state) {
   (void)state;
   jit_ctx *ctx = ctx_n(8);
-  static const struct {
-    int n_axes;
-    int64_t sizes[3];
-    int ids[8];
-    bool permuted;
-    const char *specs[10];
-  } meshes[] = {
-      {1, {1}, {0}, false, {"a,_,_", "_,a,_", "_,_,_"}},
-      {1, {2}, {0}, false, {"a,_,_", "_,a,_", "_,_,a", "_,_,_"}},
-      {1, {2}, {1, 0}, true, {"a,_,_", "_,_,a", "_,_,_"}},
-      {2, {2, 2}, {0}, false, {"a,b,_", "b,a,_", "a+b,_,_", "_,b+a,_", "a,_,_", "_,_,b", "_,_,_"}},
-      {1, {4}, {3, 0, 2, 1}, true, {"a,_,_", "_,a,_", "_,_,_"}},
-      {2, {2, 4}, {0}, false, {"a,b,_", "b,a,_", "_,a+b,_", "b+a,_,_", "a,_,_", "_,b,_", "_,_,_"}},
-      {2, {4, 2}, {7, 6, 5, 4, 3, 2, 1, 0}, true, {"a,b,_", "b,_,a", "a+b,_,_", "_,_,_"}},
-      {3, {2, 2, 2}, {0}, false, {"a,b,c", "c,b,a", "a+b+c,_,_", "_,c+a,b", "a,_,_"}},
-  };
-  const char *names[3] = {"a", "b", "c"};
-  const int64_t shape[3] = {8, 16, 8};
-  jit_array *host = iota_f32(ctx, 3, shape);
-  for (size_t i = 0; i < sizeof meshes / sizeof meshes[0]; i++) {
-    jit_mesh *m = mesh_of(ctx, meshes[i].n_axes, meshes[i].sizes, names,
-                          meshes[i].permuted ? meshes[i].ids : NULL);
-    int n_specs = 0;
-    jit_sharding *ss[10];
-    jit_array *placed[10];
-    while (meshes[i].specs[n_specs]) {
-      ss[n_specs] = spec_of(m, meshes[i].specs[n_specs]);
-      placed[n_specs] = put(host, ss[n_specs]);
-      expect_shards(placed[n_specs]);
-      expect_iota(placed[n_specs]);
-      n_specs++;
-    }
-    for (int x = 0; x < n_specs; x++)
-      for (int y = 0; y < n_specs; y++) {
-        jit_array *r = put(placed[x], ss[y]);
-        expect_shards(r);
-        expect_iota(r);
-        /* Putting an array where it already is moves nothing. */
-        if (x == y) assert_int_equal(r->bytes_moved, 0);
-        jit_array_free(r);
-      }
-    for (int k = 0; k < n_specs; k++) {
-      jit_array_free(placed[k]);
-      jit_sharding_free(ss[k]);
-    }
-    jit_mesh_free(m);
-  }
-  jit_array_free(host);
+  sp_round_trips(ctx, 8, expect_shards);
   jit_ctx_destroy(ctx);
 }
 
@@ -537,7 +463,7 @@ static void test_bytes_moved(void **state) {
   jit_mesh *m = mesh_of(ctx, 1, s2, X, NULL), *mr = mesh_of(ctx, 1, s2, X, rev);
   jit_sharding *rows = spec_of(m, "x,_"), *cols = spec_of(m, "_,x"), *rep = spec_of(m, "_,_");
   jit_sharding *rows_rev = spec_of(mr, "x,_");
-  jit_array *host = iota_f32(ctx, 2, shape); /* 64 bytes; a half is 32 */
+  jit_array *host = sp_iota_f32(ctx, 2, shape); /* 64 bytes; a half is 32 */
   jit_array *r = put(host, rows);
   /* From the host (device 0): device 1's half moves. */
   assert_int_equal(r->bytes_moved, 32);
@@ -560,14 +486,14 @@ static void test_bytes_moved(void **state) {
   jit_array *swapped = put(r, rows_rev);
   assert_int_equal(swapped->bytes_moved, 64);
   expect_shards(swapped);
-  expect_iota(swapped);
+  sp_expect_iota(swapped);
   /* Onto other devices entirely: everything moves. */
   const int far_ids[2] = {6, 7};
   jit_mesh *far = mesh_of(ctx, 1, s2, X, far_ids);
   jit_sharding *far_rows = spec_of(far, "x,_");
   jit_array *moved = put(r, far_rows);
   assert_int_equal(moved->bytes_moved, 64);
-  expect_iota(moved);
+  sp_expect_iota(moved);
   jit_array *arrays[] = {host, r, c, rr, full, back, swapped, moved};
   for (size_t i = 0; i < 8; i++) jit_array_free(arrays[i]);
   jit_sharding *ss[] = {rows, cols, rep, rows_rev, far_rows};
@@ -585,11 +511,11 @@ static void test_lifetimes(void **state) {
   const int64_t s22[2] = {2, 2}, shape[2] = {4, 6};
   jit_mesh *m = mesh_of(ctx, 2, s22, AB, NULL);
   jit_sharding *s = spec_of(m, "b,a");
-  jit_array *host = iota_f32(ctx, 2, shape);
+  jit_array *host = sp_iota_f32(ctx, 2, shape);
   jit_array *a = put(host, s);
   jit_sharding_free(s);
   jit_mesh_free(m);
-  expect_iota(a);
+  sp_expect_iota(a);
   assert_int_equal(array_mesh(a)->n_devices, 4);
   assert_null(array_mesh(host));
   jit_array_free(a);
@@ -616,7 +542,7 @@ static void call_sharded_at(int opt) {
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "fma_sin", .n_args = 2, .n_results = 2};
   assert_int_equal(jit_compile(ctx, fma_sin, NULL, &o, &f), JIT_OK);
-  jit_array *x = iota_f32(ctx, 2, shape), *y = iota_f32(ctx, 2, shape);
+  jit_array *x = sp_iota_f32(ctx, 2, shape), *y = sp_iota_f32(ctx, 2, shape);
   jit_array *want[2] = {NULL, NULL};
   assert_int_equal(jit_call(f, (jit_array *[]){x, y}, want), JIT_OK);
   float w0[64], w1[8];
@@ -674,7 +600,7 @@ static void test_call_mismatched_devices(void **state) {
   jit_fn *f = NULL;
   jit_fn_opts o = {.name = "main", .n_args = 2, .n_results = 2};
   assert_int_equal(jit_compile(ctx, fma_sin, NULL, &o, &f), JIT_OK);
-  jit_array *x = iota_f32(ctx, 1, v8), *y = iota_f32(ctx, 1, v8);
+  jit_array *x = sp_iota_f32(ctx, 1, v8), *y = sp_iota_f32(ctx, 1, v8);
   jit_array *x01 = put(x, s01), *y23 = put(y, s23), *y10 = put(y, s10), *y01 = put(y, s01);
   jit_array *r[2] = {(jit_array *)&r, (jit_array *)&r};
   EXPECT_ERR(jit_call(f, (jit_array *[]){x01, y23}, r), JIT_ESHARDING,
@@ -697,7 +623,7 @@ static void test_call_mismatched_devices(void **state) {
   /* Meshes of other shapes over the same device list agree. */
   jit_mesh *m4 = mesh_of(ctx, 1, s4, X, NULL), *m22 = mesh_of(ctx, 2, s22, AB, NULL);
   jit_sharding *s4s = spec_of(m4, "x,_"), *s22s = spec_of(m22, "b,a");
-  jit_array *a = iota_f32(ctx, 2, m44), *b = iota_f32(ctx, 2, m44);
+  jit_array *a = sp_iota_f32(ctx, 2, m44), *b = sp_iota_f32(ctx, 2, m44);
   jit_array *pa = put(a, s4s), *pb = put(b, s22s);
   assert_int_equal(jit_call(f, (jit_array *[]){pa, pb}, r), JIT_OK);
   jit_array_free(r[0]);
@@ -713,20 +639,6 @@ static void test_call_mismatched_devices(void **state) {
 }
 
 /* ---- visualize ----------------------------------------------------------------------------------- */
-static char *read_file(const char *path) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
-  char chunk[4096];
-  size_t k;
-  while ((k = fread(chunk, 1, sizeof chunk, fp)) > 0) fwrite(chunk, 1, k, mem);
-  fclose(fp);
-  fclose(mem);
-  return buf;
-}
-
 /* Visualizes a (f32 iota of the shape) placed by spec on the mesh (NULL spec: uncommitted) and
    compares with tests/golden/visualize_NAME.txt; TJIT_GOLDEN_UPDATE=1 rewrites the file. The
    goldens were checked against JAX's visualize_sharding code run on rich. */
@@ -734,7 +646,7 @@ static void expect_golden(const char *name, int n_axes, const int64_t *sizes, co
                           const char *spec, int rank, const int64_t *shape) {
   jit_ctx *ctx = ctx_n(16);
   const char *names[3] = {"a", "b", "c"};
-  jit_array *host = iota_f32(ctx, rank, shape), *a = host;
+  jit_array *host = sp_iota_f32(ctx, rank, shape), *a = host;
   jit_mesh *m = NULL;
   jit_sharding *s = NULL;
   if (spec) {
@@ -742,29 +654,7 @@ static void expect_golden(const char *name, int n_axes, const int64_t *sizes, co
     s = spec_of(m, spec);
     a = put(host, s);
   }
-  char *got = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&got, &len);
-  assert_non_null(mem);
-  assert_int_equal(jit_array_visualize(a, mem), JIT_OK);
-  fclose(mem);
-  const char *src = getenv("TJIT_SOURCE_DIR");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/golden/visualize_%s.txt", src ? src : ".", name);
-  const char *update = getenv("TJIT_GOLDEN_UPDATE");
-  if (update && strcmp(update, "1") == 0) {
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    fwrite(got, 1, len, fp);
-    fclose(fp);
-  }
-  char *want = read_file(path);
-  if (!want) print_error("cannot read %s\n", path);
-  assert_non_null(want);
-  if (strcmp(got, want) != 0) print_error("%s: got\n%swant\n%s", name, got, want);
-  assert_string_equal(got, want);
-  free(want);
-  free(got);
+  sp_expect_visualize_golden(a, name);
   if (a != host) jit_array_free(a);
   jit_array_free(host);
   jit_sharding_free(s);
@@ -813,7 +703,7 @@ static void test_visualize_errors(void **state) {
   (void)state;
   jit_ctx *ctx = ctx_n(2);
   const int64_t s3[3] = {2, 2, 2}, empty[2] = {0, 4};
-  jit_array *a = iota_f32(ctx, 3, s3), *e = iota_f32(ctx, 2, empty), *z = iota_f32(ctx, 0, NULL);
+  jit_array *a = sp_iota_f32(ctx, 3, s3), *e = sp_iota_f32(ctx, 2, empty), *z = sp_iota_f32(ctx, 0, NULL);
   EXPECT_ERR(jit_array_visualize(a, stdout), JIT_EUNSUPPORTED,
              "jit_array_visualize: only 1-D and 2-D arrays can be visualized (as in "
              "jax.debug.visualize_array_sharding); got f32[2,2,2]");

@@ -21,6 +21,7 @@
 #include "runtime/sharding.h"
 #include "support/randprog.h"
 #include "support/roundtrip.h"
+#include "support/spmd_programs.h"
 
 static ir_func *parse1(const char *text) {
   ir_func **fs = NULL;
@@ -88,8 +89,6 @@ static void test_text(void **state) {
                      "z");
 }
 
-static uint64_t rng(uint64_t *s);
-
 /* Malformed text (random edits of valid functions with meshes, collectives, a shard_map and a
    scan) gets a status and a message, never a crash or a leak (the ASan build checks). */
 static const char nested_text[] =
@@ -129,11 +128,11 @@ static void test_malformed_text(void **state) {
     size_t n = strlen(seed);
     char *t = malloc(n + 64 * 8 + 1);
     memcpy(t, seed, n + 1);
-    int edits = 1 + (int)(rng(&s) % 4);
+    int edits = 1 + (int)(sp_rng(&s) % 4);
     for (int e = 0; e < edits; e++) {
-      size_t len = strlen(t), at = (size_t)(rng(&s) % (len + 1));
-      const char *p = pieces[rng(&s) % (sizeof pieces / sizeof pieces[0])];
-      if (rng(&s) % 3 == 0 && len > 0) { /* delete a byte */
+      size_t len = strlen(t), at = (size_t)(sp_rng(&s) % (len + 1));
+      const char *p = pieces[sp_rng(&s) % (sizeof pieces / sizeof pieces[0])];
+      if (sp_rng(&s) % 3 == 0 && len > 0) { /* delete a byte */
         memmove(t + at - (at == len), t + at + 1 - (at == len), len - at + (at == len));
       } else { /* insert a piece */
         size_t pl = strlen(p);
@@ -158,15 +157,6 @@ static void test_malformed_text(void **state) {
 
 /* ---- the SPMD differential test --------------------------------------------------------------- */
 
-static uint64_t rng(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static size_t type_bytes(const ir_type *t) { return (size_t)ir_type_numel(t) * jit_dtype_size(t->dtype); }
-
 /* Copies the block at start (of shape size) between a global row-major buffer and a local one. */
 static void copy_block(const ir_type *t, const int64_t *start, const int64_t *size, void *global,
                        void *local, bool to_local) {
@@ -183,64 +173,6 @@ static void copy_block(const ir_type *t, const int64_t *start, const int64_t *si
     if (to_local) memcpy((char *)local + i * (int64_t)es, (char *)global + g * (int64_t)es, es);
     else memcpy((char *)global + g * (int64_t)es, (char *)local + i * (int64_t)es, es);
   }
-}
-
-static void fill(const ir_type *t, void *buf, uint64_t *s) {
-  int64_t n = ir_type_numel(t);
-  for (int64_t i = 0; i < n; i++) {
-    double u = (double)(rng(s) >> 11) * 0x1p-53;
-    double v = ir_dtype_is_float(t->dtype) ? 4 * u - 2 : floor(8 * u) - 3;
-    if (t->dtype == JIT_U8 || t->dtype == JIT_BOOL) v = fabs(v) > 1 ? 1 : 0;
-    ir_store_f64(t->dtype, buf, i, v);
-  }
-}
-
-static double tol_of(jit_dtype dt) {
-  switch (dt) {
-  case JIT_F64: return 1e-9;
-  case JIT_F32: return 2e-4;
-  case JIT_F16: return 2e-2;
-  case JIT_BF16: return 6e-2;
-  default: return 0;
-  }
-}
-
-static bool close_enough(const ir_type *t, const void *got, const void *want, const char *what) {
-  int64_t n = ir_type_numel(t);
-  double tol = tol_of(t->dtype);
-  for (int64_t i = 0; i < n; i++) {
-    double a = ir_load_f64(t->dtype, got, i), b = ir_load_f64(t->dtype, want, i);
-    if (isnan(a) && isnan(b)) continue;
-    if (a == b) continue;
-    if (!(fabs(a - b) <= tol * (1 + fabs(b)))) {
-      print_error("%s: element %lld: got %.9g, want %.9g\n", what, (long long)i, a, b);
-      return false;
-    }
-  }
-  return true;
-}
-
-/* A random spec for a value of type t over mesh m: each dim split by an unused axis that
-   divides it, or not split. */
-static jit_sharding *random_sharding(jit_mesh *m, const ir_type *t, uint64_t *s) {
-  uint8_t n[JIT_MAX_RANK] = {0}, ax[JIT_MAX_RANK][JIT_MAX_MESH_AXES] = {{0}};
-  unsigned used = 0;
-  for (int d = 0; d < t->rank; d++) {
-    int a = (int)(rng(s) % (uint64_t)(m->n_axes + 1)) - 1;
-    if (a < 0 || (used >> a & 1) || t->dims[d] % m->sizes[a]) continue;
-    n[d] = 1;
-    ax[d][0] = (uint8_t)a;
-    used |= 1u << a;
-    /* sometimes a second axis on the same dim (x+y) */
-    int b = (int)(rng(s) % (uint64_t)m->n_axes);
-    if (rng(s) % 3 == 0 && !(used >> b & 1) && t->dims[d] % (m->sizes[a] * m->sizes[b]) == 0) {
-      ax[d][n[d]++] = (uint8_t)b;
-      used |= 1u << b;
-    }
-  }
-  jit_sharding *sh = NULL;
-  assert_int_equal(sharding_new(m, t->rank, n, (const uint8_t(*)[JIT_MAX_MESH_AXES])ax, &sh), JIT_OK);
-  return sh;
 }
 
 /* The compiled path: the local program built into an executable, each device on a thread of its
@@ -305,12 +237,12 @@ static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const
   void **gargs = calloc(np + 1, sizeof *gargs), **gres = calloc(nr + 1, sizeof *gres);
   void **pres = calloc(nr + 1, sizeof *pres);
   for (uint32_t i = 0; i < np; i++) {
-    gargs[i] = malloc(type_bytes(ir_type_of(f, i)) + 1);
-    fill(ir_type_of(f, i), gargs[i], &s);
+    gargs[i] = malloc(sp_type_bytes(ir_type_of(f, i)) + 1);
+    sp_fill(ir_type_of(f, i), gargs[i], &s);
   }
   for (uint32_t k = 0; k < nr; k++) {
-    gres[k] = malloc(type_bytes(ir_type_of(f, f->results[k])) + 1);
-    pres[k] = calloc(1, type_bytes(ir_type_of(f, f->results[k])) + 1);
+    gres[k] = malloc(sp_type_bytes(ir_type_of(f, f->results[k])) + 1);
+    pres[k] = calloc(1, sp_type_bytes(ir_type_of(f, f->results[k])) + 1);
   }
   assert_int_equal(ir_interp(f, (const void *const *)gargs, gres), JIT_OK);
 
@@ -333,12 +265,12 @@ static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const
       const ir_type *t = ir_type_of(f, i);
       int64_t start[IR_MAX_RANK], size[IR_MAX_RANK];
       sharding_shard_box(p->param_shardings[i], t->dims, d, start, size);
-      void *b = malloc(type_bytes(ir_type_of(p->local, i)) + 1);
+      void *b = malloc(sp_type_bytes(ir_type_of(p->local, i)) + 1);
       copy_block(t, start, size, gargs[i], b, true);
       largs[d][i] = b;
     }
     for (uint32_t k = 0; k < nr; k++)
-      lres[d][k] = malloc(type_bytes(ir_type_of(p->local, p->local->results[k])) + 1);
+      lres[d][k] = malloc(sp_type_bytes(ir_type_of(p->local, p->local->results[k])) + 1);
   }
   for (int pass = 0; pass < (compiled ? 2 : 1) && ok; pass++) {
   if (pass == 0) {
@@ -356,7 +288,7 @@ static bool check_partitioned(const ir_func *f, jit_mesh *m, jit_sharding *const
     }
     char msg[128];
     snprintf(msg, sizeof msg, "%s: result %u (%s)", what, k, pass ? "compiled" : "interpreted");
-    ok = close_enough(t, pres[k], gres[k], msg);
+    ok = sp_close_enough(t, pres[k], gres[k], msg);
   }
   }
   if (!ok) {
@@ -408,10 +340,10 @@ static void test_random_programs(void **state) {
     uint32_t nr;
     ir_func *f = rp_random_program(seed, exact, &nr);
     assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
-    jit_mesh *m = make_mesh(&meshes[rng(&s) % (sizeof meshes / sizeof meshes[0])]);
+    jit_mesh *m = make_mesh(&meshes[sp_rng(&s) % (sizeof meshes / sizeof meshes[0])]);
     jit_sharding *sh[8] = {0};
     for (uint32_t a = 0; a < f->n_params; a++)
-      if (rng(&s) % 4) sh[a] = random_sharding(m, ir_type_of(f, a), &s);
+      if (sp_rng(&s) % 4) sh[a] = sp_random_sharding(m, ir_type_of(f, a), &s);
     char what[64];
     snprintf(what, sizeof what, "random program %llu", (unsigned long long)seed);
     /* compiling costs ~50 ms a program: every third one also runs compiled */
@@ -424,57 +356,16 @@ static void test_random_programs(void **state) {
 }
 
 /* Hand-picked patterns: each with every sharding of its args over 1-D and 2-D meshes. */
-static const char *const patterns[] = {
-    "func @mm(%0: f32[8,12], %1: f32[12,4]) -> f32[8,4] {\n"
-    "  %2 = dot %0, %1 contract=[1]x[0] : f32[8,4]\n  return %2\n}\n",
-    "func @bmm(%0: f32[4,8,6], %1: f32[4,6,2]) -> f32[4,8,2] {\n"
-    "  %2 = dot %0, %1 batch=[0]x[0] contract=[2]x[1] : f32[4,8,2]\n  return %2\n}\n",
-    "func @softmax(%0: f32[8,16]) -> f32[8,16] {\n"
-    "  %1 = reduce_max %0 axes=[1] : f32[8]\n"
-    "  %2 = broadcast %1 dims=[0] : f32[8,16]\n"
-    "  %3 = sub %0, %2 : f32[8,16]\n"
-    "  %4 = exp %3 : f32[8,16]\n"
-    "  %5 = reduce_sum %4 axes=[1] : f32[8]\n"
-    "  %6 = broadcast %5 dims=[0] : f32[8,16]\n"
-    "  %7 = div %4, %6 : f32[8,16]\n  return %7\n}\n",
-    "func @moves(%0: f32[8,4], %1: f32[4,8]) -> (f32[4,8], f32[2,4,4], f32[8,8], f32[4,4]) {\n"
-    "  %2 = transpose %0 perm=[1,0] : f32[4,8]\n"
-    "  %3 = add %2, %1 : f32[4,8]\n"
-    "  %4 = reshape %0 : f32[2,4,4]\n"
-    "  %5 = concat %2, %1 axis=0 : f32[8,8]\n"
-    "  %6 = slice %0 start=[2,0] limit=[6,4] stride=[1,1] : f32[4,4]\n"
-    "  return %3, %4, %5, %6\n}\n",
-    "func @rnn(%0: f32[4,8], %1: f32[6,4,8], %2: f32[8,8]) -> (f32[4,8], f32[6,4,8], f32[]) {\n"
-    "  %3 = scan %2, %0, %1 consts=1 carry=1 length=6 : (f32[4,8], f32[6,4,8]) {\n"
-    "      func @body(%0: f32[8,8], %1: f32[4,8], %2: f32[4,8]) -> (f32[4,8], f32[4,8]) {\n"
-    "        %3 = dot %1, %0 contract=[1]x[0] : f32[4,8]\n"
-    "        %4 = add %3, %2 : f32[4,8]\n"
-    "        %5 = tanh %4 : f32[4,8]\n"
-    "        return %5, %5\n"
-    "      }\n"
-    "  }\n"
-    "  %4 = get %3 index=0 : f32[4,8]\n"
-    "  %5 = get %3 index=1 : f32[6,4,8]\n"
-    "  %6 = reduce_sum %5 axes=[0,1,2] : f32[]\n"
-    "  return %4, %5, %6\n}\n",
-    "func @mlp(%0: f32[8,16], %1: f32[16,8], %2: f32[8]) -> f32[] {\n"
-    "  %3 = dot %0, %1 contract=[1]x[0] : f32[8,8]\n"
-    "  %4 = broadcast %2 dims=[1] : f32[8,8]\n"
-    "  %5 = add %3, %4 : f32[8,8]\n"
-    "  %6 = max %5, %5 : f32[8,8]\n"
-    "  %7 = reduce_sum %6 axes=[0,1] : f32[]\n  return %7\n}\n",
-};
-
 static void test_patterns(void **state) {
   (void)state;
-  for (size_t pi = 0; pi < sizeof patterns / sizeof patterns[0]; pi++) {
-    ir_func *f = parse1(patterns[pi]);
+  for (size_t pi = 0; pi < (size_t)sp_n_patterns; pi++) {
+    ir_func *f = parse1(sp_patterns[pi]);
     for (size_t mi = 0; mi < sizeof meshes / sizeof meshes[0]; mi++) {
       jit_mesh *m = make_mesh(&meshes[mi]);
       for (uint64_t trial = 0; trial < 12; trial++) {
         uint64_t s = pi * 1000 + mi * 100 + trial;
         jit_sharding *sh[8] = {0};
-        for (uint32_t a = 0; a < f->n_params; a++) sh[a] = random_sharding(m, ir_type_of(f, a), &s);
+        for (uint32_t a = 0; a < f->n_params; a++) sh[a] = sp_random_sharding(m, ir_type_of(f, a), &s);
         char what[96];
         snprintf(what, sizeof what, "@%s mesh %zu trial %llu", f->name, mi, (unsigned long long)trial);
         assert_true(check_partitioned(f, m, sh, s, trial < 3, what));

@@ -145,14 +145,72 @@ fail:
   return st;
 }
 
+/* The overlap of a source box and a destination box: its start offsets in each, its size, and
+   its element count (0: they do not meet). */
+static uint64_t box_overlap(int rank, const int64_t *sstart, const int64_t *ssize,
+                            const int64_t *dstart, const int64_t *dsize, int64_t *soff,
+                            int64_t *doff, int64_t *size) {
+  uint64_t n = 1;
+  for (int d = 0; d < rank; d++) {
+    int64_t lo = sstart[d] > dstart[d] ? sstart[d] : dstart[d];
+    int64_t hs = sstart[d] + ssize[d], hd = dstart[d] + dsize[d];
+    int64_t hi = hs < hd ? hs : hd;
+    size[d] = hi > lo ? hi - lo : 0;
+    soff[d] = lo - sstart[d];
+    doff[d] = lo - dstart[d];
+    n *= (uint64_t)size[d];
+  }
+  return n;
+}
+
+/* The first position of mesh s whose device is process proc's and holds block b, or -1. */
+static int block_holder(const jit_sharding *s, const int *blocks, int b, int proc) {
+  const jit_ctx *ctx = s->mesh->ctx;
+  for (int q = 0; q < s->mesh->n_devices; q++)
+    if (blocks[q] == b && (!ctx || s->mesh->device_ids[q] / ctx->n_local_devices == proc)) return q;
+  return -1;
+}
+
+/* Whether every process finds, among its own devices' blocks of src, all it needs to fill its
+   devices' shards of ds (then resharding needs no communication: e.g. to the same sharding, or
+   to a replicated one from one replicated on every process). The same answer on every rank: it
+   depends on the shardings alone. */
+static bool reshard_is_local(const jit_array *src, const jit_sharding *ds) {
+  const jit_sharding *ss = src->sharding;
+  int ns = ss->mesh->n_devices, n_local = ss->mesh->ctx->n_local_devices;
+  int *blocks = malloc(2 * (size_t)ns * sizeof *blocks);
+  if (!blocks) return false; /* the gathering path reports the lack of memory */
+  block_map(ss, blocks, blocks + ns);
+  bool local = true;
+  for (int p = 0; p < ds->mesh->n_devices && local; p++) {
+    int proc = ds->mesh->device_ids[p] / n_local;
+    int64_t dstart[JIT_MAX_RANK], dsize[JIT_MAX_RANK];
+    sharding_shard_box(ds, src->shape, p, dstart, dsize);
+    for (int b = 0; b < ns && local; b++) {
+      int pos = blocks[ns + b];
+      if (pos < 0) continue;
+      int64_t sstart[JIT_MAX_RANK], ssize[JIT_MAX_RANK], soff[JIT_MAX_RANK], doff[JIT_MAX_RANK];
+      int64_t size[JIT_MAX_RANK];
+      sharding_shard_box(ss, src->shape, pos, sstart, ssize);
+      if (box_overlap(src->rank, sstart, ssize, dstart, dsize, soff, doff, size) &&
+          block_holder(ss, blocks, b, proc) < 0)
+        local = false;
+    }
+  }
+  free(blocks);
+  return local;
+}
+
 /* Fills every shard of dst (committed, buffers allocated) from src, copying each destination
    box from the overlapping source blocks directly. A block the destination device already holds
-   in src is copied locally; any other comes from the block's first holder and counts as moved. */
+   in src is copied locally; any other comes from the block's first holder on this process and
+   counts as moved (every block needed must be on this process: see reshard_is_local). */
 static jit_status reshard(const jit_array *src, jit_array *dst) {
   const jit_sharding *ds = dst->sharding, *ss = src->sharding;
   size_t esize = jit_dtype_size(src->dtype);
   int rank = src->rank;
   int ns = ss ? ss->mesh->n_devices : 1;
+  int me = src->ctx ? src->ctx->process_index : 0;
   int *blocks = malloc(2 * (size_t)ns * sizeof *blocks);
   if (!blocks) return jit_error(JIT_ENOMEM, "jit_device_put: out of memory");
   int *first = blocks + ns;
@@ -183,19 +241,14 @@ static jit_status reshard(const jit_array *src, jit_array *dst) {
       } else {
         for (int d = 0; d < rank; d++) sstart[d] = 0, ssize[d] = src->shape[d];
       }
-      int64_t lo[JIT_MAX_RANK], size[JIT_MAX_RANK], soff[JIT_MAX_RANK], doff[JIT_MAX_RANK];
-      uint64_t n = 1;
-      for (int d = 0; d < rank; d++) {
-        lo[d] = sstart[d] > dstart[d] ? sstart[d] : dstart[d];
-        int64_t hs = sstart[d] + ssize[d], hd = dstart[d] + dsize[d];
-        int64_t hi = hs < hd ? hs : hd;
-        size[d] = hi > lo[d] ? hi - lo[d] : 0;
-        soff[d] = lo[d] - sstart[d];
-        doff[d] = lo[d] - dstart[d];
-        n *= (uint64_t)size[d];
-      }
+      int64_t size[JIT_MAX_RANK], soff[JIT_MAX_RANK], doff[JIT_MAX_RANK];
+      uint64_t n = box_overlap(rank, sstart, ssize, dstart, dsize, soff, doff, size);
       if (n == 0) continue;
-      int from = here >= 0 && blocks[here] == b ? here : first[b];
+      int from = here >= 0 && blocks[here] == b ? here : ss ? block_holder(ss, blocks, b, me) : 0;
+      if (from < 0) { /* reshard_is_local said otherwise: a bug, not a crash */
+        free(blocks);
+        return jit_error(JIT_EINTERNAL, "jit_device_put: block %d is not on process %d", b, me);
+      }
       const char *sbuf = ss ? src->shards[from] : src->data;
       sharding_copy_box(dst->shards[p], dlocal, doff, sbuf, slocal, soff, size, rank, esize);
       int from_dev = ss ? ss->mesh->device_ids[from] : 0;
@@ -247,7 +300,7 @@ jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array *
   uint64_t t0 = prof_begin();
   bool collective = false;
   if (a->sharding) TRY(mesh_read_access(a->sharding->mesh, who, &collective));
-  if (collective) {
+  if (collective && !reshard_is_local(a, s)) {
     /* blocks on other processes: gathered first (collective), then cut as from the host */
     jit_array whole = *a;
     whole.sharding = NULL;

@@ -18,25 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "mpi/mpi_world.h"
 #include "tjit.h"
-
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/lsan_interface.h>
-#endif
-
-enum { N_DEVICES = 4 };
-static int my_rank, n_ranks;
-static jit_ctx *dist, *ref; /* distributed, 4 / n_ranks devices per rank; one process, 4 devices */
-
-static jit_ctx *make_ctx(int distributed, int devices) {
-  jit_ctx_opts o = jit_ctx_opts_default();
-  o.n_devices = devices;
-  o.n_threads = 1;
-  o.distributed = distributed;
-  jit_ctx *c = NULL;
-  if (jit_ctx_create(&o, &c) != JIT_OK) fail_msg("jit_ctx_create: %s", jit_last_error());
-  return c;
-}
 
 static void fill(float *v, int n, uint64_t seed) { /* many magnitudes: fold order shows */
   for (int i = 0; i < n; i++) {
@@ -53,7 +36,7 @@ static void fill(float *v, int n, uint64_t seed) { /* many magnitudes: fold orde
 static jit_mesh *mesh_of(jit_ctx *c, int n_axes) {
   static const char *const names[] = {"x", "y"};
   const int64_t sizes[3][2] = {{2, 1}, {4, 1}, {2, 2}};
-  const int ends[2] = {N_DEVICES - 1, 0};
+  const int ends[2] = {MW_DEVICES - 1, 0};
   jit_mesh *m = NULL;
   if (jit_mesh_create(c, n_axes < 0 ? 1 : n_axes, sizes[n_axes < 0 ? 0 : n_axes],
                       names, n_axes < 0 ? ends : NULL, &m) != JIT_OK)
@@ -91,7 +74,7 @@ static void run_mm(jit_ctx *c, int n_axes, const char *a_spec, const char *b_spe
   jit_fn_opts o = {.name = "mm", .n_args = 2, .n_results = 1};
   assert_int_equal(jit_compile(c, mm_body, NULL, &o, &f), JIT_OK);
   jit_array *r = NULL;
-  if (jit_call(f, args, &r) != JIT_OK) fail_msg("rank %d: %s", my_rank, jit_last_error());
+  if (jit_call(f, args, &r) != JIT_OK) fail_msg("rank %d: %s", mw_rank, jit_last_error());
   if (jit_array_to_host(r, out, M * N * sizeof *out) != JIT_OK) fail_msg("%s", jit_last_error());
   jit_array_free(r);
   jit_array_free(args[0]);
@@ -104,11 +87,11 @@ static void check_mm(int n_axes, const char *a_spec, const char *b_spec) {
   float a[M * K], b[K * N], want[M * N], got[M * N];
   fill(a, M * K, 1);
   fill(b, K * N, 2);
-  run_mm(ref, n_axes, a_spec, b_spec, a, b, want);
-  run_mm(dist, n_axes, a_spec, b_spec, a, b, got);
+  run_mm(mw_ref, n_axes, a_spec, b_spec, a, b, want);
+  run_mm(mw_dist, n_axes, a_spec, b_spec, a, b, got);
   if (memcmp(want, got, sizeof want) != 0)
     fail_msg("rank %d of %d: the matmul over %d axes (%s x %s) differs from one process's",
-             my_rank, n_ranks, n_axes, a_spec, b_spec);
+             mw_rank, mw_ranks, n_axes, a_spec, b_spec);
 }
 
 static void test_matmul_contracted(void **state) {
@@ -152,8 +135,8 @@ static void run_sm(jit_ctx *c, bool process_local, const float *x, float *out) {
   if (process_local) { /* this process's rows only: its devices' blocks, in device order */
     jit_sharding *s = NULL;
     assert_int_equal(jit_sharding_create(u.m, "x,_", &s), JIT_OK);
-    int per = R / n_ranks;
-    if (jit_array_from_process_local(s, JIT_F32, 2, (const int64_t[]){R, C}, x + my_rank * per * C,
+    int per = R / mw_ranks;
+    if (jit_array_from_process_local(s, JIT_F32, 2, (const int64_t[]){R, C}, x + mw_rank * per * C,
                                      (size_t)per * C * sizeof *x, &arg) != JIT_OK)
       fail_msg("%s", jit_last_error());
     jit_sharding_free(s);
@@ -164,7 +147,7 @@ static void run_sm(jit_ctx *c, bool process_local, const float *x, float *out) {
   jit_fn_opts o = {.name = "sm", .n_args = 1, .n_results = 3};
   assert_int_equal(jit_compile(c, sm_outer, &u, &o, &f), JIT_OK);
   jit_array *r[3] = {NULL, NULL, NULL};
-  if (jit_call(f, &arg, r) != JIT_OK) fail_msg("rank %d: %s", my_rank, jit_last_error());
+  if (jit_call(f, &arg, r) != JIT_OK) fail_msg("rank %d: %s", mw_rank, jit_last_error());
   assert_int_equal(jit_array_to_host(r[0], out, C * sizeof *out), JIT_OK);
   assert_int_equal(jit_array_to_host(r[1], out + C, R / 4 * C * sizeof *out), JIT_OK);
   assert_int_equal(jit_array_to_host(r[2], out + C + R / 4 * C, R * C * sizeof *out), JIT_OK);
@@ -179,15 +162,15 @@ static void test_shard_map_collectives(void **state) {
   enum { OUT = C + R / 4 * C + R * C };
   float x[R * C], want[OUT], got[OUT], local[OUT];
   fill(x, R * C, 3);
-  run_sm(ref, false, x, want);
-  run_sm(dist, false, x, got);
-  run_sm(dist, true, x, local);
+  run_sm(mw_ref, false, x, want);
+  run_sm(mw_dist, false, x, got);
+  run_sm(mw_dist, true, x, local);
   if (memcmp(want, got, sizeof want) != 0)
-    fail_msg("rank %d of %d: shard_map's psum/pmean/all_gather differ from one process's", my_rank,
-             n_ranks);
+    fail_msg("rank %d of %d: shard_map's psum/pmean/all_gather differ from one process's", mw_rank,
+             mw_ranks);
   if (memcmp(want, local, sizeof want) != 0)
-    fail_msg("rank %d of %d: from process-local data, shard_map's results differ", my_rank,
-             n_ranks);
+    fail_msg("rank %d of %d: from process-local data, shard_map's results differ", mw_rank,
+             mw_ranks);
 }
 
 /* ---- placement across processes ------------------------------------------------------------ */
@@ -195,8 +178,8 @@ static void test_reshard_across_processes(void **state) {
   (void)state;
   float x[R * C], back[R * C];
   fill(x, R * C, 4);
-  jit_mesh *m = mesh_of(dist, 1);
-  jit_array *rows = put(dist, m, "x,_", 2, (const int64_t[]){R, C}, x), *cols = NULL;
+  jit_mesh *m = mesh_of(mw_dist, 1);
+  jit_array *rows = put(mw_dist, m, "x,_", 2, (const int64_t[]){R, C}, x), *cols = NULL;
   jit_sharding *s = NULL;
   assert_int_equal(jit_sharding_create(m, "_,_", &s), JIT_OK);
   /* every block of rows lives on one process: replicating it moves data between them */
@@ -206,9 +189,9 @@ static void test_reshard_across_processes(void **state) {
   memset(back, 0, sizeof back);
   assert_int_equal(jit_array_to_host(rows, back, sizeof back), JIT_OK);
   assert_memory_equal(back, x, sizeof x);
-  assert_int_equal(jit_device_count(dist), N_DEVICES);
-  assert_int_equal(jit_process_count(dist), n_ranks);
-  assert_int_equal(jit_process_index(dist), my_rank);
+  assert_int_equal(jit_device_count(mw_dist), MW_DEVICES);
+  assert_int_equal(jit_process_count(mw_dist), mw_ranks);
+  assert_int_equal(jit_process_index(mw_dist), mw_rank);
   /* the process-local data must be exactly this process's blocks */
   jit_array *bad = NULL;
   assert_int_equal(jit_array_from_process_local(s, JIT_F32, 2, (const int64_t[]){R, C}, x, 4, &bad),
@@ -223,12 +206,12 @@ static void test_reshard_across_processes(void **state) {
   jit_mesh *m0 = NULL;
   jit_array *on0 = NULL;
   static const char *const names[1] = {"x"};
-  assert_int_equal(jit_mesh_create(dist, 1, (const int64_t[]){1}, names, (const int[]){0}, &m0),
+  assert_int_equal(jit_mesh_create(mw_dist, 1, (const int64_t[]){1}, names, (const int[]){0}, &m0),
                    JIT_OK);
-  on0 = put(dist, m0, "_,_", 2, (const int64_t[]){R, C}, x);
+  on0 = put(mw_dist, m0, "_,_", 2, (const int64_t[]){R, C}, x);
   memset(back, 0, sizeof back);
   jit_status st = jit_array_to_host(on0, back, sizeof back);
-  if (my_rank == 0) {
+  if (mw_rank == 0) {
     assert_int_equal(st, JIT_OK);
     assert_memory_equal(back, x, sizeof x);
   } else {
@@ -242,7 +225,7 @@ static void test_reshard_across_processes(void **state) {
 /* ---- faults ------------------------------------------------------------------------------------ */
 static jit_ctx *fault_ctx(const char *timeout_s) {
   setenv("TJIT_COLLECTIVE_TIMEOUT_S", timeout_s, 1);
-  jit_ctx *c = make_ctx(1, N_DEVICES / n_ranks);
+  jit_ctx *c = mw_ctx(1, MW_DEVICES / mw_ranks);
   unsetenv("TJIT_COLLECTIVE_TIMEOUT_S");
   return c;
 }
@@ -278,7 +261,7 @@ static void check_call_works(mm_call *k) {
   MPI_Barrier(MPI_COMM_WORLD);
   jit_array *r = NULL;
   if (jit_call(k->f, (jit_array *[]){k->a, k->b}, &r) != JIT_OK)
-    fail_msg("rank %d: the call after the fault: %s", my_rank, jit_last_error());
+    fail_msg("rank %d: the call after the fault: %s", mw_rank, jit_last_error());
   float out[M * N];
   assert_int_equal(jit_array_to_host(r, out, sizeof out), JIT_OK);
   jit_array_free(r);
@@ -286,9 +269,9 @@ static void check_call_works(mm_call *k) {
 
 static void expect_failure(jit_status st, jit_status want, const char *needle, const char *what) {
   if (st != want || !strstr(jit_last_error(), needle))
-    fail_msg("rank %d, %s: got %s \"%s\", wanted %s with \"%s\"", my_rank, what,
+    fail_msg("rank %d, %s: got %s \"%s\", wanted %s with \"%s\"", mw_rank, what,
              jit_status_str(st), jit_last_error(), jit_status_str(want), needle);
-  if (my_rank < 2) print_message("[rank %d] %s: %s\n", my_rank, what, jit_last_error());
+  if (mw_rank < 2) print_message("[rank %d] %s: %s\n", mw_rank, what, jit_last_error());
 }
 
 typedef enum {
@@ -298,8 +281,8 @@ typedef enum {
 } fault_kind;
 
 static void run_fault(fault_kind kind) {
-  if (n_ranks < 2) skip();
-  int odd = kind == FAULT_LATE ? n_ranks - 1 : 1; /* the rank that misbehaves */
+  if (mw_ranks < 2) skip();
+  int odd = kind == FAULT_LATE ? mw_ranks - 1 : 1; /* the rank that misbehaves */
   jit_ctx *c = fault_ctx(kind == FAULT_LATE ? "1" : "60");
   mm_call k;
   mm_call_open(c, &k);
@@ -307,19 +290,19 @@ static void run_fault(fault_kind kind) {
      others' compile times on a loaded host (which once let it arrive within the bound) */
   check_call_works(&k);
   jit_array *args[2] = {k.a, k.b}, *r = NULL;
-  if (my_rank == odd && kind == FAULT_NULL_ARG) args[0] = NULL;
-  if (my_rank == odd && kind == FAULT_OTHER_SHAPE) args[0] = k.a_wide;
+  if (mw_rank == odd && kind == FAULT_NULL_ARG) args[0] = NULL;
+  if (mw_rank == odd && kind == FAULT_OTHER_SHAPE) args[0] = k.a_wide;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (my_rank == odd && kind == FAULT_LATE) nanosleep(&(struct timespec){2, 500000000}, NULL);
+  if (mw_rank == odd && kind == FAULT_LATE) nanosleep(&(struct timespec){2, 500000000}, NULL);
   jit_status st = jit_call(k.f, args, &r);
   assert_null(r);
   char needle[96];
   if (kind == FAULT_NULL_ARG) {
-    snprintf(needle, sizeof needle, "%s", my_rank == odd ? "NULL" : "process 1 failed");
+    snprintf(needle, sizeof needle, "%s", mw_rank == odd ? "NULL" : "process 1 failed");
     expect_failure(st, JIT_EINVAL, needle, "a rank that fails");
   } else if (kind == FAULT_LATE) {
     snprintf(needle, sizeof needle, "for process %d, which has not arrived", odd);
-    expect_failure(st, JIT_EIO, my_rank == odd ? "failed: " : needle, "a rank that never arrives");
+    expect_failure(st, JIT_EIO, mw_rank == odd ? "failed: " : needle, "a rank that never arrives");
   } else {
     expect_failure(st, JIT_EINVAL, "process 1 calls it with another signature than process 0",
                    "mismatched signatures");
@@ -345,54 +328,15 @@ static void test_mismatched_signatures(void **state) {
 }
 
 int main(void) {
-  /* tjit initializes MPI with the first distributed context and finalizes it with the last */
-  jit_ctx_opts o = jit_ctx_opts_default();
-  o.distributed = 1;
-  int inited = 0;
-  MPI_Initialized(&inited);
-  if (inited) return 1;
-  /* the device count per rank depends on the rank count: a context of 1 device finds it */
-  jit_ctx *probe = NULL;
-  o.n_devices = 1;
-  o.n_threads = 1;
-  if (jit_ctx_create(&o, &probe) != JIT_OK) {
-    fprintf(stderr, "test_mpi_dist: %s\n", jit_last_error());
-    return 1;
-  }
-  my_rank = jit_process_index(probe);
-  n_ranks = jit_process_count(probe);
-  int failed = 1;
-  if (N_DEVICES % n_ranks != 0) {
-    fprintf(stderr, "test_mpi_dist: needs 1, 2 or 4 ranks\n");
-  } else {
-    o.n_devices = N_DEVICES / n_ranks;
-    o.n_threads = 1;
-    if (jit_ctx_create(&o, &dist) == JIT_OK) {
-      ref = make_ctx(0, N_DEVICES);
-      const struct CMUnitTest tests[] = {
-          cmocka_unit_test(test_matmul_contracted),
-          cmocka_unit_test(test_matmul_grid),
-          cmocka_unit_test(test_matmul_some_devices),
-          cmocka_unit_test(test_shard_map_collectives),
-          cmocka_unit_test(test_reshard_across_processes),
-          cmocka_unit_test(test_rank_fails),
-          cmocka_unit_test(test_rank_never_arrives),
-          cmocka_unit_test(test_mismatched_signatures),
-      };
-      failed = cmocka_run_group_tests(tests, NULL, NULL);
-      jit_ctx_destroy(ref);
-      jit_ctx_destroy(dist);
-    }
-  }
-  /* a rank that failed must not leave the others waiting in MPI_Finalize */
-  if (failed) MPI_Abort(MPI_COMM_WORLD, 1);
-#ifdef __SANITIZE_ADDRESS__
-  /* tjit's leaks, checked now (and not again at exit): MPI_Finalize unloads Open MPI's components,
-     whose own leftovers LeakSanitizer could then neither attribute nor suppress */
-  __lsan_do_leak_check();
-#endif
-  jit_ctx_destroy(probe); /* the last distributed context: finalizes MPI */
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  return finalized ? 0 : 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matmul_contracted),
+      cmocka_unit_test(test_matmul_grid),
+      cmocka_unit_test(test_matmul_some_devices),
+      cmocka_unit_test(test_shard_map_collectives),
+      cmocka_unit_test(test_reshard_across_processes),
+      cmocka_unit_test(test_rank_fails),
+      cmocka_unit_test(test_rank_never_arrives),
+      cmocka_unit_test(test_mismatched_signatures),
+  };
+  return mw_main("test_mpi_dist", 3, tests, sizeof tests / sizeof tests[0]);
 }
