@@ -142,7 +142,8 @@ size_t cg_matmul_scratch_bytes(const cg_matmul_desc *d);
 jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_desc *d);
 
 /* The precompiled core's plan for d (gemm_core.h), when the core runs it: f32 or f64 operands
-   and output, 32-byte vectors (the core's tile), one stride per batch, M, N and K group, not a conv's lhs view. */
+   and output, 32-byte vectors (the core's tile), one stride per batch, M, N and K group, not a
+   conv's lhs view. */
 bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out);
 /* Adds `void NAME(void *const *bufs, int64_t row_begin, int64_t row_end)` as cg_matmul_emit does,
    as a call of the precompiled core with d's plan and d's epilogue emitted per tile (NAME.epi):
