@@ -26,44 +26,31 @@ bool gemm_core_runs_here(void) {
 /* Packers, as the generated ones: the rhs KC x NC panel into NR-wide strips (strip j0 at
    j0 * kc, row k of it at k * NR), the lhs MC x KC block into MR-tall strips (strip i0 at
    i0 * kc, column k at k * MR); edges zero-padded so the micro-kernel always runs whole tiles.
-   src is the panel's (block's) first element. Both have a contiguous case (a row of the strip is
-   one run of memory) and a transposed one (the strip's other dim is contiguous: read along it). */
-#define DEFINE_PACKERS(T, SUF, NR)                                                                 \
-  CORE static void pack_rhs_##SUF(T *restrict dst, const T *restrict src, int64_t ks, int64_t ns,  \
-                                  int64_t kc, int64_t nc) {                                        \
-    for (int64_t j0 = 0; j0 < nc; j0 += NR, dst += kc * NR) {                                      \
-      int64_t w = min64(NR, nc - j0);                                                              \
-      const T *s = src + j0 * ns;                                                                  \
-      if (w == NR && ns == 1) {                                                                    \
-        for (int64_t k = 0; k < kc; k++) memcpy(dst + k * NR, s + k * ks, NR * sizeof(T));         \
+   One packer does both: `n` elements across the strips at stride `ws`, kc along them at stride
+   `ks`, strips W wide. src is the panel's (block's) first element. A contiguous case (a row of
+   the strip is one run of memory) and a transposed one (read along k instead). */
+#define DEFINE_PACKER(T, NAME, W)                                                                  \
+  CORE static void NAME(T *restrict dst, const T *restrict src, int64_t ws, int64_t ks,            \
+                        int64_t kc, int64_t n) {                                                   \
+    for (int64_t j0 = 0; j0 < n; j0 += W, dst += kc * W) {                                         \
+      int64_t w = min64(W, n - j0);                                                                \
+      const T *s = src + j0 * ws;                                                                  \
+      if (w == W && ws == 1) {                                                                     \
+        for (int64_t k = 0; k < kc; k++) memcpy(dst + k * W, s + k * ks, W * sizeof(T));           \
       } else if (ks == 1) {                                                                        \
-        for (int64_t j = 0; j < NR; j++)                                                           \
-          for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = j < w ? s[j * ns + k] : 0;            \
+        for (int64_t j = 0; j < W; j++)                                                            \
+          for (int64_t k = 0; k < kc; k++) dst[k * W + j] = j < w ? s[j * ws + k] : 0;             \
       } else {                                                                                     \
         for (int64_t k = 0; k < kc; k++)                                                           \
-          for (int64_t j = 0; j < NR; j++) dst[k * NR + j] = j < w ? s[k * ks + j * ns] : 0;       \
-      }                                                                                            \
-    }                                                                                              \
-  }                                                                                                \
-  CORE static void pack_lhs_##SUF(T *restrict dst, const T *restrict src, int64_t ms, int64_t ks,  \
-                                  int64_t kc, int64_t mc) {                                        \
-    for (int64_t i0 = 0; i0 < mc; i0 += MR, dst += kc * MR) {                                      \
-      int64_t h = min64(MR, mc - i0);                                                              \
-      const T *s = src + i0 * ms;                                                                  \
-      if (h == MR && ms == 1) {                                                                    \
-        for (int64_t k = 0; k < kc; k++) memcpy(dst + k * MR, s + k * ks, MR * sizeof(T));         \
-      } else if (ks == 1) {                                                                        \
-        for (int64_t i = 0; i < MR; i++)                                                           \
-          for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = i < h ? s[i * ms + k] : 0;            \
-      } else {                                                                                     \
-        for (int64_t k = 0; k < kc; k++)                                                           \
-          for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = i < h ? s[i * ms + k * ks] : 0;       \
+          for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? s[k * ks + j * ws] : 0;         \
       }                                                                                            \
     }                                                                                              \
   }
 
-DEFINE_PACKERS(float, f32, 16)
-DEFINE_PACKERS(double, f64, 8)
+DEFINE_PACKER(float, pack_rhs_f32, 16)
+DEFINE_PACKER(float, pack_lhs_f32, MR)
+DEFINE_PACKER(double, pack_rhs_f64, 8)
+DEFINE_PACKER(double, pack_lhs_f64, MR)
 
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in
@@ -153,7 +140,7 @@ DEFINE_TILE(double, f64, 8)
           int64_t kc = min64(p->kc, p->K - pc);                                                    \
           int first = pc == 0;                                                                     \
           gemm_core_epi last_epi = pc + p->kc >= p->K ? epi : NULL;                                \
-          pack_rhs_##SUF(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ks, p->rhs_ns, kc,    \
+          pack_rhs_##SUF(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,    \
                          nc);                                                                      \
           for (int64_t ic = m0; ic < m1; ic += p->mc) {                                            \
             int64_t mc = min64(p->mc, m1 - ic);                                                    \
