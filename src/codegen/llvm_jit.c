@@ -358,8 +358,9 @@ static LLVMErrorRef define_library_symbols(cg_jit *jit, LLVMOrcJITDylibRef jd) {
   return e;
 }
 
-/* A JITDylib that resolves process symbols (libc, libm) and defines nothing yet: a spare one when
-   there is one, else a new, uniquely named one. */
+/* A JITDylib that resolves process symbols (libc, libm) and the library's (define_library_symbols)
+   and holds no signature's code yet: a spare one when there is one, else a new, uniquely named
+   one. */
 static jit_status dylib_take(cg_jit *jit, cg_dylib **out) {
   LLVMOrcDefinitionGeneratorRef gen = NULL;
   LLVMErrorRef e;
