@@ -1285,9 +1285,9 @@ bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
   }
   /* one stride per index group: the core's packers walk one dim each; a conv's view has more
      (and padding bounds), its packer is generated */
-  if ((p.dt != JIT_F32 && p.dt != JIT_F64) || p.out_dt != p.dt || d->lhs_view || p.bat.n > 1 ||
-      p.m.n > 1 ||
-      p.n.n > 1 || p.k.n > 1 || d->vec_bytes != GEMM_CORE_VECTOR_BYTES || p.mr != GEMM_CORE_MR ||
+  if ((p.dt != JIT_F32 && p.dt != JIT_F64) || p.out_dt != p.dt || d->lhs_view ||
+      p.bat.n > 1 || p.m.n > 1 || p.n.n > 1 || p.k.n > 1 ||
+      d->vec_bytes != GEMM_CORE_VECTOR_BYTES || p.mr != GEMM_CORE_MR ||
       p.nr != GEMM_CORE_NR((int)csize(p.dt)))
     return false;
   *out = (gemm_core_plan){
