@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/gemm_core.h"
 #include "codegen/llvm_jit.h"
 #include "codegen/matmul.h"
 #include "ir/ir.h"
@@ -28,6 +30,7 @@ typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end)
 static cg_jit *g_jit;
 static int g_vec_bytes; /* the register tile's vector size under test; 0: the target's */
 static int g_core_checks; /* kernels of the precompiled core checked against generated ones */
+static int g_team_checks; /* of them, run by a team sharing its packed rhs (gemm_core.h) */
 static bool g_core_expected; /* a group ran where the core's kernels are checked */
 
 /* The vector size of the target the JIT generates for ($TJIT_CPU, $TJIT_VECTOR_WIDTH). */
@@ -108,6 +111,58 @@ static void build_core(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
     assert_int_equal(build_with(cg_matmul_core_emit, d, lib, fn), JIT_OK);
 }
 
+typedef struct team_thread {
+  kernel_fn fn;
+  void **bufs;
+  void *area;
+  int64_t lo, hi;
+} team_thread;
+
+static void *team_thread_run(void *arg) {
+  team_thread *t = arg;
+  gemm_core_join_team(t->area);
+  t->fn(t->bufs, t->lo, t->hi);
+  gemm_core_join_team(NULL);
+  return NULL;
+}
+
+/* Where d's plan takes a team: its kernel fn gives `want` (in bufs[out] = got) when two rows
+   ranges share one packed rhs, run one after the other on this thread (a nested pool job) and
+   on two threads at once (each with its own scratch). */
+static void check_team_same(const cg_matmul_desc *d, kernel_fn fn, void **bufs, void *got,
+                            const void *want, size_t ob, int64_t rows) {
+  gemm_core_plan cp;
+  size_t flags = 0, tb = 0;
+  if (cg_matmul_core_plan(d, &cp))
+    tb = gemm_core_team_bytes(&cp, (int)jit_dtype_size(d->lhs.dtype), &flags);
+  if (!tb) return;
+  g_team_checks++;
+  void *area = aligned_alloc(64, (tb + 63) / 64 * 64);
+  size_t sb = (cg_matmul_scratch_bytes(d) + 63) / 64 * 64;
+  void *scratch2 = aligned_alloc(64, sb ? sb : 64), *bufs2[16];
+  assert_true(area && scratch2 && flags > 0 && flags < tb && d->scratch_buf < 16);
+  int64_t r1 = rows / 2 + 1 < rows ? rows / 2 + 1 : rows;
+  memset(area, 0, flags);
+  memset(got, 0xEF, ob);
+  team_thread first = {fn, bufs, area, r1, rows}, second = {fn, bufs, area, 0, r1};
+  team_thread_run(&first);
+  team_thread_run(&second);
+  assert_memory_equal(got, want, ob);
+  memset(area, 0x5A, tb); /* claims zeroed, the panel garbage */
+  memset(area, 0, flags);
+  memset(got, 0xEF, ob);
+  for (int i = 0; i <= d->scratch_buf; i++) bufs2[i] = bufs[i];
+  bufs2[d->scratch_buf] = scratch2;
+  second.bufs = bufs2;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, team_thread_run, &second), 0);
+  team_thread_run(&first);
+  pthread_join(th, NULL);
+  assert_memory_equal(got, want, ob);
+  free(area);
+  free(scratch2);
+}
+
 /* The core's kernel for d gives the generated kernel's output `want` (ob bytes of bufs[out]) bit
    for bit, over all rows and over two row ranges split at a tile-unaligned row. */
 static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const void *want,
@@ -128,6 +183,7 @@ static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const
   fn(bufs, r1, rows);
   fn(bufs, 0, r1);
   assert_memory_equal(got, want, ob);
+  check_team_same(d, fn, bufs, got, want, ob, rows);
   bufs[out] = saved;
   free(got);
   cg_dylib_free(lib);
@@ -379,6 +435,19 @@ static void test_primes_and_blocks(void **state) {
       {97, 89, 101}, {65, 1025, 33}, {131, 2051, 67}, {9, 40, 1061}};
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
     mcase c = mat(JIT_F32, shapes[i][0], shapes[i][1], shapes[i][2]);
+    run_case(&c);
+  }
+}
+
+/* The core's team (gemm_core.h) over groups, panels and K blocks: K past one block (a shorter
+   second block), N across one group of strips and past one panel, f32 and f64. */
+static void test_team_shapes(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{13, 2100, 70}, {20, 30, 600}, {31, 4500, 150}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    mcase c = mat(JIT_F32, shapes[i][0], shapes[i][1], shapes[i][2]);
+    run_case(&c);
+    c = mat(JIT_F64, shapes[i][0], shapes[i][1], shapes[i][2]);
     run_case(&c);
   }
 }
@@ -756,6 +825,7 @@ int main(void) {
   const struct CMUnitTest tiles[] = {
       cmocka_unit_test(test_small_shapes), cmocka_unit_test(test_primes_and_blocks),
       cmocka_unit_test(test_large),        cmocka_unit_test(test_layouts),
+      cmocka_unit_test(test_team_shapes),
       cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_epilogue),
   };
   static const struct {
@@ -769,8 +839,9 @@ int main(void) {
     failed += cmocka_run_group_tests_name(widths[w].name, tiles, setup, teardown);
   }
   g_vec_bytes = 0;
-  if (g_core_expected && g_core_checks < 20) { /* the 32-byte tile's f32/f64 cases */
-    fprintf(stderr, "only %d kernels of the precompiled core were checked\n", g_core_checks);
+  if (g_core_expected && (g_core_checks < 20 || g_team_checks < 10)) { /* 32-byte f32/f64 */
+    fprintf(stderr, "only %d kernels of the precompiled core were checked, %d of them in teams\n",
+            g_core_checks, g_team_checks);
     failed++;
   }
   const struct CMUnitTest target[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};

@@ -8,6 +8,8 @@
 #include "codegen/gemm_core.h"
 
 #include <immintrin.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define CORE __attribute__((target("avx2,fma")))
@@ -27,30 +29,121 @@ bool gemm_core_runs_here(void) {
    j0 * kc, row k of it at k * NR), the lhs MC x KC block into MR-tall strips (strip i0 at
    i0 * kc, column k at k * MR); edges zero-padded so the micro-kernel always runs whole tiles.
    One packer does both: `n` elements across the strips at stride `ws`, kc along them at stride
-   `ks`, strips W wide. src is the panel's (block's) first element. A contiguous case (a row of
-   the strip is one run of memory) and a transposed one (read along k instead). */
-#define DEFINE_PACKER(T, NAME, W)                                                                  \
-  CORE static void NAME(T *restrict dst, const T *restrict src, int64_t ws, int64_t ks,            \
-                        int64_t kc, int64_t n) {                                                   \
-    for (int64_t j0 = 0; j0 < n; j0 += W, dst += kc * W) {                                         \
-      int64_t w = min64(W, n - j0);                                                                \
-      const T *s = src + j0 * ws;                                                                  \
-      if (w == W && ws == 1) {                                                                     \
-        for (int64_t k = 0; k < kc; k++) memcpy(dst + k * W, s + k * ks, W * sizeof(T));           \
-      } else if (ks == 1) {                                                                        \
-        for (int64_t j = 0; j < W; j++)                                                            \
-          for (int64_t k = 0; k < kc; k++) dst[k * W + j] = j < w ? s[j * ws + k] : 0;             \
-      } else {                                                                                     \
-        for (int64_t k = 0; k < kc; k++)                                                           \
-          for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? s[k * ks + j * ws] : 0;         \
-      }                                                                                            \
+   `ks`, strips W wide. src is the panel's (block's) first element.
+   Three cases by the source's layout. Rows along the strips (ws == 1): each of the kc rows is
+   read once, front to back, and dealt out to the strips; reading a strip at a time touched a new
+   row, so a new page, on every access, and was a tenth of a large GEMM's time. Strips along k
+   (ks == 1, a transposed operand): 8 x 8 (f32) or 4 x 4 (f64) blocks transposed in registers.
+   Anything else element by element. */
+#define DEFINE_PACK_ROWS(T, NAME, W)                                                               \
+  CORE static void NAME(T *restrict dst, const T *restrict src, int64_t ks, int64_t kc,           \
+                        int64_t n) {                                                               \
+    int64_t full = n - n % W;                                                                      \
+    for (int64_t k = 0; k < kc; k++) {                                                             \
+      const T *s = src + k * ks;                                                                   \
+      T *d = dst + k * W;                                                                          \
+      for (int64_t j0 = 0; j0 < full; j0 += W) memcpy(d + j0 * kc, s + j0, W * sizeof(T));        \
+      if (full < n)                                                                                \
+        for (int64_t j = 0; j < W; j++) d[full * kc + j] = j < n - full ? s[full + j] : 0;         \
     }                                                                                              \
   }
 
-DEFINE_PACKER(float, pack_rhs_f32, 16)
-DEFINE_PACKER(float, pack_lhs_f32, MR)
-DEFINE_PACKER(double, pack_rhs_f64, 8)
-DEFINE_PACKER(double, pack_lhs_f64, MR)
+DEFINE_PACK_ROWS(float, pack_rows_f32_16, 16)
+DEFINE_PACK_ROWS(float, pack_rows_f32_6, MR)
+DEFINE_PACK_ROWS(double, pack_rows_f64_8, 8)
+DEFINE_PACK_ROWS(double, pack_rows_f64_6, MR)
+
+/* r[j] = row j (8 floats along k) in, r[i] = column i out (element j from row j). */
+CORE static inline void transpose8_f32(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* The same for 4 x 4 doubles. */
+CORE static inline void transpose4_f64(__m256d r[4]) {
+  __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+  __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+  r[0] = _mm256_permute2f128_pd(t0, t2, 0x20), r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+/* Whole strips of a transposed source, k in steps of the transpose (the rest of kc after them
+   element by element): f32 strips of 16 are two 8-row blocks, of MR = 6 one block with two rows
+   of zeros whose columns are stored 4 + 2 wide (an 8-wide store would run past the block). */
+CORE static int64_t pack_cols_f32(float *restrict dst, const float *restrict s, int64_t ws,
+                                  int64_t kc, int W) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int h = 0; h < W; h += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; j++)
+        r[j] = h + j < W ? _mm256_loadu_ps(s + (h + j) * ws + k) : _mm256_setzero_ps();
+      transpose8_f32(r);
+      for (int i = 0; i < 8; i++) {
+        float *d = dst + (k + i) * W + h;
+        if (W == 16) {
+          _mm256_storeu_ps(d, r[i]);
+        } else {
+          _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));
+          _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[i], 1));
+        }
+      }
+    }
+  return k;
+}
+
+CORE static int64_t pack_cols_f64(double *restrict dst, const double *restrict s, int64_t ws,
+                                  int64_t kc, int W) {
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4)
+    for (int h = 0; h < W; h += 4) {
+      if (W - h == 2) { /* MR = 6: rows 4 and 5, two by two */
+        __m256d a = _mm256_loadu_pd(s + h * ws + k), b = _mm256_loadu_pd(s + (h + 1) * ws + k);
+        __m256d lo = _mm256_unpacklo_pd(a, b), hi = _mm256_unpackhi_pd(a, b);
+        _mm_storeu_pd(dst + k * W + h, _mm256_castpd256_pd128(lo));
+        _mm_storeu_pd(dst + (k + 1) * W + h, _mm256_castpd256_pd128(hi));
+        _mm_storeu_pd(dst + (k + 2) * W + h, _mm256_extractf128_pd(lo, 1));
+        _mm_storeu_pd(dst + (k + 3) * W + h, _mm256_extractf128_pd(hi, 1));
+        continue;
+      }
+      __m256d r[4];
+      for (int j = 0; j < 4; j++) r[j] = _mm256_loadu_pd(s + (h + j) * ws + k);
+      transpose4_f64(r);
+      for (int i = 0; i < 4; i++) _mm256_storeu_pd(dst + (k + i) * W + h, r[i]);
+    }
+  return k;
+}
+
+#define DEFINE_PACKER(T, NAME, W, ROWS, COLS)                                                      \
+  CORE static void NAME(T *restrict dst, const T *restrict src, int64_t ws, int64_t ks,            \
+                        int64_t kc, int64_t n) {                                                   \
+    if (ws == 1) {                                                                                 \
+      ROWS(dst, src, ks, kc, n);                                                                   \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int64_t j0 = 0; j0 < n; j0 += W, dst += kc * W) {                                         \
+      int64_t w = min64(W, n - j0), k = 0;                                                         \
+      const T *s = src + j0 * ws;                                                                  \
+      if (ks == 1 && w == W) k = COLS(dst, s, ws, kc, W);                                          \
+      for (; k < kc; k++)                                                                          \
+        for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? s[j * ws + k * ks] : 0;          \
+    }                                                                                              \
+  }
+
+DEFINE_PACKER(float, pack_rhs_f32, 16, pack_rows_f32_16, pack_cols_f32)
+DEFINE_PACKER(float, pack_lhs_f32, MR, pack_rows_f32_6, pack_cols_f32)
+DEFINE_PACKER(double, pack_rhs_f64, 8, pack_rows_f64_8, pack_cols_f64)
+DEFINE_PACKER(double, pack_lhs_f64, MR, pack_rows_f64_6, pack_cols_f64)
 
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in
@@ -119,9 +212,89 @@ DEFINE_MICROKERNEL(double, f64, __m256d, 4, _mm256_setzero_pd, _mm256_load_pd, _
 DEFINE_TILE(float, f32, 16)
 DEFINE_TILE(double, f64, 8)
 
+/* ---- teams (gemm_core.h) ---- */
+
+enum {
+  TEAM_GROUP_BYTES = 512,     /* of an rhs row per claim: 8 strips, whole cache lines of a row */
+  TEAM_MAX_BYTES = 64 << 20,  /* above it each thread packs panels for itself, as alone */
+  CLAIM_FREE = 0, CLAIM_PACKING = 1, CLAIM_PACKED = 2,
+};
+
+static _Thread_local void *core_team;
+
+void gemm_core_join_team(void *area) { core_team = area; }
+
+/* The team area's layout for p: K blocks of groups of strips, each group `group` strips of
+   kce x NR elements (the last K block's strips are shorter, laid out at its own kc). */
+typedef struct team_layout {
+  int64_t n_kb, n_groups, group, kce, nr;
+  size_t flag_bytes, bytes;
+} team_layout;
+
+static bool team_layout_of(const gemm_core_plan *p, int es, team_layout *t) {
+  if (p->B != 1 || p->M <= 0 || p->N <= 0 || p->K <= 0 || p->kc <= 0 || (es != 4 && es != 8))
+    return false;
+  t->nr = GEMM_CORE_NR(es);
+  t->group = TEAM_GROUP_BYTES / (t->nr * es);
+  t->kce = min64(p->kc, p->K);
+  t->n_kb = (p->K + p->kc - 1) / p->kc;
+  int64_t n_strips = (p->N + t->nr - 1) / t->nr;
+  t->n_groups = (n_strips + t->group - 1) / t->group;
+  double panel = (double)t->n_kb * (double)t->n_groups * (double)t->group * (double)t->kce *
+                 (double)t->nr * es;
+  t->flag_bytes = ((size_t)(t->n_kb * t->n_groups) * sizeof(atomic_int) + 63) / 64 * 64;
+  if (panel + (double)t->flag_bytes > TEAM_MAX_BYTES) return false;
+  t->bytes = t->flag_bytes + (size_t)panel;
+  return true;
+}
+
+size_t gemm_core_team_bytes(const gemm_core_plan *p, int elem_bytes, size_t *flag_bytes) {
+  team_layout t;
+  *flag_bytes = 0;
+  if (!team_layout_of(p, elem_bytes, &t)) return 0;
+  *flag_bytes = t.flag_bytes;
+  return t.bytes;
+}
+
+/* true: this thread claimed the group (free until now) and packs it, then calls team_done.
+   false: the group is packed, by another thread, waited for here if it was packing it (a
+   claimant is running: it claimed while running and packs without waiting on anyone). */
+static bool team_claim(atomic_int *flag) {
+  int seen = atomic_load_explicit(flag, memory_order_acquire);
+  if (seen == CLAIM_PACKED) return false;
+  int expect = CLAIM_FREE;
+  if (seen == CLAIM_FREE &&
+      atomic_compare_exchange_strong_explicit(flag, &expect, CLAIM_PACKING, memory_order_acquire,
+                                              memory_order_acquire))
+    return true;
+  for (unsigned spin = 0; atomic_load_explicit(flag, memory_order_acquire) != CLAIM_PACKED; spin++)
+    if (spin % 64 == 63) sched_yield(); /* the claimant may have been preempted */
+    else _mm_pause();
+  return false;
+}
+
+static void team_done(atomic_int *flag) {
+  atomic_store_explicit(flag, CLAIM_PACKED, memory_order_release);
+}
+
 /* matmul.c's emit_body, in C: chunks of rows never across a batch; the epilogue runs in the last
    K block only (and is given the finished sums). */
 #define DEFINE_CORE(T, SUF, NR)                                                                    \
+  /* The packed strip of team t holding global strip `strip` of K block kb (a block of kc), packed \
+     first if its group is not yet. */                                                             \
+  CORE static const T *team_strip_##SUF(const team_layout *t, char *area, const gemm_core_plan *p, \
+                                        const T *rhs, int64_t kb, int64_t kc, int64_t strip) {     \
+    int64_t g = strip / t->group;                                                                  \
+    T *base = (T *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * NR;       \
+    atomic_int *flag = (atomic_int *)area + kb * t->n_groups + g;                                  \
+    if (team_claim(flag)) {                                                                        \
+      int64_t j0 = g * t->group * NR;                                                              \
+      pack_rhs_##SUF(base, rhs + kb * p->kc * p->rhs_ks + j0 * p->rhs_ns, p->rhs_ns, p->rhs_ks,    \
+                     kc, min64(t->group * NR, p->N - j0));                                         \
+      team_done(flag);                                                                             \
+    }                                                                                              \
+    return base + (strip - g * t->group) * kc * NR;                                                \
+  }                                                                                                \
   CORE void tjit_gemm_core_##SUF(const gemm_core_plan *p, void *const *bufs, int64_t rb,           \
                                  int64_t re, gemm_core_epi epi) {                                  \
     if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;                                               \
@@ -129,6 +302,8 @@ DEFINE_TILE(double, f64, 8)
     T *out = bufs[p->out_buf];                                                                     \
     char *scratch = bufs[p->scratch_buf];                                                          \
     T *ap = (T *)(scratch + p->a_off), *bp = (T *)(scratch + p->b_off);                            \
+    team_layout t;                                                                                 \
+    char *team = core_team && team_layout_of(p, sizeof(T), &t) ? core_team : NULL;                 \
     int64_t kend = p->K > 0 ? p->K : 1; /* K = 0: one block of zeros, through the epilogue */     \
     for (int64_t r = rb; r < re;) {                                                                \
       int64_t bi = r / p->M, brow = bi * p->M, m0 = r - brow, m1 = min64(p->M, re - brow);         \
@@ -140,18 +315,22 @@ DEFINE_TILE(double, f64, 8)
           int64_t kc = min64(p->kc, p->K - pc);                                                    \
           int first = pc == 0;                                                                     \
           gemm_core_epi last_epi = pc + p->kc >= p->K ? epi : NULL;                                \
-          pack_rhs_##SUF(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,    \
-                         nc);                                                                      \
+          if (!team)                                                                               \
+            pack_rhs_##SUF(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,  \
+                           nc);                                                                    \
           for (int64_t ic = m0; ic < m1; ic += p->mc) {                                            \
             int64_t mc = min64(p->mc, m1 - ic);                                                    \
             pack_lhs_##SUF(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc,  \
                            mc);                                                                    \
-            for (int64_t jr = 0; jr < nc; jr += NR)                                                \
+            for (int64_t jr = 0; jr < nc; jr += NR) {                                              \
+              const T *b = team ? team_strip_##SUF(&t, team, p, rhs_b, pc / p->kc, kc,             \
+                                                   (jc + jr) / NR)                                 \
+                                : bp + jr * kc;                                                    \
               for (int64_t ir = 0; ir < mc; ir += MR)                                              \
-                tile_##SUF(kc, ap + ir * kc, bp + jr * kc,                                         \
-                           out_b + (ic + ir) * p->out_ld + jc + jr, p->out_ld,                     \
-                           min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,          \
-                           brow + ic + ir, jc + jr);                                               \
+                tile_##SUF(kc, ap + ir * kc, b, out_b + (ic + ir) * p->out_ld + jc + jr,           \
+                           p->out_ld, min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi,     \
+                           bufs, brow + ic + ir, jc + jr);                                         \
+            }                                                                                      \
           }                                                                                        \
         }                                                                                          \
       }                                                                                            \

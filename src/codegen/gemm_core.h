@@ -20,6 +20,7 @@
 #define TJIT_CODEGEN_GEMM_CORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Everything the core needs of one dot, as int64_t only, so that the generated code can pass a
@@ -57,6 +58,26 @@ void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t row_
                         int64_t row_end, gemm_core_epi epi);
 void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
                         int64_t row_end, gemm_core_epi epi);
+
+/* ---- a team: the threads of one job sharing the packed rhs ------------------------------------
+   Split by rows over threads, each thread of a dot would pack the whole rhs for itself: twice the
+   memory traffic of one thread (the rhs comes from DRAM) and twice its cache footprint, which cost
+   a 2-thread GEMM an eighth of its speed here. A team packs the whole rhs once, into an area the
+   threads share: each group of strips is packed by the first thread to need it (a claim by
+   compare-exchange) while the others compute; a thread that needs a group being packed waits for
+   it. A claimant never waits on anyone while it packs, so the team needs no barrier and is safe
+   however the threads are scheduled, one after the other on one thread included (a nested pool
+   job). The results are bit-identical to a thread packing for itself. */
+
+/* The bytes of p's team area for elements of elem_bytes (0: p does not take one: a batched dot,
+   no contracted elements, or an rhs too large to pack whole), of which the first *flag_bytes are
+   the claims that must be zero when a call starts. */
+size_t gemm_core_team_bytes(const gemm_core_plan *p, int elem_bytes, size_t *flag_bytes);
+
+/* The team this thread's next core calls join (a 64-byte aligned area of gemm_core_team_bytes,
+   whose flag bytes were zeroed before any thread of the call joined), or NULL: none. Thread-local;
+   the runtime sets it around a dot kernel's call and clears it after. */
+void gemm_core_join_team(void *area);
 
 /* Whether this host executes the core's instructions (AVX2 and FMA). */
 bool gemm_core_runs_here(void);

@@ -16,6 +16,7 @@
 
 #include "codegen/disk_cache.h"
 #include "codegen/epilogue.h"
+#include "codegen/gemm_core.h"
 #include "codegen/kernel.h"
 #include "codegen/stream.h"
 #include "codegen/llvm_jit.h"
@@ -213,6 +214,8 @@ static int tile_vec_bytes(const exec *e) {
   return e->ctx->jit ? cg_jit_target(e->ctx->jit)->vector_bytes : 16;
 }
 
+static bool use_gemm_core(const exec *e, const cg_matmul_desc *d);
+
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
    interpreter when the emitter has no form for it (bool, u32 and u64 operands; no contracted
    elements, where
@@ -251,6 +254,9 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   snprintf(s->name, sizeof s->name, "tjit_dot%u", ki);
   size_t mm = align_up(cg_matmul_scratch_bytes(&desc));
   if (mm > B->e->mm_bytes) B->e->mm_bytes = mm;
+  gemm_core_plan cp;
+  if (!s->inline_run && use_gemm_core(B->e, &desc) && cg_matmul_core_plan(&desc, &cp))
+    s->team_bytes = align_up(gemm_core_team_bytes(&cp, (int)jit_dtype_size(dt), &s->team_flags));
   return JIT_OK;
 }
 
@@ -580,20 +586,22 @@ static jit_status pack_scratch(exec *e) {
   /* matmul scratch: as many blocks as threads the widest dot is split over */
   int nth = e->ctx && e->ctx->pool ? pool_n_threads(e->ctx->pool) : 1;
   e->mm_threads = 0;
+  e->team_bytes = 0;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
     if (s->kind != ES_DOT) continue;
     int64_t pieces = (s->rows + s->grain - 1) / s->grain;
     int t = s->inline_run ? 1 : pieces < nth ? (int)pieces : nth;
     if (t > e->mm_threads) e->mm_threads = t;
+    if (t > 1 && s->team_bytes > e->team_bytes) e->team_bytes = s->team_bytes;
   }
   e->arena_bytes = e->scratch_bytes;
   if (e->mm_threads) {
-    if (e->mm_bytes > (SIZE_MAX - e->arena_bytes) / (size_t)e->mm_threads) {
+    if (e->mm_bytes > (SIZE_MAX - e->arena_bytes - e->team_bytes) / (size_t)e->mm_threads) {
       st = oom();
       goto done;
     }
-    e->arena_bytes += (size_t)e->mm_threads * e->mm_bytes;
+    e->arena_bytes += (size_t)e->mm_threads * e->mm_bytes + e->team_bytes;
   }
 done:
   free(first);
@@ -888,6 +896,7 @@ typedef struct rows_job {
   void *const *bufs;
   unsigned char *mm;  /* ES_DOT: thread 0's scratch block; thread i's is i blocks further */
   size_t mm_bytes;
+  void *team;         /* ES_DOT on the core: the team area its threads share, or NULL */
 } rows_job;
 
 /* ---- the profile's kernel events ---------------------------------------------------------------- */
@@ -943,7 +952,9 @@ static void run_rows(void *arg, int ith, int nth) {
   void *kb[4 + CG_EPI_MAX_READS];
   for (uint32_t k = 0; k + 1 < s->n_bufs; k++) kb[k] = j->bufs[k];
   kb[s->n_bufs - 1] = j->mm + (size_t)ith * j->mm_bytes;
+  if (j->team) gemm_core_join_team(j->team);
   s->fn(kb, lo, hi);
+  if (j->team) gemm_core_join_team(NULL);
   prof_step(t0, j->e, s, lo, hi);
 }
 
@@ -1095,7 +1106,11 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (nth > pieces) nth = (int)pieces;
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
   if (s->inline_run || serial_thread) nth = 1;
-  rows_job j = {e, s, bufs, rt->mm_scratch, e->mm_bytes};
+  rows_job j = {e, s, bufs, rt->mm_scratch, e->mm_bytes, NULL};
+  if (s->kind == ES_DOT && nth > 1 && s->team_bytes && s->team_bytes <= e->team_bytes) {
+    j.team = (unsigned char *)rt->mm_scratch + (size_t)e->mm_threads * e->mm_bytes;
+    memset(j.team, 0, s->team_flags);
+  }
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
 }

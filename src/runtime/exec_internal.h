@@ -80,6 +80,8 @@ typedef struct estep {
   uint32_t kernel;    /* ES_KERNEL: the fused kernel (index into the lowered functions) */
   int64_t rows, row_work; /* rows of a whole call; work per row (elements, or MACs of a dot) */
   int64_t grain;      /* ES_DOT: rows per piece when split over threads */
+  size_t team_bytes, team_flags; /* ES_DOT on the core: its team area when split over threads
+                         and the claims zeroed before each call (gemm_core.h); 0: none */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */
@@ -107,7 +109,8 @@ struct exec {
   size_t scratch_bytes; /* intermediates (a multiple of EXEC_ALIGN) */
   size_t mm_bytes;      /* one thread's matmul scratch (a multiple of EXEC_ALIGN); 0: no dot */
   int mm_threads;       /* matmul scratch blocks after the intermediates */
-  size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes */
+  size_t team_bytes;    /* the largest team area of a dot split over threads, after the blocks */
+  size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes + team_bytes */
   void *arena;          /* allocated by the first run that owns it, kept for the next */
   exec_stats nested;    /* what building the scan bodies' executables cost */
   atomic_flag busy;     /* a run is using arena */
