@@ -2,7 +2,8 @@
  * matmul's store through its epilogue callback, saving the separate loop kernel's pass over the
  * dot's output. Only patterns whose inputs index by (row, column) simply are planned; the executor
  * keeps the loop kernel for the rest. Ops are emitted with the loop kernels' scalar emission
- * (lp_emit_ew), per lane unless the op is a plain f32/f64 one that is the same on vectors. */
+ * (lp_emit_ew), on whole vectors where that gives what each lane would (vector_safe), else lane by
+ * lane. */
 #include "codegen/epilogue.h"
 
 #include <string.h>
@@ -173,6 +174,11 @@ static LLVMValueRef load_vec(const cg_mm_epi *e, const cg_epi_plan *pl, LLVMCont
   return widen(b, c, d, r, e->width);
 }
 
+/* Whether lp_emit_ew gives op on a vector what it gives lane by lane: f32/f64 arithmetic,
+   LLVM's overloaded intrinsics, and llvm_math's functions, which are straight-line code written
+   for any width (the same operations per lane, so the same bits). Lane by lane, an epilogue's
+   tanh cost W5's 32x256 steps 5 ns an element: the matmul part's pipeline has no SLP vectorizer
+   to put the lanes back together. */
 static bool vector_safe(const lp_ins *in) {
   if (in->dt != in->in_dt || (in->dt != JIT_F32 && in->dt != JIT_F64)) return false;
   switch ((ir_op)in->ew) {
@@ -182,7 +188,22 @@ static bool vector_safe(const lp_ins *in) {
   case IR_DIV:
   case IR_MAX:
   case IR_MIN:
-  case IR_NEG: return true;
+  case IR_NEG:
+  case IR_ABS:
+  case IR_FLOOR:
+  case IR_CEIL:
+  case IR_ROUND:
+  case IR_SQRT:
+  case IR_EXP:
+  case IR_LOG:
+  case IR_TANH:
+  case IR_LOGISTIC:
+  case IR_ERF:
+  case IR_SIN:
+  case IR_COS:
+  case IR_LOG1P:
+  case IR_EXPM1:
+  case IR_ERF_INV: return true;
   default: return false;
   }
 }

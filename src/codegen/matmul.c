@@ -1340,10 +1340,12 @@ static LLVMValueRef emit_core_epilogue(mm *e, const char *name) {
   LLVMValueRef at = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, t.orow0, ci(e, p->out_ld), ""),
                                  t.ocol0, "");
   t.obase = gep(e, stype(e, p->out_dt), t.out, at);
-  /* one copy of the epilogue, masked: the generated kernel's second, unmasked copy for whole
-     tiles doubled the LLVM work of an epilogue (W5's tanh: 19 + 50 ms of 90), and saves a few
-     masked loads per MR x NR x kc FMAs here */
-  emit_tile_rows(e, &t, t.mv, true);
+  /* whole tiles unmasked, edges masked, as the generated kernel: a masked epilogue reads its
+     operands lane by lane (epilogue.c's load_vec), which cost W5's 32x256 dots with an added
+     operand an eighth of their time; its second copy is cheap to compile since the epilogue's
+     functions are emitted on whole vectors (it doubled the LLVM work when tanh was emitted per
+     lane: W5's 19 + 50 ms of 90) */
+  emit_tile_copy_store(e, &t);
   LLVMBuildRetVoid(e->b);
   return e->fn;
 }
