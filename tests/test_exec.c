@@ -376,6 +376,100 @@ static void test_dot_fused_epilogues(void **state) {
   assert_true(ok);
 }
 
+/* ---- epilogue programs on the precompiled core (codegen/core_dot.h) ------------------------------ */
+
+enum { N_PROG_KINDS = 11 };
+
+/* a[0] [M, K] x a[1] [K, N], then an epilogue of kind *user over bias a[2] [N], a residual
+   a[3] [M, N] and a scalar a[4] */
+static void prog_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_val d = jit_matmul(t, a[0], a[1]);
+  switch (*(const int *)user) {
+  case 0: r[0] = jit_relu(t, jit_add(t, d, a[2])); break;
+  case 1: r[0] = jit_sub(t, jit_add(t, d, a[2]), a[3]); break;
+  case 2: /* a clamp by max and min, and a scale */
+    r[0] = jit_mul(t, jit_min(t, jit_max(t, d, jit_scalar(t, -0.5)), jit_scalar(t, 0.25)),
+                   jit_scalar(t, 3.0));
+    break;
+  case 3: /* leaky relu: compare and select */
+    r[0] = jit_select(t, jit_cmp(t, JIT_GT, d, jit_scalar(t, 0.0)), d,
+                      jit_mul(t, d, jit_scalar(t, 0.1)));
+    break;
+  case 4: r[0] = jit_div(t, jit_abs(t, d), jit_add(t, jit_mul(t, a[3], a[3]), jit_scalar(t, 1.0))); break;
+  case 5: r[0] = jit_mul(t, jit_add(t, jit_neg(t, d), a[2]), a[4]); break;
+  case 6: /* relu's gradient, as W8's backward pass has it */
+    r[0] = jit_select(t, jit_cmp(t, JIT_EQ, a[3], jit_scalar(t, 0.0)),
+                      jit_mul(t, d, jit_scalar(t, 0.5)), d);
+    break;
+  case 7: r[0] = d; break;
+  case 8: r[0] = jit_tanh(t, jit_add(t, d, a[2])); break; /* f32 only: f64 generates it */
+  case 9: r[0] = jit_tanh(t, jit_add(t, jit_mul(t, d, jit_scalar(t, 30.0)), a[3])); break;
+  default: r[0] = jit_exp(t, d); break; /* no program has it: a generated epilogue */
+  }
+}
+
+static void *run_prog(jit_ctx *ctx, int kind, jit_dtype dt, int64_t m, int64_t k, int64_t n,
+                      const char *mode, double *llvm_ms) {
+  if (mode) setenv("TJIT_GEMM_CORE", mode, 1);
+  else unsetenv("TJIT_GEMM_CORE");
+  int64_t shapes[5][2] = {{m, k}, {k, n}, {n, 0}, {m, n}, {0, 0}};
+  int ranks[5] = {2, 2, 1, 2, 0};
+  jit_array *args[5];
+  for (int i = 0; i < 5; i++) {
+    void *v = random_data(dt, numel(ranks[i], shapes[i]), 900 + (uint64_t)i * 7 + (uint64_t)kind);
+    if (i == 3) /* zeros for kind 6's compare */
+      for (int64_t j = 0; j < m * n; j += 3) ir_store_f64(dt, v, j, 0.0);
+    args[i] = upload(ctx, dt, ranks[i], shapes[i], v);
+    free(v);
+  }
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "prog", .n_args = 5, .n_results = 1};
+  assert_int_equal(jit_compile(ctx, prog_fn, &kind, &o, &f), JIT_OK);
+  jit_array *res = NULL;
+  if (jit_call(f, args, &res) != JIT_OK) fail_msg("kind %d: %s", kind, jit_last_error());
+  void *out = download(res);
+  jit_fn_stats st;
+  assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+  *llvm_ms = st.llvm_ms;
+  jit_array_free(res);
+  jit_fn_free(f);
+  for (int i = 0; i < 5; i++) jit_array_free(args[i]);
+  unsetenv("TJIT_GEMM_CORE");
+  return out;
+}
+
+/* Each program gives the generated epilogue's bits (TJIT_GEMM_CORE=jit), over whole and edge
+   tiles, split over threads and not, f32 and f64; a program of arithmetic epilogues compiles no
+   LLVM module where the core runs. */
+static void test_core_epilogue_programs(void **state) {
+  (void)state;
+  static const int64_t shapes[][3] = {{37, 70, 45}, {96, 33, 64}, {5, 300, 7}};
+  static const jit_dtype dts[] = {JIT_F32, JIT_F64};
+  bool core = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU");
+  for (int kind = 0; kind < N_PROG_KINDS; kind++)
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+      for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+        for (int c = 0; c < 2; c++) {
+          jit_ctx *ctx = c ? ctx1 : ctx2;
+          const int64_t *sh = shapes[si];
+          double ms_prog, ms_jit;
+          void *a = run_prog(ctx, kind, dts[di], sh[0], sh[1], sh[2], NULL, &ms_prog);
+          void *b = run_prog(ctx, kind, dts[di], sh[0], sh[1], sh[2], "jit", &ms_jit);
+          if (memcmp(a, b, (size_t)(sh[0] * sh[2]) * jit_dtype_size(dts[di])) != 0)
+            fail_msg("kind %d, %lldx%lldx%lld %s: the program and the generated epilogue differ",
+                     kind, (long long)sh[0], (long long)sh[1], (long long)sh[2],
+                     jit_dtype_name(dts[di]));
+          bool prog = kind <= 7 || (kind <= 9 && dts[di] == JIT_F32);
+          if (core && prog && !(ms_prog == 0.0 && ms_jit > 0.0))
+            fail_msg("kind %d, %lldx%lldx%lld %s: llvm %.3f ms with programs, %.3f without", kind,
+                     (long long)sh[0], (long long)sh[1], (long long)sh[2], jit_dtype_name(dts[di]),
+                     ms_prog, ms_jit);
+          if (core && !prog) assert_true(ms_prog > 0.0);
+          free(a);
+          free(b);
+        }
+}
+
 /* ---- dots inside larger programs ---------------------------------------------------------------- */
 /* relu(x @ w1 + b1) @ w2 + b2, the operands of the second dot made by other kernels, and a
    transposed operand computed on the fly. */
@@ -486,7 +580,8 @@ static void test_dump(void **state) {
   char *text = ot_fn_dump(f, args, JIT_DUMP_C | JIT_DUMP_LLVM);
   assert_non_null(strstr(text, "is the matmul kernel tjit_dot"));
   assert_non_null(strstr(text, "define void @tjit_entry("));
-  assert_non_null(strstr(text, "define void @tjit_dot"));
+  /* a generated dot kernel, or a dot on the precompiled core with its epilogue program */
+  assert_true(strstr(text, "define void @tjit_dot") || strstr(text, "; tjit_dot"));
   assert_null(strstr(text, "runs in the interpreter"));
   /* the epilogues of relu(x @ w1 + b1) @ w2 + b2 run in the matmuls' stores: the only loop
      kernel left is exp(x) (the transposed operand of the third dot) */
@@ -746,7 +841,8 @@ int main(void) {
   };
   const struct CMUnitTest dots[] = {
       cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
-      cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues), cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues),
+      cmocka_unit_test(test_core_epilogue_programs), cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
   };
   int fails = cmocka_run_group_tests_name("disk cache", disk, make_dir, remove_dir);

@@ -222,10 +222,10 @@ static LLVMValueRef emit_log(em *e, LLVMValueRef x) {
    f64 keeps the general exp: 1 - 2/(exp(2a) + 1), where exp overflows to inf past 355 and the
    result saturates to exactly 1. */
 
-static const double TANH32_P[] = {-0.3333294689655304, 0.13320724666118622,
-                                  -0.05267181247472763, 0.016437580808997154};
-static const double TANH32_E[] = {-2.0, 1.999999761581421, -1.3333144187927246, 0.666688084602356,
-                                  -0.2679738998413086, 0.08859916776418686};
+const double cg_tanh32_p[4] = {-0.3333294689655304, 0.13320724666118622,
+                              -0.05267181247472763, 0.016437580808997154};
+const double cg_tanh32_e[6] = {-2.0, 1.999999761581421, -1.3333144187927246, 0.666688084602356,
+                              -0.2679738998413086, 0.08859916776418686};
 static const double TANH64_P[] = {
     -0.3333333333333333,   0.13333333333333072,   -0.05396825396778458,
     0.021869488497610775,  -0.008863233801032069, 0.0035920821156481663,
@@ -234,7 +234,7 @@ static const double TANH64_P[] = {
 static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
   LLVMValueRef a = fabs1(e, x);
   LLVMValueRef a2 = mul(e, a, a);
-  LLVMValueRef P = e->f64 ? poly(e, a2, TANH64_P, 9) : poly(e, a2, TANH32_P, 4);
+  LLVMValueRef P = e->f64 ? poly(e, a2, TANH64_P, 9) : poly(e, a2, cg_tanh32_p, 4);
   /* a^3 underflows to 0 for tiny a, where tanh rounds to a */
   LLVMValueRef small = fma3(e, mul(e, a, a2), P, a);
   LLVMValueRef big;
@@ -249,7 +249,7 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
     LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
     LLVMValueRef mn = LLVMBuildSub(e->b, as_int(e, kf(e, f->round_m)), as_int(e, t), "");
     LLVMValueRef r = fma3(e, nf, kf(e, 0.5 * 0.6931471824645996), ac);
-    LLVMValueRef p = fma3(e, r, poly(e, r, TANH32_E, 6), kf(e, 1.0));
+    LLVMValueRef p = fma3(e, r, poly(e, r, cg_tanh32_e, 6), kf(e, 1.0));
     /* w/(w + 1) = p/(p + 2^-n) exactly (scaling by 2^n commutes with rounding here), and
        2^-n in [4, 2^27] costs no multiply */
     LLVMValueRef q = fdiv(e, p, add(e, p, pow2i(e, f, mn)));

@@ -40,4 +40,8 @@ LLVMValueRef cg_math_emit2(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef y, LLVM
 /* "exp", "log", ...; NULL for an unknown FN. */
 const char *cg_math_name(cg_math_fn fn);
 
+/* f32 tanh's polynomials (see emit_tanh), shared with the precompiled core's epilogue programs
+   (core_dot.c), which must give the same bits. */
+extern const double cg_tanh32_p[4], cg_tanh32_e[6];
+
 #endif /* TJIT_CODEGEN_LLVM_MATH_H */

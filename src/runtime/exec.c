@@ -14,6 +14,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/core_dot.h"
 #include "codegen/disk_cache.h"
 #include "codegen/epilogue.h"
 #include "codegen/gemm_core.h"
@@ -64,6 +65,7 @@ void exec_free(exec *e) {
     scan_plan_free(e->steps[i].scan);
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
+    core_dot_free(e->steps[i].core);
     ir_func_free(e->steps[i].sub);
     ir_fft_plan_free(e->steps[i].fft);
   }
@@ -216,6 +218,13 @@ static int tile_vec_bytes(const exec *e) {
 
 static bool use_gemm_core(const exec *e, const cg_matmul_desc *d);
 
+/* Whether a dot on the core runs its epilogue as a program (core_dot.h) where it can, rather
+   than a generated one: unless TJIT_GEMM_CORE=jit asks for generated epilogues (to compare). */
+static bool core_programs(void) {
+  const char *env = getenv("TJIT_GEMM_CORE");
+  return !env || strcmp(env, "jit") != 0;
+}
+
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
    interpreter when the emitter has no form for it (bool, u32 and u64 operands; no contracted
    elements, where
@@ -255,8 +264,11 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   size_t mm = align_up(cg_matmul_scratch_bytes(&desc));
   if (mm > B->e->mm_bytes) B->e->mm_bytes = mm;
   gemm_core_plan cp;
-  if (!s->inline_run && use_gemm_core(B->e, &desc) && cg_matmul_core_plan(&desc, &cp))
-    s->team_bytes = align_up(gemm_core_team_bytes(&cp, (int)jit_dtype_size(dt), &s->team_flags));
+  if (use_gemm_core(B->e, &desc) && cg_matmul_core_plan(&desc, &cp)) {
+    if (!s->inline_run)
+      s->team_bytes = align_up(gemm_core_team_bytes(&cp, (int)jit_dtype_size(dt), &s->team_flags));
+    if (core_programs()) TRY_RET(core_dot_build(&desc, s->epi, &s->core));
+  }
   return JIT_OK;
 }
 
@@ -645,7 +657,7 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
                               exec_part **out, int *n_out) {
   jit_status st = JIT_OK;
   int np = 1;
-  for (uint32_t i = 0; i < e->n_steps; i++) np += e->steps[i].kind == ES_DOT;
+  for (uint32_t i = 0; i < e->n_steps; i++) np += e->steps[i].kind == ES_DOT && !e->steps[i].core;
   exec_part *parts = calloc((size_t)np, sizeof *parts);
   if (!parts) return oom();
   for (int i = 0; i < np; i++)
@@ -660,7 +672,7 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
   int k = 1;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
-    if (s->kind != ES_DOT) continue;
+    if (s->kind != ES_DOT || s->core) continue;
     exec_part *p = &parts[k++];
     p->name = s->name;
     p->pipeline = dot_part_pipeline(e->ctx->opt_level);
@@ -686,7 +698,8 @@ fail:
 
 static bool has_native(const exec *e) {
   for (uint32_t i = 0; i < e->n_steps; i++)
-    if (e->steps[i].kind == ES_KERNEL || e->steps[i].kind == ES_DOT || scan_has_loop(&e->steps[i]) ||
+    if (e->steps[i].kind == ES_KERNEL || (e->steps[i].kind == ES_DOT && !e->steps[i].core) ||
+        scan_has_loop(&e->steps[i]) ||
         control_has_loop(&e->steps[i]))
       return true;
   return false;
@@ -736,6 +749,7 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   for (uint32_t i = 0; i < e->n_steps; i++) {
     estep *s = &e->steps[i];
     if (s->kind != ES_KERNEL && s->kind != ES_DOT && !scan_has_loop(s) && !control_has_loop(s)) continue;
+    if (s->core) continue; /* no generated code */
     void *fn = NULL;
     TRY(cg_lookup(e->lib, s->name, &fn));
     if (s->kind == ES_SCAN) memcpy(&s->loop, &fn, sizeof fn);
@@ -953,7 +967,8 @@ static void run_rows(void *arg, int ith, int nth) {
   for (uint32_t k = 0; k + 1 < s->n_bufs; k++) kb[k] = j->bufs[k];
   kb[s->n_bufs - 1] = j->mm + (size_t)ith * j->mm_bytes;
   if (j->team) gemm_core_join_team(j->team);
-  s->fn(kb, lo, hi);
+  if (s->core) core_dot_run(s->core, kb, lo, hi);
+  else s->fn(kb, lo, hi);
   if (j->team) gemm_core_join_team(NULL);
   prof_step(t0, j->e, s, lo, hi);
 }
@@ -1144,7 +1159,7 @@ static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const
     }
     for (uint32_t k = 0; k < s->n_bufs; k++)
       kb[k] = s->bufs[k] == EXEC_MM_SCRATCH ? rt->mm_scratch : ptr[s->bufs[k]];
-    if (s->inline_run) {
+    if (s->inline_run && !s->core) {
       s->fn(kb, 0, s->rows);
       prof_step(t0, e, s, 0, s->rows);
     } else {
@@ -1270,6 +1285,8 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     fputs(text, out);
     free(text);
   }
+  for (uint32_t i = 0; i < e->n_steps; i++)
+    if (e->steps[i].core) core_dot_print(e->steps[i].core, e->steps[i].name, out);
 fail:
   exec_parts_free(parts, np);
   free_lowered(p, lfs);

@@ -73,11 +73,12 @@ jit_status exec_emit_entry(const exec *e, LLVMModuleRef m) {
     }
     for (uint32_t k = 0; k < sp->n_bufs; k++) {
       uint32_t id = sp->bufs[k];
-      LLVMValueRef v = id != EXEC_MM_SCRATCH ? bv[id] : sp->inline_run ? mms : LLVMConstNull(ptr);
+      bool direct = sp->inline_run && !sp->core; /* a core_dot has no function to call */
+      LLVMValueRef v = id != EXEC_MM_SCRATCH ? bv[id] : direct ? mms : LLVMConstNull(ptr);
       LLVMValueRef idx = LLVMConstInt(i64, k, 0);
       LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, ptr, arr, &idx, 1, ""));
     }
-    if (sp->inline_run) {
+    if (sp->inline_run && !sp->core) {
       LLVMValueRef kfn = LLVMGetNamedFunction(m, sp->name);
       if (!kfn) {
         st = jit_error(JIT_EINTERNAL, "jit_call: the module has no kernel %s", sp->name);

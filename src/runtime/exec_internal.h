@@ -80,6 +80,8 @@ typedef struct estep {
   uint32_t kernel;    /* ES_KERNEL: the fused kernel (index into the lowered functions) */
   int64_t rows, row_work; /* rows of a whole call; work per row (elements, or MACs of a dot) */
   int64_t grain;      /* ES_DOT: rows per piece when split over threads */
+  struct core_dot *core; /* ES_DOT: run on the precompiled core with its epilogue as a program
+                         (codegen/core_dot.h), no generated kernel; NULL: s->fn */
   size_t team_bytes, team_flags; /* ES_DOT on the core: its team area when split over threads
                          and the claims zeroed before each call (gemm_core.h); 0: none */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */

@@ -1,0 +1,354 @@
+/* core_dot.c: a dot on the precompiled core with its epilogue as a program (see core_dot.h).
+ * A program is a list of instructions over registers that each hold a whole register tile
+ * (MR rows x 2 vectors), run one instruction at a time over the tile: a few dozen vector
+ * operations per MR x NR x kc FMAs. Like gemm_core.c, compiled with a target attribute and run
+ * only where gemm_core_runs_here.
+ */
+#include "codegen/core_dot.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/llvm_math.h"
+#include "codegen/matmul.h"
+#include "ir/ir.h"
+#include "runtime/error.h"
+
+#define CORE __attribute__((target("avx2,fma")))
+#define MR GEMM_CORE_MR
+#define NV (2 * MR) /* vectors of a register tile */
+
+enum {
+  MAX_INS = 64, /* an epilogue has at most CG_EPI_MAX_OPS ops, each with up to 3 loads */
+};
+
+typedef enum vm_op {
+  VM_ACC,    /* the finished sums */
+  VM_CONST,  /* k in every lane */
+  VM_SCALAR, /* element 0 of read `read` in every lane */
+  VM_COLS,   /* read `read` along the columns ([N], a broadcast bias) */
+  VM_MAT,    /* read `read` at the tile's rows and columns ([rows, N]) */
+  VM_ADD, VM_SUB, VM_MUL, VM_DIV, VM_MAX, VM_MIN, VM_NEG, VM_ABS,
+  VM_CMP,    /* all-ones lanes where `cmp` holds (ordered, unordered for ne) */
+  VM_SELECT, /* a where c is all-ones, else b */
+  VM_TANH,   /* f32 only: llvm_math.c's tanh, operation for operation */
+} vm_op;
+
+typedef struct vm_ins {
+  uint8_t op, cmp;
+  int8_t a, b, c; /* operand registers */
+  int8_t read;
+  double k;
+} vm_ins;
+
+/* Register r is the result of instruction r. */
+struct core_dot {
+  gemm_core_plan plan;
+  int es;       /* 4 or 8 */
+  int64_t n;    /* the output's columns */
+  int n_ins;    /* 0: no epilogue */
+  int root;
+  vm_ins ins[MAX_INS];
+};
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- building ---- */
+
+static int op_index(const cg_epi_plan *pl, ir_ref v) {
+  for (uint32_t i = 0; i < pl->n_ops; i++)
+    if (pl->ops[i] == v) return (int)i;
+  return -1;
+}
+
+static int read_index(const cg_epi_plan *pl, ir_ref v) {
+  for (uint32_t i = 0; i < pl->n_reads; i++)
+    if (pl->reads[i] == v) return (int)i;
+  return -1;
+}
+
+/* Appends an instruction; its register, or -1 when the program is full. */
+static int emit(core_dot *c, vm_ins in) {
+  if (c->n_ins >= MAX_INS) return -1;
+  c->ins[c->n_ins] = in;
+  return c->n_ins++;
+}
+
+/* The register of value v as an operand of an elementwise op (a read is loaded at the tile's
+   rows and columns, as the generated epilogue does); -1: not one the programs can take. */
+static int operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v, jit_dtype want) {
+  int oi = op_index(pl, v);
+  if (oi >= 0) return reg[oi];
+  int ri = read_index(pl, v);
+  if (ri < 0 || ir_type_of(pl->f, v)->dtype != want) return -1;
+  return emit(c, (vm_ins){.op = VM_MAT, .read = (int8_t)ri});
+}
+
+static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
+  static const uint8_t arith[IR_N_OPS] = {
+      [IR_ADD] = VM_ADD, [IR_SUB] = VM_SUB, [IR_MUL] = VM_MUL, [IR_DIV] = VM_DIV,
+      [IR_MAX] = VM_MAX, [IR_MIN] = VM_MIN, [IR_NEG] = VM_NEG, [IR_ABS] = VM_ABS};
+  int reg[CG_EPI_MAX_OPS];
+  const ir_func *f = pl->f;
+  for (uint32_t i = 0; i < pl->n_ops; i++) {
+    ir_ref v = pl->ops[i];
+    const ir_ins *in = &f->ins[v];
+    jit_dtype d = ir_type_of(f, v)->dtype;
+    int r = -1;
+    if (v == pl->dot) {
+      r = emit(c, (vm_ins){.op = VM_ACC});
+    } else if (in->op == IR_CONST) {
+      /* a bool const would need a mask register; none of the planned patterns makes one */
+      if (d == dt) r = emit(c, (vm_ins){.op = VM_CONST, .k = in->attr.value});
+    } else if (in->op == IR_BROADCAST) {
+      int ai = op_index(pl, in->args[0]), ri = read_index(pl, in->args[0]);
+      if (ai >= 0) r = reg[ai];
+      else if (ri >= 0 && d == dt && ir_type_of(f, in->args[0])->dtype == dt)
+        r = emit(c, (vm_ins){.op = ir_type_of(f, in->args[0])->rank == 0 ? VM_SCALAR : VM_COLS,
+                             .read = (int8_t)ri});
+    } else if (in->op == IR_CMP) {
+      int a = operand(c, pl, reg, in->args[0], dt), b = operand(c, pl, reg, in->args[1], dt);
+      if (ir_type_of(f, in->args[0])->dtype == dt && a >= 0 && b >= 0 && in->attr.cmp < 6)
+        r = emit(c, (vm_ins){.op = VM_CMP, .cmp = (uint8_t)in->attr.cmp, .a = (int8_t)a,
+                             .b = (int8_t)b});
+    } else if (in->op == IR_SELECT) {
+      int k = op_index(pl, in->args[0]); /* the condition: a CMP of the epilogue */
+      int a = operand(c, pl, reg, in->args[1], dt), b = operand(c, pl, reg, in->args[2], dt);
+      if (d == dt && k >= 0 && reg[k] >= 0 && c->ins[reg[k]].op == VM_CMP && a >= 0 && b >= 0)
+        r = emit(c, (vm_ins){.op = VM_SELECT, .a = (int8_t)a, .b = (int8_t)b,
+                             .c = (int8_t)reg[k]});
+    } else if (in->op == IR_TANH && d == dt && dt == JIT_F32) {
+      int a = operand(c, pl, reg, in->args[0], dt);
+      if (a >= 0) r = emit(c, (vm_ins){.op = VM_TANH, .a = (int8_t)a});
+    } else if (in->op < IR_N_OPS && arith[in->op] && d == dt && in->n_args >= 1) {
+      bool unary = arith[in->op] == VM_NEG || arith[in->op] == VM_ABS;
+      int a = operand(c, pl, reg, in->args[0], dt);
+      int b = unary ? a : in->n_args == 2 ? operand(c, pl, reg, in->args[1], dt) : -1;
+      if (a >= 0 && b >= 0 && in->n_args == (unary ? 1u : 2u))
+        r = emit(c, (vm_ins){.op = arith[in->op], .a = (int8_t)a, .b = (int8_t)b});
+    }
+    if (r < 0) return false;
+    reg[i] = r;
+  }
+  int ri = op_index(pl, pl->root);
+  if (ri < 0 || c->ins[reg[ri]].op == VM_CMP) return false;
+  c->root = reg[ri];
+  return true;
+}
+
+jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_dot **out) {
+  *out = NULL;
+  gemm_core_plan p;
+  if (!gemm_core_runs_here() || !cg_matmul_core_plan(d, &p)) return JIT_OK;
+  core_dot *c = calloc(1, sizeof *c);
+  if (!c) return jit_error(JIT_ENOMEM, "jit_call: out of memory planning a dot");
+  c->plan = p;
+  c->es = (int)jit_dtype_size(d->lhs.dtype);
+  c->n = p.N;
+  if (pl && !build_program(c, pl, d->lhs.dtype)) {
+    free(c);
+    return JIT_OK;
+  }
+  *out = c;
+  return JIT_OK;
+}
+
+void core_dot_free(core_dot *c) { free(c); }
+
+const gemm_core_plan *core_dot_plan(const core_dot *c) { return &c->plan; }
+
+void core_dot_print(const core_dot *c, const char *name, FILE *out) {
+  static const char *const names[] = {"acc", "const", "scalar", "cols", "mat",    "add",
+                                      "sub", "mul",   "div",    "max",  "min",    "neg",
+                                      "abs", "cmp",   "select", "tanh"};
+  static const char *const cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  const gemm_core_plan *p = &c->plan;
+  fprintf(out, "; %s: %s dot [%lld x %lld x %lld] x %lld on the precompiled core (gemm_core.c),"
+          " no generated code; epilogue program:%s\n", name, c->es == 4 ? "f32" : "f64",
+          (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->B,
+          c->n_ins ? "" : " none");
+  for (int r = 0; r < c->n_ins; r++) {
+    const vm_ins *in = &c->ins[r];
+    fprintf(out, ";   r%d = %s", r, names[in->op]);
+    switch ((vm_op)in->op) {
+    case VM_ACC: break;
+    case VM_CONST: fprintf(out, " %.17g", in->k); break;
+    case VM_SCALAR:
+    case VM_COLS:
+    case VM_MAT: fprintf(out, " read%d", in->read); break;
+    case VM_NEG:
+    case VM_ABS:
+    case VM_TANH: fprintf(out, " r%d", in->a); break;
+    case VM_CMP: fprintf(out, " %s r%d, r%d", cmps[in->cmp], in->a, in->b); break;
+    case VM_SELECT: fprintf(out, " r%d, r%d, r%d", in->c, in->a, in->b); break;
+    default: fprintf(out, " r%d, r%d", in->a, in->b); break;
+    }
+    fputs(r == c->root ? "  (stored)\n" : "\n", out);
+  }
+}
+
+/* ---- running ---- */
+
+/* llvm_math.c's emit_tanh for f32, the same operations in the same order (its constants rounded
+   to float as its kf does), so the same bits (test_exec compares them): see there for the
+   method and its error. */
+
+CORE static __m256 poly_f32(__m256 x, const double *c, int n) {
+  __m256 r = _mm256_set1_ps((float)c[n - 1]);
+  for (int i = n - 2; i >= 0; i--) r = _mm256_fmadd_ps(r, x, _mm256_set1_ps((float)c[i]));
+  return r;
+}
+
+CORE static __m256 tanh_f32(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), round_m = _mm256_set1_ps(12582912.0f);
+  __m256 a = _mm256_andnot_ps(sign, x), a2 = _mm256_mul_ps(a, a);
+  __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(a, a2), poly_f32(a2, cg_tanh32_p, 4), a);
+  __m256 ac = _mm256_blendv_ps(a, _mm256_set1_ps(9.125f),
+                               _mm256_cmp_ps(a, _mm256_set1_ps(9.125f), _CMP_GT_OQ));
+  __m256 t = _mm256_fmadd_ps(ac, _mm256_set1_ps((float)(-2 * 1.4426950216293335)), round_m);
+  __m256 nf = _mm256_sub_ps(t, round_m);
+  __m256i mn = _mm256_sub_epi32(_mm256_castps_si256(round_m), _mm256_castps_si256(t));
+  __m256 r = _mm256_fmadd_ps(nf, _mm256_set1_ps((float)(0.5 * 0.6931471824645996)), ac);
+  __m256 p = _mm256_fmadd_ps(r, poly_f32(r, cg_tanh32_e, 6), _mm256_set1_ps(1.0f));
+  __m256 two_n = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(mn, _mm256_set1_epi32(127)), 23)); /* 2^-n */
+  __m256 q = _mm256_div_ps(p, _mm256_add_ps(p, two_n));
+  __m256 big = _mm256_fmadd_ps(q, _mm256_set1_ps(-2.0f), _mm256_set1_ps(1.0f));
+  __m256 y = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.55f), _CMP_LT_OQ));
+  return _mm256_or_ps(_mm256_andnot_ps(sign, y), _mm256_and_ps(sign, x)); /* copysign */
+}
+
+/* f64 programs have no tanh (the build refuses it) */
+CORE static __m256d tanh_f64(__m256d x) { return x; }
+
+/* The program of the dot this thread runs (core_dot_run), for the core's epilogue callback. */
+static _Thread_local const core_dot *running;
+
+/* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = 2 W long;
+   vector j is row j / 2, columns (j % 2) W ... Lanes past the row's valid columns are loaded as
+   zeros (masked loads never touch them) and never stored; rows past `rows` likewise. */
+#define DEFINE_EPI(T, SUF, V, VI, W, LOADU, STOREU, MASKLOAD, MASKSTORE, SET1, ZERO, ADD, SUB,     \
+                   MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV)                         \
+  CORE static V max_##SUF(V x, V y) { /* llvm.maximum: NaN if either is, +0 over -0 */             \
+    V m = BLENDV(MAXV(x, y), AND(x, y), CMP(x, y, _CMP_EQ_OQ));                                    \
+    return BLENDV(m, ADD(x, y), CMP(x, y, _CMP_UNORD_Q));                                          \
+  }                                                                                                \
+  CORE static V min_##SUF(V x, V y) {                                                              \
+    V m = BLENDV(MINV(x, y), OR(x, y), CMP(x, y, _CMP_EQ_OQ));                                     \
+    return BLENDV(m, ADD(x, y), CMP(x, y, _CMP_UNORD_Q));                                          \
+  }                                                                                                \
+  CORE static V cmp_##SUF(V x, V y, int cmp) {                                                     \
+    switch (cmp) {                                                                                 \
+    case 0: return CMP(x, y, _CMP_EQ_OQ);                                                          \
+    case 1: return CMP(x, y, _CMP_NEQ_UQ);                                                         \
+    case 2: return CMP(x, y, _CMP_LT_OQ);                                                          \
+    case 3: return CMP(x, y, _CMP_LE_OQ);                                                          \
+    case 4: return CMP(x, y, _CMP_GT_OQ);                                                          \
+    default: return CMP(x, y, _CMP_GE_OQ);                                                         \
+    }                                                                                              \
+  }                                                                                                \
+  CORE static void epi_##SUF(void *const *bufs, const void *tile_, int64_t row, int64_t rows,      \
+                             int64_t col) {                                                        \
+    const core_dot *c = running;                                                                   \
+    const T *tile = tile_;                                                                         \
+    int64_t n = c->n, cols = min64(2 * W, n - col);                                                \
+    VI mask[2];                                                                                    \
+    for (int v = 0; v < 2; v++) {                                                                  \
+      VI lanes = W == 8 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) : _mm256_setr_epi64x(0, 1, 2, 3); \
+      mask[v] = W == 8 ? _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(cols - v * W)), lanes)         \
+                       : _mm256_cmpgt_epi64(_mm256_set1_epi64x(cols - v * W), lanes);            \
+    }                                                                                              \
+    bool whole = cols == 2 * W;                                                                    \
+    V reg[MAX_INS][NV];                                                                            \
+    for (int r = 0; r < c->n_ins; r++) {                                                           \
+      const vm_ins *in = &c->ins[r];                                                               \
+      V *o = reg[r];                                                                               \
+      const V *a = reg[in->a], *b = reg[in->b];                                                    \
+      switch ((vm_op)in->op) {                                                                     \
+      case VM_ACC:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = LOADU(tile + j * W);                                   \
+        break;                                                                                     \
+      case VM_CONST:                                                                               \
+        for (int j = 0; j < NV; j++) o[j] = SET1((T)in->k);                                        \
+        break;                                                                                     \
+      case VM_SCALAR:                                                                              \
+        for (int j = 0; j < NV; j++) o[j] = SET1(*(const T *)bufs[2 + in->read]);                  \
+        break;                                                                                     \
+      case VM_COLS: {                                                                              \
+        const T *p = (const T *)bufs[2 + in->read] + col;                                          \
+        V v0 = whole ? LOADU(p) : MASKLOAD(p, mask[0]);                                            \
+        V v1 = whole ? LOADU(p + W) : MASKLOAD(p + W, mask[1]);                                    \
+        for (int j = 0; j < NV; j += 2) o[j] = v0, o[j + 1] = v1;                                  \
+        break;                                                                                     \
+      }                                                                                            \
+      case VM_MAT: {                                                                               \
+        const T *p = (const T *)bufs[2 + in->read] + row * n + col;                                \
+        for (int i = 0; i < MR; i++, p += n)                                                       \
+          for (int v = 0; v < 2; v++)                                                              \
+            o[2 * i + v] = i >= rows ? ZERO()                                                      \
+                           : whole   ? LOADU(p + v * W)                                            \
+                                     : MASKLOAD(p + v * W, mask[v]);                               \
+        break;                                                                                     \
+      }                                                                                            \
+      case VM_ADD:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = ADD(a[j], b[j]);                                       \
+        break;                                                                                     \
+      case VM_SUB:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = SUB(a[j], b[j]);                                       \
+        break;                                                                                     \
+      case VM_MUL:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = MUL(a[j], b[j]);                                       \
+        break;                                                                                     \
+      case VM_DIV:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = DIV(a[j], b[j]);                                       \
+        break;                                                                                     \
+      case VM_MAX:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = max_##SUF(a[j], b[j]);                                 \
+        break;                                                                                     \
+      case VM_MIN:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = min_##SUF(a[j], b[j]);                                 \
+        break;                                                                                     \
+      case VM_NEG:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = XOR(a[j], SET1((T)-0.0));                              \
+        break;                                                                                     \
+      case VM_ABS:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = ANDNOT(SET1((T)-0.0), a[j]);                           \
+        break;                                                                                     \
+      case VM_CMP:                                                                                 \
+        for (int j = 0; j < NV; j++) o[j] = cmp_##SUF(a[j], b[j], in->cmp);                        \
+        break;                                                                                     \
+      case VM_SELECT:                                                                              \
+        for (int j = 0; j < NV; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                     \
+        break;                                                                                     \
+      case VM_TANH:                                                                                \
+        for (int j = 0; j < NV; j++) o[j] = tanh_##SUF(a[j]);                                      \
+        break;                                                                                     \
+      }                                                                                            \
+    }                                                                                              \
+    T *out = (T *)bufs[c->plan.out_buf] + row * n + col;                                           \
+    const V *y = reg[c->root];                                                                     \
+    for (int64_t i = 0; i < rows; i++, out += n)                                                   \
+      for (int v = 0; v < 2; v++) {                                                                \
+        if (whole) STOREU(out + v * W, y[2 * i + v]);                                              \
+        else MASKSTORE(out + v * W, mask[v], y[2 * i + v]);                                        \
+      }                                                                                            \
+  }
+
+DEFINE_EPI(float, f32, __m256, __m256i, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_maskload_ps,
+           _mm256_maskstore_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_add_ps, _mm256_sub_ps,
+           _mm256_mul_ps, _mm256_div_ps, _mm256_max_ps, _mm256_min_ps, _mm256_and_ps,
+           _mm256_or_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_cmp_ps, _mm256_blendv_ps)
+DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, _mm256_storeu_pd,
+           _mm256_maskload_pd, _mm256_maskstore_pd, _mm256_set1_pd, _mm256_setzero_pd,
+           _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_div_pd, _mm256_max_pd,
+           _mm256_min_pd, _mm256_and_pd, _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd,
+           _mm256_cmp_pd, _mm256_blendv_pd)
+
+void core_dot_run(const core_dot *c, void *const *bufs, int64_t rb, int64_t re) {
+  const core_dot *was = running;
+  running = c;
+  if (c->es == 4) tjit_gemm_core_f32(&c->plan, bufs, rb, re, c->n_ins ? epi_f32 : NULL);
+  else tjit_gemm_core_f64(&c->plan, bufs, rb, re, c->n_ins ? epi_f64 : NULL);
+  running = was;
+}
