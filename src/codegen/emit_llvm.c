@@ -11,6 +11,7 @@
 
 #include "codegen/epilogue.h"
 #include "codegen/kernel.h"
+#include "codegen/llvm_jit.h"
 #include "codegen/llvm_math.h"
 #include "runtime/error.h"
 
@@ -690,9 +691,8 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
   LLVMSetLinkage(body, LLVMInternalLinkage);
   unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
   unsigned inl = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
   LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, inl, 0));
-  LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  cg_set_nounwind(body);
   for (uint32_t i = 0; i < nb; i++) {
     LLVMAddAttributeAtIndex(body, i + 1, LLVMCreateEnumAttribute(c, noalias, 0));
     e->buf[i] = LLVMGetParam(body, i);
@@ -741,7 +741,7 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
     LLVMTypeRef eparams[3] = {e->ptr, e->i64, e->i64};
     snprintf(name, sizeof name, "%s%s", lf->name, twin ? "_nt" : "");
     LLVMValueRef fn = LLVMAddFunction(e->m, name, LLVMFunctionType(e->vd, eparams, 3, 0));
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+    cg_set_nounwind(fn);
     LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
     for (uint32_t i = 0; i < nb; i++) {
       LLVMValueRef idx = LLVMConstInt(e->i64, i, 0);

@@ -541,6 +541,12 @@ jit_status cg_lookup(cg_dylib *lib, const char *name, void **fn) {
   return st;
 }
 
+void cg_set_nounwind(LLVMValueRef fn) {
+  LLVMContextRef c = LLVMGetModuleContext(LLVMGetGlobalParent(fn));
+  unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, kind, 0));
+}
+
 char *cg_module_text(LLVMModuleRef m) {
   char *s = LLVMPrintModuleToString(m);
   if (!s) return NULL;

@@ -66,6 +66,13 @@ void cg_dylib_free(cg_dylib *lib);
 /* The module's textual IR, malloc'd (free() it), or NULL when out of memory. */
 char *cg_module_text(LLVMModuleRef m);
 
+/* Marks generated function fn as never unwinding. Every function tjit generates must be: one
+   that calls another is not inferred so, and LLVM then gives it an .eh_frame entry, which ORC
+   registers with libgcc; under ASan with slow unwinding (fast_unwind_on_malloc=0, the MPI
+   tests'), libgcc sorting that entry on the next malloc's unwind mallocs under its own lock and
+   deadlocks. */
+void cg_set_nounwind(LLVMValueRef fn);
+
 /* Strings for cache keys, valid until cg_jit_destroy / forever: the target CPU name
    ("znver5"), its feature string ("+avx512f,..." for the host, "" for a named CPU), and
    "19.1.7" for the linked LLVM. */

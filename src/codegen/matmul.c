@@ -1304,16 +1304,6 @@ bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
   return true;
 }
 
-/* Marks fn as never unwinding. A function that calls another is not inferred so, and LLVM then
-   gives it an .eh_frame entry, which ORC registers with libgcc; under ASan with slow unwinding
-   (LSAN_OPTIONS=fast_unwind_on_malloc=0, the MPI tests'), libgcc sorting that entry on the next
-   malloc's unwind mallocs under its own lock and deadlocks. The generated kernels make no calls;
-   the entry and loops are marked as here. */
-static void set_nounwind(mm *e, LLVMValueRef fn) {
-  unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->c, kind, 0));
-}
-
 /* NAME.epi(bufs, tile, row, rows, col): the finished sums of one tile (the core's stack copy)
    through d's epilogue into the output, as emit_tile_rows does for the generated kernel. */
 static LLVMValueRef emit_core_epilogue(mm *e, const char *name) {
@@ -1323,7 +1313,7 @@ static LLVMValueRef emit_core_epilogue(mm *e, const char *name) {
   e->fn = LLVMAddFunction(e->m, epi_name,
                           LLVMFunctionType(LLVMVoidTypeInContext(e->c), params, 5, 0));
   LLVMSetLinkage(e->fn, LLVMInternalLinkage);
-  set_nounwind(e, e->fn);
+  cg_set_nounwind(e->fn);
   LLVMPositionBuilderAtEnd(e->b, block(e, "entry"));
   const plan *p = &e->p;
   tile_ctx t;
@@ -1384,8 +1374,8 @@ jit_status cg_matmul_core_emit(LLVMModuleRef m, const char *name, const cg_matmu
   LLVMTypeRef cty = LLVMFunctionType(LLVMVoidTypeInContext(e.c), cparams, 5, 0);
   LLVMValueRef cfn = LLVMGetNamedFunction(m, core);
   if (!cfn) cfn = LLVMAddFunction(m, core, cty);
-  set_nounwind(&e, cfn);
-  set_nounwind(&e, fn);
+  cg_set_nounwind(cfn);
+  cg_set_nounwind(fn);
   e.fn = fn;
   LLVMPositionBuilderAtEnd(e.b, block(&e, "entry"));
   LLVMValueRef args[5] = {g, LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), epi};

@@ -8,6 +8,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/llvm_jit.h"
 #include "runtime/error.h"
 #include "runtime/exec_internal.h"
 
@@ -212,8 +213,7 @@ jit_status exec_emit_control(const estep *s, const exec *e, LLVMModuleRef m) {
   x.vd = LLVMVoidTypeInContext(x.c);
   LLVMTypeRef params[3] = {x.ptr, x.ptr, x.ptr};
   LLVMValueRef fn = LLVMAddFunction(m, s->name, LLVMFunctionType(x.vd, params, 3, 0));
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(x.c, nounwind, 0));
+  cg_set_nounwind(fn);
   x.bufs = LLVMGetParam(fn, 0);
   x.entries = LLVMGetParam(fn, 1);
   x.rts = LLVMGetParam(fn, 2);

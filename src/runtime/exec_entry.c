@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "codegen/llvm_jit.h"
 #include "runtime/error.h"
 #include "runtime/exec_internal.h"
 
@@ -42,8 +43,7 @@ jit_status exec_emit_entry(const exec *e, LLVMModuleRef m) {
   }
   for (uint32_t i = 0; i < n; i++) params[i] = ptr;
   LLVMValueRef fn = LLVMAddFunction(m, EXEC_ENTRY_NAME, LLVMFunctionType(vd, params, n, 0));
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  cg_set_nounwind(fn);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
 
   LLVMValueRef rt = LLVMGetParam(fn, n - 1);
@@ -121,8 +121,7 @@ jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m) {
   LLVMTypeRef ety = LLVMFunctionType(vd, eparams, n_entry, 0);
   LLVMTypeRef lparams[5] = {ptr, ptr, ptr, ptr, ptr};
   LLVMValueRef fn = LLVMAddFunction(m, s->name, LLVMFunctionType(vd, lparams, 5, 0));
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c, nounwind, 0));
+  cg_set_nounwind(fn);
   LLVMValueRef ops = LLVMGetParam(fn, 0), outs = LLVMGetParam(fn, 1), cb = LLVMGetParam(fn, 2);
   LLVMValueRef entry = LLVMGetParam(fn, 3), rt = LLVMGetParam(fn, 4);
   LLVMBasicBlockRef bb_entry = LLVMAppendBasicBlockInContext(c, fn, "entry");
