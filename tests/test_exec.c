@@ -470,6 +470,60 @@ static void test_core_epilogue_programs(void **state) {
         }
 }
 
+/* ---- a scan whose dots multiply by its consts ------------------------------------------------------ */
+
+static void rnn_step(jit_trace *t, const jit_val *h, const jit_val *x, jit_val *nh, jit_val *y,
+                     void *user) {
+  const jit_val *w = user;
+  nh[0] = jit_tanh(t, jit_add(t, jit_matmul(t, h[0], w[0]), jit_matmul(t, x[0], w[1])));
+  y[0] = nh[0];
+}
+
+static void rnn_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val last;
+  jit_scan(t, rnn_step, (void *)&a[2], 1, &a[0], 1, &a[1], -1, 0, &last, 1, &r[0]);
+}
+
+/* W5's shape of scan: dots split over threads whose rhs are the scan's consts keep them packed
+   over the steps of one call (team_keep), and must repack for the next call's weights, also when
+   those land at the same address. Bit for bit the 1-thread results, call after call. */
+static void test_scan_const_rhs(void **state) {
+  (void)state;
+  const int64_t T = 6, B = 32, H = 256; /* 2M multiply-adds a dot: split over threads */
+  int64_t sh[4][3] = {{B, H}, {T, B, H}, {H, H}, {H, H}};
+  int rk[4] = {2, 3, 2, 2};
+  jit_fn *f[2];
+  jit_ctx *ctxs[2] = {ctx1, ctx2};
+  for (int c = 0; c < 2; c++) {
+    jit_fn_opts o = {.name = "rnn", .n_args = 4, .n_results = 1};
+    assert_int_equal(jit_compile(ctxs[c], rnn_fn, NULL, &o, &f[c]), JIT_OK);
+  }
+  for (int call = 0; call < 3; call++) {
+    void *out[2];
+    for (int c = 0; c < 2; c++) {
+      jit_array *args[4];
+      for (int i = 0; i < 4; i++) {
+        void *v = random_data(JIT_F32, numel(rk[i], sh[i]), 70 + (uint64_t)(call * 4 + i));
+        if (i >= 2)
+          for (int64_t j = 0; j < H * H; j++) ((float *)v)[j] *= 0.125f;
+        args[i] = upload(ctxs[c], JIT_F32, rk[i], sh[i], v);
+        free(v);
+      }
+      jit_array *res = NULL;
+      assert_int_equal(jit_call(f[c], args, &res), JIT_OK);
+      out[c] = download(res);
+      jit_array_free(res);
+      for (int i = 0; i < 4; i++) jit_array_free(args[i]);
+    }
+    assert_memory_equal(out[0], out[1], (size_t)(T * B * H) * sizeof(float));
+    free(out[0]);
+    free(out[1]);
+  }
+  jit_fn_free(f[0]);
+  jit_fn_free(f[1]);
+}
+
 /* ---- dots inside larger programs ---------------------------------------------------------------- */
 /* relu(x @ w1 + b1) @ w2 + b2, the operands of the second dot made by other kernels, and a
    transposed operand computed on the fly. */
@@ -842,7 +896,8 @@ int main(void) {
   const struct CMUnitTest dots[] = {
       cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
       cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues),
-      cmocka_unit_test(test_core_epilogue_programs), cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_core_epilogue_programs),
+      cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
   };
   int fails = cmocka_run_group_tests_name("disk cache", disk, make_dir, remove_dir);

@@ -66,6 +66,7 @@ void exec_free(exec *e) {
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
     core_dot_free(e->steps[i].core);
+    free(e->steps[i].team_keep);
     ir_func_free(e->steps[i].sub);
     ir_fft_plan_free(e->steps[i].fft);
   }
@@ -377,6 +378,7 @@ static jit_status add_scan(builder *B, ir_ref v) {
                  &B->e->steps[si].bufs[na + nr + i]);
   snprintf(B->e->steps[si].name, sizeof B->e->steps[si].name, "tjit_scan%u", si);
   if (st == JIT_OK) st = build_body(B, b, &B->e->steps[si].body);
+  if (st == JIT_OK) B->e->steps[si].body->n_invariant = sp->n_consts;
   if (st == JIT_OK) st = copy_later_gets(B, v, si, na, first);
   free(first);
   return st;
@@ -980,7 +982,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs);
    *own says to free). false: out of memory (recorded). */
 bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   static _Alignas(64) unsigned char empty[64];
-  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK};
+  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK, 0};
   *arena = NULL;
   *own = false;
   if (!e->arena_bytes) return true;
@@ -1010,8 +1012,26 @@ void exec_rt_end(exec *e, void *arena, bool own) {
 
 /* A scan step: the body's executable once per step, on pointers into the operands and results;
    the carries start as copies of the inits and alternate between the two scratch sets. */
+static _Atomic uint64_t scan_calls; /* numbers every run of a scan step */
+
+static void run_prepared(exec *e, exec_rt *rt, const void *const *args, void *const *results);
+
+/* One step of a scan body (exec_run with the scan call's number in its rt). */
+static jit_status run_body_step(exec *e, const void *const *args, void *const *results,
+                                uint64_t call) {
+  exec_rt rt;
+  void *arena;
+  bool own;
+  if (!exec_rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
+  rt.scan_call = call;
+  run_prepared(e, &rt, args, results);
+  exec_rt_end(e, arena, own);
+  return rt.status;
+}
+
 static jit_status run_scan(const estep *s, void *const *bufs) {
   const scan_plan *sp = s->scan;
+  uint64_t call = atomic_fetch_add_explicit(&scan_calls, 1, memory_order_relaxed) + 1;
   uint32_t na = s->n_args, nr = sp->n_results, nc = sp->n_carry, c0 = sp->n_consts;
   jit_status st = JIT_OK;
   const void *small_a[16];
@@ -1037,6 +1057,7 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
       st = JIT_ENOMEM;
       goto done;
     }
+    brt.scan_call = call;
     s->loop(bufs, bufs + na, bufs + na + nr, s->body->entry, &brt);
     exec_rt_end(s->body, arena, own);
     st = brt.status;
@@ -1051,7 +1072,7 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     for (uint32_t i = c0 + nc; i < na; i++) a[i] = (const unsigned char *)bufs[i] + (size_t)t * sp->xstep[i];
     for (uint32_t k = 0; k < nr; k++)
       r[k] = k < nc ? nxt[k] : (void *)((unsigned char *)bufs[na + k] + (size_t)t * sp->ystep[k]);
-    st = exec_run(s->body, a, r);
+    st = run_body_step(s->body, a, r, call);
     for (uint32_t i = 0; i < nc; i++) {
       void *x = cur[i];
       cur[i] = nxt[i];
@@ -1065,6 +1086,38 @@ done:
   if (r != small_r) free(r);
   if (cur != small_c) free(cur);
   return st;
+}
+
+/* What heads a team_keep area: the scan call and rhs it was packed for. */
+typedef struct team_tag {
+  uint64_t scan_call;
+  const void *rhs;
+} team_tag;
+
+/* The team area dot step s runs with in this run, its claims ready: where s's rhs is one of a
+   scan's consts and this run owns the executable's arena, s's own area, whose packed rhs stays
+   valid for the rest of the scan call (packed once per call, not once per step: W5's weights);
+   else the arena's shared area, claims zeroed. */
+static void *team_area(exec_rt *rt, estep *s, void *const *bufs) {
+  exec *e = rt->e;
+  uint32_t rb = s->bufs[1];
+  if (rt->scan_call && e->arena && rt->scratch == e->arena && rb < e->n_bufs &&
+      e->bufs[rb].kind == EB_PARAM && e->bufs[rb].index < e->n_invariant) {
+    if (!s->team_keep && (s->team_keep = alloc_arena(EXEC_ALIGN + s->team_bytes)))
+      memset(s->team_keep, 0, EXEC_ALIGN); /* a tag of no call (they count from 1) */
+    if (s->team_keep) {
+      team_tag *tag = s->team_keep;
+      void *area = (unsigned char *)s->team_keep + EXEC_ALIGN;
+      if (tag->scan_call != rt->scan_call || tag->rhs != bufs[1]) {
+        memset(area, 0, s->team_flags);
+        *tag = (team_tag){rt->scan_call, bufs[1]};
+      }
+      return area;
+    }
+  }
+  void *area = (unsigned char *)rt->mm_scratch + (size_t)e->mm_threads * e->mm_bytes;
+  memset(area, 0, s->team_flags);
+  return area;
 }
 
 /* Set while a device thread runs its program: every kernel stays on that thread (the devices
@@ -1122,10 +1175,8 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
   if (s->inline_run || serial_thread) nth = 1;
   rows_job j = {e, s, bufs, rt->mm_scratch, e->mm_bytes, NULL};
-  if (s->kind == ES_DOT && nth > 1 && s->team_bytes && s->team_bytes <= e->team_bytes) {
-    j.team = (unsigned char *)rt->mm_scratch + (size_t)e->mm_threads * e->mm_bytes;
-    memset(j.team, 0, s->team_flags);
-  }
+  if (s->kind == ES_DOT && nth > 1 && s->team_bytes && s->team_bytes <= e->team_bytes)
+    j.team = team_area(rt, &e->steps[i], bufs);
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
 }
@@ -1224,7 +1275,7 @@ jit_status exec_run_device(exec *e, int device, int n_devices, const void *const
   /* a device's slot is its own: device jobs of one context run one at a time */
   if (!slot || (e->arena_bytes && !*slot && !(*slot = alloc_arena(e->arena_bytes))))
     return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
-  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK};
+  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK, 0};
   if (*slot) rt.mm_scratch = (unsigned char *)*slot + e->scratch_bytes;
   bool was = serial_thread;
   serial_thread = true;

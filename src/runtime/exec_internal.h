@@ -84,6 +84,8 @@ typedef struct estep {
                          (codegen/core_dot.h), no generated kernel; NULL: s->fn */
   size_t team_bytes, team_flags; /* ES_DOT on the core: its team area when split over threads
                          and the claims zeroed before each call (gemm_core.h); 0: none */
+  void *team_keep;    /* ES_DOT whose rhs is a scan's const: its own team area, kept packed over
+                         the steps of one scan call (run by the owner of e->arena only) */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */
@@ -112,6 +114,8 @@ struct exec {
   size_t mm_bytes;      /* one thread's matmul scratch (a multiple of EXEC_ALIGN); 0: no dot */
   int mm_threads;       /* matmul scratch blocks after the intermediates */
   size_t team_bytes;    /* the largest team area of a dot split over threads, after the blocks */
+  uint32_t n_invariant; /* a scan body's: its leading params (the scan's consts) are the same
+                           buffers, unchanged, in every step of one scan call */
   size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes + team_bytes */
   void *arena;          /* allocated by the first run that owns it, kept for the next */
   exec_stats nested;    /* what building the scan bodies' executables cost */
@@ -135,6 +139,8 @@ typedef struct exec_rt {
                          split over threads or interpreted */
   exec *e;
   jit_status status;  /* the first failure of a step */
+  uint64_t scan_call; /* a scan body's run: which scan call (0: not a body); team_keep areas
+                         packed in the same call are reused */
 } exec_rt;
 
 /* Prepares rt for a run of e (its arena: e's own when free, else a fresh one that *own says to
