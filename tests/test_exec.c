@@ -472,6 +472,8 @@ static void test_core_epilogue_programs(void **state) {
 
 /* ---- a scan whose dots multiply by its consts ------------------------------------------------------ */
 
+static void scan_const_rhs(int64_t B);
+
 static void rnn_step(jit_trace *t, const jit_val *h, const jit_val *x, jit_val *nh, jit_val *y,
                      void *user) {
   const jit_val *w = user;
@@ -485,23 +487,31 @@ static void rnn_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   jit_scan(t, rnn_step, (void *)&a[2], 1, &a[0], 1, &a[1], -1, 0, &last, 1, &r[0]);
 }
 
-/* W5's shape of scan: dots split over threads whose rhs are the scan's consts keep them packed
-   over the steps of one call (team_keep), and must repack for the next call's weights, also when
-   those land at the same address. Bit for bit the 1-thread results, call after call. */
+/* W5's shape of scan: dots whose rhs are the scan's consts keep them packed over the steps of
+   one call (team_keep), split over threads or not, and must repack for the next call's weights,
+   also when those land at the same address. Bit for bit the generated kernels' results
+   (TJIT_GEMM_CORE=0: no core, no packing kept), call after call. */
 static void test_scan_const_rhs(void **state) {
   (void)state;
-  const int64_t T = 6, B = 32, H = 256; /* 2M multiply-adds a dot: split over threads */
+  for (int64_t B = 32; B >= 8; B -= 24) /* 2M multiply-adds a dot (split over threads), 0.5M */
+    scan_const_rhs(B);
+}
+
+
+static void scan_const_rhs(int64_t B) {
+  const int64_t T = 6, H = 256;
   int64_t sh[4][3] = {{B, H}, {T, B, H}, {H, H}, {H, H}};
   int rk[4] = {2, 3, 2, 2};
-  jit_fn *f[2];
-  jit_ctx *ctxs[2] = {ctx1, ctx2};
-  for (int c = 0; c < 2; c++) {
+  jit_fn *f[3];
+  jit_ctx *ctxs[3] = {ctx1, ctx2, ctx1};
+  for (int c = 0; c < 3; c++) {
     jit_fn_opts o = {.name = "rnn", .n_args = 4, .n_results = 1};
     assert_int_equal(jit_compile(ctxs[c], rnn_fn, NULL, &o, &f[c]), JIT_OK);
   }
   for (int call = 0; call < 3; call++) {
-    void *out[2];
-    for (int c = 0; c < 2; c++) {
+    void *out[3];
+    for (int c = 0; c < 3; c++) {
+      if (c == 2) setenv("TJIT_GEMM_CORE", "0", 1); /* read when the signature compiles */
       jit_array *args[4];
       for (int i = 0; i < 4; i++) {
         void *v = random_data(JIT_F32, numel(rk[i], sh[i]), 70 + (uint64_t)(call * 4 + i));
@@ -512,16 +522,16 @@ static void test_scan_const_rhs(void **state) {
       }
       jit_array *res = NULL;
       assert_int_equal(jit_call(f[c], args, &res), JIT_OK);
+      unsetenv("TJIT_GEMM_CORE");
       out[c] = download(res);
       jit_array_free(res);
       for (int i = 0; i < 4; i++) jit_array_free(args[i]);
     }
-    assert_memory_equal(out[0], out[1], (size_t)(T * B * H) * sizeof(float));
-    free(out[0]);
-    free(out[1]);
+    assert_memory_equal(out[0], out[2], (size_t)(T * B * H) * sizeof(float));
+    assert_memory_equal(out[1], out[2], (size_t)(T * B * H) * sizeof(float));
+    for (int c = 0; c < 3; c++) free(out[c]);
   }
-  jit_fn_free(f[0]);
-  jit_fn_free(f[1]);
+  for (int c = 0; c < 3; c++) jit_fn_free(f[c]);
 }
 
 /* ---- dots inside larger programs ---------------------------------------------------------------- */

@@ -266,8 +266,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   if (mm > B->e->mm_bytes) B->e->mm_bytes = mm;
   gemm_core_plan cp;
   if (use_gemm_core(B->e, &desc) && cg_matmul_core_plan(&desc, &cp)) {
-    if (!s->inline_run)
-      s->team_bytes = align_up(gemm_core_team_bytes(&cp, (int)jit_dtype_size(dt), &s->team_flags));
+    s->team_bytes = align_up(gemm_core_team_bytes(&cp, (int)jit_dtype_size(dt), &s->team_flags));
     if (core_programs()) TRY_RET(core_dot_build(&desc, s->epi, &s->core));
   }
   return JIT_OK;
@@ -1094,11 +1093,12 @@ typedef struct team_tag {
   const void *rhs;
 } team_tag;
 
-/* The team area dot step s runs with in this run, its claims ready: where s's rhs is one of a
-   scan's consts and this run owns the executable's arena, s's own area, whose packed rhs stays
-   valid for the rest of the scan call (packed once per call, not once per step: W5's weights);
-   else the arena's shared area, claims zeroed. */
-static void *team_area(exec_rt *rt, estep *s, void *const *bufs) {
+/* The team area dot step s runs with on nth threads in this run, its claims ready: where s's
+   rhs is one of a scan's consts and this run owns the executable's arena, s's own area, whose
+   packed rhs stays valid for the rest of the scan call (packed once per call, not once per step:
+   W5's weights), on one thread too; else, split over threads, the arena's shared area, claims
+   zeroed; else NULL (no team). */
+static void *team_area(exec_rt *rt, estep *s, void *const *bufs, int nth) {
   exec *e = rt->e;
   uint32_t rb = s->bufs[1];
   if (rt->scan_call && e->arena && rt->scratch == e->arena && rb < e->n_bufs &&
@@ -1115,6 +1115,7 @@ static void *team_area(exec_rt *rt, estep *s, void *const *bufs) {
       return area;
     }
   }
+  if (nth < 2 || s->team_bytes > e->team_bytes) return NULL;
   void *area = (unsigned char *)rt->mm_scratch + (size_t)e->mm_threads * e->mm_bytes;
   memset(area, 0, s->team_flags);
   return area;
@@ -1175,8 +1176,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
   if (s->inline_run || serial_thread) nth = 1;
   rows_job j = {e, s, bufs, rt->mm_scratch, e->mm_bytes, NULL};
-  if (s->kind == ES_DOT && nth > 1 && s->team_bytes && s->team_bytes <= e->team_bytes)
-    j.team = team_area(rt, &e->steps[i], bufs);
+  if (s->kind == ES_DOT && s->team_bytes) j.team = team_area(rt, &e->steps[i], bufs, nth);
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
 }

@@ -82,8 +82,9 @@ typedef struct estep {
   int64_t grain;      /* ES_DOT: rows per piece when split over threads */
   struct core_dot *core; /* ES_DOT: run on the precompiled core with its epilogue as a program
                          (codegen/core_dot.h), no generated kernel; NULL: s->fn */
-  size_t team_bytes, team_flags; /* ES_DOT on the core: its team area when split over threads
-                         and the claims zeroed before each call (gemm_core.h); 0: none */
+  size_t team_bytes, team_flags; /* ES_DOT on the core: the bytes of its team area (shared by
+                         the threads it is split over, or its team_keep) and of the claims in it
+                         (gemm_core.h); 0: none */
   void *team_keep;    /* ES_DOT whose rhs is a scan's const: its own team area, kept packed over
                          the steps of one scan call (run by the owner of e->arena only) */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
