@@ -981,13 +981,14 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs);
    *own says to free). false: out of memory (recorded). */
 bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   static _Alignas(64) unsigned char empty[64];
-  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK, 0};
+  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK, 0, false};
   *arena = NULL;
   *own = false;
   if (!e->arena_bytes) return true;
   if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire)) {
     if (!e->arena) e->arena = alloc_arena(e->arena_bytes);
     *arena = e->arena;
+    rt->owns_arena = *arena != NULL;
     if (!*arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
   }
   if (!*arena) {
@@ -1101,7 +1102,7 @@ typedef struct team_tag {
 static void *team_area(exec_rt *rt, estep *s, void *const *bufs, int nth) {
   exec *e = rt->e;
   uint32_t rb = s->bufs[1];
-  if (rt->scan_call && e->arena && rt->scratch == e->arena && rb < e->n_bufs &&
+  if (rt->scan_call && rt->owns_arena && rb < e->n_bufs &&
       e->bufs[rb].kind == EB_PARAM && e->bufs[rb].index < e->n_invariant) {
     if (!s->team_keep && (s->team_keep = alloc_arena(EXEC_ALIGN + s->team_bytes)))
       memset(s->team_keep, 0, EXEC_ALIGN); /* a tag of no call (they count from 1) */
@@ -1275,7 +1276,7 @@ jit_status exec_run_device(exec *e, int device, int n_devices, const void *const
   /* a device's slot is its own: device jobs of one context run one at a time */
   if (!slot || (e->arena_bytes && !*slot && !(*slot = alloc_arena(e->arena_bytes))))
     return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
-  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK, 0};
+  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK, 0, false};
   if (*slot) rt.mm_scratch = (unsigned char *)*slot + e->scratch_bytes;
   bool was = serial_thread;
   serial_thread = true;

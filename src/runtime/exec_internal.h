@@ -142,6 +142,8 @@ typedef struct exec_rt {
   jit_status status;  /* the first failure of a step */
   uint64_t scan_call; /* a scan body's run: which scan call (0: not a body); team_keep areas
                          packed in the same call are reused */
+  bool owns_arena;    /* scratch is e->arena, held through e->busy: the steps' team_keep areas
+                         are this run's to use */
 } exec_rt;
 
 /* Prepares rt for a run of e (its arena: e's own when free, else a fresh one that *own says to
