@@ -1010,25 +1010,13 @@ void exec_rt_end(exec *e, void *arena, bool own) {
   else if (arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
 }
 
-/* A scan step: the body's executable once per step, on pointers into the operands and results;
-   the carries start as copies of the inits and alternate between the two scratch sets. */
 static _Atomic uint64_t scan_calls; /* numbers every run of a scan step */
 
-static void run_prepared(exec *e, exec_rt *rt, const void *const *args, void *const *results);
+static jit_status run_in_call(exec *e, const void *const *args, void *const *results,
+                              uint64_t scan_call);
 
-/* One step of a scan body (exec_run with the scan call's number in its rt). */
-static jit_status run_body_step(exec *e, const void *const *args, void *const *results,
-                                uint64_t call) {
-  exec_rt rt;
-  void *arena;
-  bool own;
-  if (!exec_rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
-  rt.scan_call = call;
-  run_prepared(e, &rt, args, results);
-  exec_rt_end(e, arena, own);
-  return rt.status;
-}
-
+/* A scan step: the body's executable once per step, on pointers into the operands and results;
+   the carries start as copies of the inits and alternate between the two scratch sets. */
 static jit_status run_scan(const estep *s, void *const *bufs) {
   const scan_plan *sp = s->scan;
   uint64_t call = atomic_fetch_add_explicit(&scan_calls, 1, memory_order_relaxed) + 1;
@@ -1072,7 +1060,7 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     for (uint32_t i = c0 + nc; i < na; i++) a[i] = (const unsigned char *)bufs[i] + (size_t)t * sp->xstep[i];
     for (uint32_t k = 0; k < nr; k++)
       r[k] = k < nc ? nxt[k] : (void *)((unsigned char *)bufs[na + k] + (size_t)t * sp->ystep[k]);
-    st = run_body_step(s->body, a, r, call);
+    st = run_in_call(s->body, a, r, call);
     for (uint32_t i = 0; i < nc; i++) {
       void *x = cur[i];
       cur[i] = nxt[i];
@@ -1247,14 +1235,21 @@ static void run_prepared(exec *e, exec_rt *rt, const void *const *args, void *co
   }
 }
 
-jit_status exec_run(exec *e, const void *const *args, void *const *results) {
+/* A run of e; scan_call: the scan call whose step it is (exec_rt.scan_call), 0: none. */
+static jit_status run_in_call(exec *e, const void *const *args, void *const *results,
+                              uint64_t scan_call) {
   exec_rt rt;
   void *arena;
   bool own;
   if (!exec_rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
+  rt.scan_call = scan_call;
   run_prepared(e, &rt, args, results);
   exec_rt_end(e, arena, own);
   return rt.status;
+}
+
+jit_status exec_run(exec *e, const void *const *args, void *const *results) {
+  return run_in_call(e, args, results, 0);
 }
 
 jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
