@@ -160,6 +160,11 @@ static const cg_math_fn math_of[IR_N_OPS] = {
     [IR_ERF_INV] = CG_MATH_ERF_INV,
 };
 
+/* math_of's zero is CG_MATH_EXP: an op other than exp mapped to it has no function */
+bool lp_ew_is_math(int ew) {
+  return ew >= 0 && ew < IR_N_OPS && (ew == IR_EXP || math_of[ew] != CG_MATH_EXP);
+}
+
 static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueRef y) {
   LLVMBuilderRef b = e->b;
   jit_dtype d = in->dt;
@@ -199,17 +204,13 @@ static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueR
     if (t != e->f64) r = LLVMBuildFPTrunc(b, r, t, "");
     break;
   }
-  case IR_EXP:
-  case IR_LOG:
-  case IR_TANH:
-  case IR_LOGISTIC:
-  case IR_ERF:
-  case IR_SIN:
-  case IR_COS:
-  case IR_LOG1P:
-  case IR_EXPM1:
-  case IR_ERF_INV: r = cg_math_emit(b, math_of[in->ew], x); break;
-  default: e->bad = true; return LLVMGetUndef(t);
+  default:
+    if (!lp_ew_is_math(in->ew)) {
+      e->bad = true;
+      return LLVMGetUndef(t);
+    }
+    r = cg_math_emit(b, math_of[in->ew], x);
+    break;
   }
   if (!r) {
     e->bad = true;

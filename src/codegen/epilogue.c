@@ -193,18 +193,8 @@ static bool vector_safe(const lp_ins *in) {
   case IR_FLOOR:
   case IR_CEIL:
   case IR_ROUND:
-  case IR_SQRT:
-  case IR_EXP:
-  case IR_LOG:
-  case IR_TANH:
-  case IR_LOGISTIC:
-  case IR_ERF:
-  case IR_SIN:
-  case IR_COS:
-  case IR_LOG1P:
-  case IR_EXPM1:
-  case IR_ERF_INV: return true;
-  default: return false;
+  case IR_SQRT: return true;
+  default: return lp_ew_is_math(in->ew);
   }
 }
 

@@ -33,6 +33,9 @@ bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out);
 /* d for the plan's dot with the epilogue (bufs lhs, rhs, reads..., out, scratch), emitted in m. */
 void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d, int vec_bytes);
 
+/* emit_llvm.c: whether op ew is one of llvm_math.c's functions (cg_math_emit), straight-line code
+   for any vector width. */
+bool lp_ew_is_math(int ew);
 /* emit_llvm.c: one elementwise op on scalars (see there). */
 LLVMValueRef lp_emit_ew(LLVMBuilderRef b, LLVMModuleRef m, const lp_ins *in, LLVMValueRef x,
                         LLVMValueRef y, LLVMValueRef z);
