@@ -41,6 +41,8 @@ typedef struct wl_arg {
   double offset;
   int64_t int_range;        /* > 0: an i32 arg, uniform over [0, int_range), not a f32 one */
   int complex_pairs;        /* 1: a c64 arg, shape's last dim of 2 its (re, im) float pairs */
+  int bf16;                 /* 1: a bf16 arg: its float32 data rounded to bf16 (what the
+                               reference reads), uploaded as bf16 */
 } wl_arg;
 
 typedef struct workload {
@@ -77,6 +79,7 @@ typedef struct workload {
   double (*check)(const void *const *args, const float *const *results, char *msg, size_t len);
   const char *peer;         /* non-NULL: the script in bench/peers that times it in JAX */
   uint32_t complex_results; /* bit k: result k is c64, out_shape[k]'s last dim of 2 its pairs */
+  uint32_t bf16_results;    /* bit k: result k is bf16 (checked as the float32 it widens to) */
 } workload;
 
 extern const workload bench_workloads[];
@@ -85,7 +88,12 @@ extern const int bench_n_workloads;
 int64_t wl_numel(int rank, const int64_t *shape);
 int wl_n_results(const workload *w);
 /* Fills dst with the seeded data of argument i of w (the same in every process): float32 offset +
-   uniform(-1, 1) * scale, or int32 uniform over [0, int_range). */
+   uniform(-1, 1) * scale (rounded to the nearest bf16 for a bf16 arg), or int32 uniform over
+   [0, int_range). */
 void wl_fill(const workload *w, int i, void *dst);
+
+/* bf16 <-> float32: the bf16 bits of f rounded to nearest even (NaN stays NaN), and back. */
+uint16_t wl_bf16_bits(float f);
+float wl_bf16_float(uint16_t b);
 
 #endif /* TJIT_BENCH_H */

@@ -118,9 +118,17 @@ static int inst_setup(const workload *w, int opt_level, wl_inst *in, double *ctx
     }
     wl_fill(w, i, in->host[i]);
     const wl_arg *a = &w->args[i];
-    jit_dtype dt = a->int_range > 0 ? JIT_I32 : a->complex_pairs ? JIT_C64 : JIT_F32;
-    st = jit_array_from_host(in->ctx, dt, a->rank - (a->complex_pairs ? 1 : 0), a->shape, in->host[i],
-                             &in->args[i]);
+    jit_dtype dt = a->int_range > 0 ? JIT_I32 : a->complex_pairs ? JIT_C64 : a->bf16 ? JIT_BF16 : JIT_F32;
+    uint16_t *bits = a->bf16 ? bench_alloc((size_t)n * sizeof(uint16_t)) : NULL;
+    if (a->bf16 && !bits) {
+      snprintf(err, errlen, "out of memory for argument %d", i);
+      inst_free(in);
+      return -1;
+    }
+    for (int64_t k = 0; bits && k < n; k++) bits[k] = wl_bf16_bits(((float *)in->host[i])[k]);
+    st = jit_array_from_host(in->ctx, dt, a->rank - (a->complex_pairs ? 1 : 0), a->shape,
+                             bits ? (void *)bits : in->host[i], &in->args[i]);
+    free(bits);
     if (st != JIT_OK) goto fail;
   }
   if (w->mesh > 0) { /* placed once, before any timing, as a user's data would be */
@@ -527,16 +535,20 @@ static void run_workload(const workload *w, const options *o, const floor_result
   for (int k = 0; k < nres; k++) {
     int64_t n = wl_numel(w->out_rank[k], w->out_shape[k]);
     int cx = w->complex_results >> k & 1; /* c64: its float pairs are the declared last dim */
+    int bf = w->bf16_results >> k & 1;
     int rank = w->out_rank[k] - (cx ? 1 : 0);
     if (!y[k] || jit_array_rank(y[k]) != rank ||
         memcmp(jit_array_shape(y[k]), w->out_shape[k], sizeof(int64_t) * (size_t)rank) != 0 ||
-        jit_array_dtype(y[k]) != (cx ? JIT_C64 : JIT_F32)) {
+        jit_array_dtype(y[k]) != (cx ? JIT_C64 : bf ? JIT_BF16 : JIT_F32)) {
       snprintf(r->msg, sizeof r->msg, "result %d has the wrong type (rank %d, dtype %s)", k,
                y[k] ? jit_array_rank(y[k]) : -1, y[k] ? jit_dtype_name(jit_array_dtype(y[k])) : "none");
       r->status = ST_FAIL;
       goto done;
     }
-    jit_status st = jit_array_to_host(y[k], got + offsets[k], (size_t)n * sizeof(float));
+    /* a bf16 result lands in the upper half of its float slots, widened from the back */
+    jit_status st = jit_array_to_host(y[k], got + offsets[k], (size_t)n * (bf ? 2 : sizeof(float)));
+    for (int64_t i = n - 1; bf && st == JIT_OK && i >= 0; i--)
+      got[offsets[k] + i] = wl_bf16_float(((const uint16_t *)(got + offsets[k]))[i]);
     if (st != JIT_OK) {
       snprintf(r->msg, sizeof r->msg, "jit_array_to_host: %s", jit_last_error());
       goto done;
@@ -1104,7 +1116,7 @@ int main(int argc, char **argv) {
         found = strlen(bench_workloads[i].id) == (size_t)(e - p) &&
                 strncasecmp(p, bench_workloads[i].id, (size_t)(e - p)) == 0;
       if (!found) {
-        fprintf(stderr, "tjit-bench: --only: no workload '%.*s' (W1..W10)\n", (int)(e - p), p);
+        fprintf(stderr, "tjit-bench: --only: no workload '%.*s' (W1..W14, see WORKLOADS.md)\n", (int)(e - p), p);
         return 2;
       }
       p = e;
@@ -1124,7 +1136,7 @@ int main(int argc, char **argv) {
 
   /* Static, not malloc'd: the forked runs exit from inside the loop below, where a leak checker
      would count a heap array as lost. */
-  static wl_result rs[16];
+  static wl_result rs[32];
   if (bench_n_workloads > (int)(sizeof rs / sizeof rs[0])) return 1;
   int n = 0, failed = 0;
   for (int i = 0; i < bench_n_workloads; i++) {

@@ -39,8 +39,23 @@ void wl_fill(const workload *w, int i, void *dst) {
     }
     /* centred on half-steps: uniform over (-1, 1) and never exactly 0 */
     double u = ((double)bits + 0.5) / 8388608.0 - 1.0;
-    ((float *)dst)[k] = (float)a->offset + (float)(u * a->scale);
+    float v = (float)a->offset + (float)(u * a->scale);
+    ((float *)dst)[k] = a->bf16 ? wl_bf16_float(wl_bf16_bits(v)) : v;
   }
+}
+
+uint16_t wl_bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if (f != f) return (uint16_t)(u >> 16 | 0x40);
+  return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+float wl_bf16_float(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
 }
 
 /* ---- W1 eltwise: y = tanh(0.5*x + 0.25) * (1/(1+exp(-x))) ------------------------------------ */
@@ -603,6 +618,8 @@ static void w12_ref(const float *const *a, double *y) {
 #define W10_VEC(n, constant) {1, {(n), 0, 0}, 0.0, (constant)}
 #define W10_TOKENS {2, {8, 128, 0}, 0.0, 0.0, 4096}
 #define ARG4(a, b, c, d) {4, {(a), (b), (c), (d)}, 1.0}
+#define BF16_ARG1(n) {1, {(n), 0, 0}, 1.0, .bf16 = 1}
+#define BF16_ARG2(r, c) {2, {(r), (c), 0}, 1.0, .bf16 = 1}
 
 const workload bench_workloads[] = {
     {.id = "W1", .name = "eltwise", .kind = FLOOR_BYTES, .amount = 128 * MiB, .tol = 1e-4,
@@ -655,9 +672,10 @@ const workload bench_workloads[] = {
      .tol = 1e-4, .devices = 2, .threads = 2, .mesh = 2, .specs = {"x,_", NULL}, .data_id = "W9",
      .note = "W9: x committed as \"x,_\" over 2 devices, w uncommitted (replicated); W9x1 is the "
              "same matmul on 1 device of 1 thread, W9r splits the contracted dim (x \"_,x\", "
-             "w \"x,_\"), one all-reduce",
+             "w \"x,_\"), one all-reduce; W9's peer is torch's (and numpy's) single matmul on 2 "
+             "threads (bench/peers/torch_w9.py: needs torch beside JAX in --peers' interpreter)",
      .n_args = 2, .args = {ARG2(W9_N, W9_N), ARG2(W9_N, W9_N)}, .out_rank = {2},
-     .out_shape = {{W9_N, W9_N}}, .trace = w9_trace, .reference = w9_ref},
+     .out_shape = {{W9_N, W9_N}}, .trace = w9_trace, .reference = w9_ref, .peer = "torch_w9.py"},
     {.id = "W9x1", .name = "matmul_1dev", .kind = FLOOR_FLOPS, .amount = 2.0 * W9_N * W9_N * W9_N,
      .tol = 1e-4, .devices = 1, .threads = 1, .data_id = "W9",
      .n_args = 2, .args = {ARG2(W9_N, W9_N), ARG2(W9_N, W9_N)}, .out_rank = {2},
@@ -695,5 +713,15 @@ const workload bench_workloads[] = {
      .n_args = 2, .args = {{2, {W12_N, 2, 0}, 1.0, 0.0, 0, 1}, ARG2(W12_R, W12_R)},
      .n_results = 2, .out_rank = {2, 3}, .out_shape = {{W12_N, 2}, {W12_R, W12_R / 2 + 1, 2}},
      .complex_results = 3, .trace = w12_trace, .reference = w12_ref, .peer = "w12_fft.py"},
+    {.id = "W13", .name = "mlp_bf16", .kind = FLOOR_FLOPS, .amount = 2.0 * 2 * W4_B * W4_D * W4_H,
+     .tol = 1e-2, .data_id = "W4",
+     .note = "W13 is W4's function on bf16 arrays (W4's data rounded to bf16): each dot sums in "
+             "f32 and rounds its result to bf16, as XLA's; checked against the float64 W4 of the "
+             "rounded inputs (the hidden layer and the result are rounded to bf16 in tjit)",
+     .n_args = 5,
+     .args = {BF16_ARG2(W4_B, W4_D), BF16_ARG2(W4_D, W4_H), BF16_ARG1(W4_H), BF16_ARG2(W4_H, W4_D),
+              BF16_ARG1(W4_D)},
+     .out_rank = {2}, .out_shape = {{W4_B, W4_D}}, .bf16_results = 1, .trace = w4_trace,
+     .reference = w4_ref, .peer = "jax_w13.py"},
 };
 const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);
