@@ -45,7 +45,9 @@ typedef struct vm_ins {
 /* Register r is the result of instruction r. */
 struct core_dot {
   gemm_core_plan plan;
-  int es;       /* 4 or 8 */
+  bool bf16;            /* bf16 operands and output (sums and program in f32) */
+  gemm_core_sums sums;  /* bf16: where the core keeps partial sums */
+  int es;       /* of the compute type: 4 or 8 */
   int64_t n;    /* the output's columns */
   int n_ins;    /* 0: no epilogue */
   int root;
@@ -118,7 +120,7 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
       if (d == dt && k >= 0 && reg[k] >= 0 && c->ins[reg[k]].op == VM_CMP && a >= 0 && b >= 0)
         r = emit(c, (vm_ins){.op = VM_SELECT, .a = (int8_t)a, .b = (int8_t)b,
                              .c = (int8_t)reg[k]});
-    } else if (in->op == IR_TANH && d == dt && dt == JIT_F32) {
+    } else if (in->op == IR_TANH && d == dt && (dt == JIT_F32 || dt == JIT_BF16)) {
       int a = operand(c, pl, reg, in->args[0], dt);
       if (a >= 0) r = emit(c, (vm_ins){.op = VM_TANH, .a = (int8_t)a});
     } else if (in->op < IR_N_OPS && arith[in->op] && d == dt && in->n_args >= 1) {
@@ -140,15 +142,26 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
 jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_dot **out) {
   *out = NULL;
   gemm_core_plan p;
-  if (!gemm_core_runs_here() || !cg_matmul_core_plan(d, &p)) return JIT_OK;
+  gemm_core_sums sums = {0, 0, 0};
+  bool bf16 = d->lhs.dtype == JIT_BF16;
+  if (!gemm_core_runs_here() ||
+      !(bf16 ? cg_matmul_core_plan_bf16(d, &p, &sums) : cg_matmul_core_plan(d, &p)))
+    return JIT_OK;
   core_dot *c = calloc(1, sizeof *c);
   if (!c) return jit_error(JIT_ENOMEM, "jit_call: out of memory planning a dot");
   c->plan = p;
-  c->es = (int)jit_dtype_size(d->lhs.dtype);
+  c->bf16 = bf16;
+  c->sums = sums;
+  c->es = bf16 ? 4 : (int)jit_dtype_size(d->lhs.dtype);
   c->n = p.N;
   if (pl && !build_program(c, pl, d->lhs.dtype)) {
     free(c);
     return JIT_OK;
+  }
+  if (bf16 && !pl) { /* the sums still become bf16: a program of the dot alone */
+    c->ins[0] = (vm_ins){.op = VM_ACC};
+    c->n_ins = 1;
+    c->root = 0;
   }
   *out = c;
   return JIT_OK;
@@ -165,7 +178,8 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
   static const char *const cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   const gemm_core_plan *p = &c->plan;
   fprintf(out, "; %s: %s dot [%lld x %lld x %lld] x %lld on the precompiled core (gemm_core.c),"
-          " no generated code; epilogue program:%s\n", name, c->es == 4 ? "f32" : "f64",
+          " no generated code; epilogue program:%s\n", name,
+          c->bf16 ? "bf16 (f32 sums)" : c->es == 4 ? "f32" : "f64",
           (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->B,
           c->n_ins ? "" : " none");
   for (int r = 0; r < c->n_ins; r++) {
@@ -222,13 +236,59 @@ CORE static __m256 tanh_f32(__m256 x) {
 /* f64 programs have no tanh (the build refuses it) */
 CORE static __m256d tanh_f64(__m256d x) { return x; }
 
+/* bf16 values in f32 lanes, as matmul.c and emit_llvm.c's round_to: rounded to nearest even, a
+   NaN quieted (bit 6 of its upper half set). */
+CORE static __m256 round_bf16(__m256 x) {
+  __m256i u = _mm256_castps_si256(x), hi = _mm256_srli_epi32(u, 16);
+  __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+  __m256i nan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(r, 16));
+}
+
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* 8 bf16 at p widened; lanes outside mask (a partial tile) are zeros and never read */
+CORE static __m256 load_bf16(const uint16_t *p, __m256i mask, bool whole) {
+  if (whole)
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+  _Alignas(32) int32_t m[8];
+  _Alignas(32) float v[8];
+  _mm256_store_si256((__m256i *)m, mask);
+  for (int l = 0; l < 8; l++) v[l] = m[l] ? bf16_to_f32(p[l]) : 0.0f;
+  return _mm256_load_ps(v);
+}
+
+/* x (already bf16 values, or NaN) as bf16 at p, the lanes in mask */
+CORE static void store_bf16(uint16_t *p, __m256i mask, bool whole, __m256 x) {
+  __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(round_bf16(x)), 16);
+  __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+  if (whole) {
+    _mm_storeu_si128((__m128i *)p, h);
+    return;
+  }
+  _Alignas(32) int32_t m[8];
+  _Alignas(16) uint16_t v[8];
+  _mm256_store_si256((__m256i *)m, mask);
+  _mm_store_si128((__m128i *)v, h);
+  for (int l = 0; l < 8; l++)
+    if (m[l]) p[l] = v[l];
+}
+
 /* The program of the dot this thread runs (core_dot_run), for the core's epilogue callback. */
 static _Thread_local const core_dot *running;
 
 /* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = 2 W long;
    vector j is row j / 2, columns (j % 2) W ... Lanes past the row's valid columns are loaded as
    zeros (masked loads never touch them) and never stored; rows past `rows` likewise. */
-#define DEFINE_EPI(T, SUF, V, VI, W, LOADU, STOREU, MASKLOAD, MASKSTORE, SET1, ZERO, ADD, SUB,     \
+#define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ZERO, ADD, SUB,    \
                    MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV)                         \
   CORE static V max_##SUF(V x, V y) { /* llvm.maximum: NaN if either is, +0 over -0 */             \
     V m = BLENDV(MAXV(x, y), AND(x, y), CMP(x, y, _CMP_EQ_OQ));                                    \
@@ -267,41 +327,38 @@ static _Thread_local const core_dot *running;
       const V *a = reg[in->a], *b = reg[in->b];                                                    \
       switch ((vm_op)in->op) {                                                                     \
       case VM_ACC:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = LOADU(tile + j * W);                                   \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(LOADU(tile + j * W));                            \
         break;                                                                                     \
       case VM_CONST:                                                                               \
-        for (int j = 0; j < NV; j++) o[j] = SET1((T)in->k);                                        \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(SET1((T)in->k));                                 \
         break;                                                                                     \
       case VM_SCALAR:                                                                              \
-        for (int j = 0; j < NV; j++) o[j] = SET1(*(const T *)bufs[2 + in->read]);                  \
+        for (int j = 0; j < NV; j++) o[j] = SET1(LOAD1(bufs[2 + in->read]));                       \
         break;                                                                                     \
       case VM_COLS: {                                                                              \
-        const T *p = (const T *)bufs[2 + in->read] + col;                                          \
-        V v0 = whole ? LOADU(p) : MASKLOAD(p, mask[0]);                                            \
-        V v1 = whole ? LOADU(p + W) : MASKLOAD(p + W, mask[1]);                                    \
+        const void *p = bufs[2 + in->read];                                                        \
+        V v0 = LOADV(p, col, mask[0], whole), v1 = LOADV(p, col + W, mask[1], whole);              \
         for (int j = 0; j < NV; j += 2) o[j] = v0, o[j + 1] = v1;                                  \
         break;                                                                                     \
       }                                                                                            \
       case VM_MAT: {                                                                               \
-        const T *p = (const T *)bufs[2 + in->read] + row * n + col;                                \
-        for (int i = 0; i < MR; i++, p += n)                                                       \
+        const void *p = bufs[2 + in->read];                                                        \
+        for (int i = 0; i < MR; i++)                                                               \
           for (int v = 0; v < 2; v++)                                                              \
-            o[2 * i + v] = i >= rows ? ZERO()                                                      \
-                           : whole   ? LOADU(p + v * W)                                            \
-                                     : MASKLOAD(p + v * W, mask[v]);                               \
+            o[2 * i + v] = i >= rows ? ZERO() : LOADV(p, (row + i) * n + col + v * W, mask[v], whole); \
         break;                                                                                     \
       }                                                                                            \
       case VM_ADD:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ADD(a[j], b[j]);                                       \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(ADD(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_SUB:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = SUB(a[j], b[j]);                                       \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(SUB(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_MUL:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = MUL(a[j], b[j]);                                       \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(MUL(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_DIV:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = DIV(a[j], b[j]);                                       \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(DIV(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_MAX:                                                                                 \
         for (int j = 0; j < NV; j++) o[j] = max_##SUF(a[j], b[j]);                                 \
@@ -322,33 +379,52 @@ static _Thread_local const core_dot *running;
         for (int j = 0; j < NV; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                     \
         break;                                                                                     \
       case VM_TANH:                                                                                \
-        for (int j = 0; j < NV; j++) o[j] = tanh_##SUF(a[j]);                                      \
+        for (int j = 0; j < NV; j++) o[j] = ROUND(tanh_##SUF(a[j]));                               \
         break;                                                                                     \
       }                                                                                            \
     }                                                                                              \
-    T *out = (T *)bufs[c->plan.out_buf] + row * n + col;                                           \
+    void *out = bufs[c->plan.out_buf];                                                             \
     const V *y = reg[c->root];                                                                     \
-    for (int64_t i = 0; i < rows; i++, out += n)                                                   \
-      for (int v = 0; v < 2; v++) {                                                                \
-        if (whole) STOREU(out + v * W, y[2 * i + v]);                                              \
-        else MASKSTORE(out + v * W, mask[v], y[2 * i + v]);                                        \
-      }                                                                                            \
+    for (int64_t i = 0; i < rows; i++)                                                             \
+      for (int v = 0; v < 2; v++) STOREV(out, (row + i) * n + col + v * W, mask[v], whole, y[2 * i + v]); \
   }
 
-DEFINE_EPI(float, f32, __m256, __m256i, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_maskload_ps,
-           _mm256_maskstore_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_add_ps, _mm256_sub_ps,
+/* Element access of the program's reads and output: element idx of the buffer at base, a vector
+   of W (the lanes in mask of a partial tile) or one; f32 programs of a bf16 dot (c->bf16) read
+   and write bf16 and round what each op computes to bf16 as the generated epilogue does. */
+#define F32_LOADV(base, idx, m, whole)                                                             \
+  (c->bf16 ? load_bf16((const uint16_t *)(base) + (idx), m, whole)                                 \
+   : (whole) ? _mm256_loadu_ps((const float *)(base) + (idx))                                      \
+             : _mm256_maskload_ps((const float *)(base) + (idx), m))
+#define F32_LOAD1(base) (c->bf16 ? bf16_to_f32(*(const uint16_t *)(base)) : *(const float *)(base))
+#define F32_STOREV(base, idx, m, whole, x)                                                         \
+  (c->bf16 ? store_bf16((uint16_t *)(base) + (idx), m, whole, x)                                   \
+   : (whole) ? _mm256_storeu_ps((float *)(base) + (idx), x)                                        \
+             : _mm256_maskstore_ps((float *)(base) + (idx), m, x))
+#define F32_ROUND(x) (c->bf16 ? round_bf16(x) : (x))
+#define F64_LOADV(base, idx, m, whole)                                                             \
+  ((whole) ? _mm256_loadu_pd((const double *)(base) + (idx))                                       \
+           : _mm256_maskload_pd((const double *)(base) + (idx), m))
+#define F64_LOAD1(base) (*(const double *)(base))
+#define F64_STOREV(base, idx, m, whole, x)                                                         \
+  ((whole) ? _mm256_storeu_pd((double *)(base) + (idx), x)                                         \
+           : _mm256_maskstore_pd((double *)(base) + (idx), m, x))
+#define F64_ROUND(x) (x)
+
+DEFINE_EPI(float, f32, __m256, __m256i, 8, _mm256_loadu_ps, F32_LOADV, F32_LOAD1, F32_STOREV,
+           F32_ROUND, _mm256_set1_ps, _mm256_setzero_ps, _mm256_add_ps, _mm256_sub_ps,
            _mm256_mul_ps, _mm256_div_ps, _mm256_max_ps, _mm256_min_ps, _mm256_and_ps,
            _mm256_or_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_cmp_ps, _mm256_blendv_ps)
-DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, _mm256_storeu_pd,
-           _mm256_maskload_pd, _mm256_maskstore_pd, _mm256_set1_pd, _mm256_setzero_pd,
-           _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_div_pd, _mm256_max_pd,
-           _mm256_min_pd, _mm256_and_pd, _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd,
-           _mm256_cmp_pd, _mm256_blendv_pd)
+DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, F64_LOADV, F64_LOAD1, F64_STOREV,
+           F64_ROUND, _mm256_set1_pd, _mm256_setzero_pd, _mm256_add_pd, _mm256_sub_pd,
+           _mm256_mul_pd, _mm256_div_pd, _mm256_max_pd, _mm256_min_pd, _mm256_and_pd,
+           _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd)
 
 void core_dot_run(const core_dot *c, void *const *bufs, int64_t rb, int64_t re) {
   const core_dot *was = running;
   running = c;
-  if (c->es == 4) tjit_gemm_core_f32(&c->plan, bufs, rb, re, c->n_ins ? epi_f32 : NULL);
+  if (c->bf16) tjit_gemm_core_bf16(&c->plan, &c->sums, bufs, rb, re, epi_f32);
+  else if (c->es == 4) tjit_gemm_core_f32(&c->plan, bufs, rb, re, c->n_ins ? epi_f32 : NULL);
   else tjit_gemm_core_f64(&c->plan, bufs, rb, re, c->n_ins ? epi_f64 : NULL);
   running = was;
 }

@@ -340,3 +340,135 @@ static void team_done(atomic_int *flag) {
 
 DEFINE_CORE(float, f32, 16)
 DEFINE_CORE(double, f64, 8)
+
+/* ---- bf16 operands (gemm_core.h) ----
+   Packed as the f32 they widen to (exactly: a bf16 is the upper half of its float), so the f32
+   micro-kernel and tiles run unchanged; the packers read half the bytes. */
+
+CORE static inline __m256 widen8_bf16(const uint16_t *s) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+static inline float widen1_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* pack_rows_f32's loops, widening: strips of W = 16 (rhs) or MR (lhs) */
+CORE static void pack_rows_bf16(float *restrict dst, const uint16_t *restrict src, int64_t ks,
+                                int64_t kc, int64_t n, int W) {
+  int64_t full = n - n % W;
+  for (int64_t k = 0; k < kc; k++) {
+    const uint16_t *s = src + k * ks;
+    float *d = dst + k * W;
+    for (int64_t j0 = 0; j0 < full; j0 += W) {
+      if (W == 16) {
+        _mm256_storeu_ps(d + j0 * kc, widen8_bf16(s + j0));
+        _mm256_storeu_ps(d + j0 * kc + 8, widen8_bf16(s + j0 + 8));
+      } else {
+        for (int j = 0; j < W; j++) d[j0 * kc + j] = widen1_bf16(s[j0 + j]);
+      }
+    }
+    if (full < n)
+      for (int64_t j = 0; j < W; j++) d[full * kc + j] = j < n - full ? widen1_bf16(s[full + j]) : 0;
+  }
+}
+
+/* pack_cols_f32 with each row of 8 widened as it is loaded */
+CORE static int64_t pack_cols_bf16(float *restrict dst, const uint16_t *restrict s, int64_t ws,
+                                   int64_t kc, int W) {
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int h = 0; h < W; h += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; j++)
+        r[j] = h + j < W ? widen8_bf16(s + (h + j) * ws + k) : _mm256_setzero_ps();
+      transpose8_f32(r);
+      for (int i = 0; i < 8; i++) {
+        float *d = dst + (k + i) * W + h;
+        if (W == 16) {
+          _mm256_storeu_ps(d, r[i]);
+        } else {
+          _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));
+          _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[i], 1));
+        }
+      }
+    }
+  return k;
+}
+
+CORE static void pack_bf16(float *restrict dst, const uint16_t *restrict src, int64_t ws,
+                           int64_t ks, int64_t kc, int64_t n, int W) {
+  if (ws == 1) {
+    pack_rows_bf16(dst, src, ks, kc, n, W);
+    return;
+  }
+  for (int64_t j0 = 0; j0 < n; j0 += W, dst += kc * W) {
+    int64_t w = min64(W, n - j0), k = 0;
+    const uint16_t *s = src + j0 * ws;
+    if (ks == 1 && w == W) k = pack_cols_bf16(dst, s, ws, kc, W);
+    for (; k < kc; k++)
+      for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? widen1_bf16(s[j * ws + k * ks]) : 0;
+  }
+}
+
+CORE static const float *team_strip_bf16(const team_layout *t, char *area, const gemm_core_plan *p,
+                                         const uint16_t *rhs, int64_t kb, int64_t kc,
+                                         int64_t strip) {
+  int64_t g = strip / t->group;
+  float *base = (float *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * 16;
+  atomic_int *flag = (atomic_int *)area + kb * t->n_groups + g;
+  if (team_claim(flag)) {
+    int64_t j0 = g * t->group * 16;
+    pack_bf16(base, rhs + kb * p->kc * p->rhs_ks + j0 * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,
+              min64(t->group * 16, p->N - j0), 16);
+    team_done(flag);
+  }
+  return base + (strip - g * t->group) * kc * 16;
+}
+
+/* DEFINE_CORE's loops for bf16 operands, with the partial sums of K blocks but the last in f32
+   scratch (sums->c_off, rows of sums->c_ld) over chunks of sums->rc rows, as the generated
+   kernel keeps them: out is the epilogue's to write. */
+CORE void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums,
+                              void *const *bufs, int64_t rb, int64_t re, gemm_core_epi epi) {
+  if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;
+  const uint16_t *lhs = bufs[p->lhs_buf], *rhs = bufs[p->rhs_buf];
+  char *scratch = bufs[p->scratch_buf];
+  float *ap = (float *)(scratch + p->a_off), *bp = (float *)(scratch + p->b_off);
+  float *cs = (float *)(scratch + sums->c_off);
+  team_layout t;
+  char *team = core_team && team_layout_of(p, 4, &t) ? core_team : NULL;
+  int64_t kend = p->K > 0 ? p->K : 1;
+  for (int64_t r = rb; r < re;) {
+    int64_t bi = r / p->M, brow = bi * p->M, m0 = r - brow;
+    int64_t m1 = min64(min64(p->M, re - brow), m0 + sums->rc);
+    const uint16_t *lhs_b = lhs + bi * p->lhs_bs, *rhs_b = rhs + bi * p->rhs_bs;
+    for (int64_t jc = 0; jc < p->N; jc += p->nc) {
+      int64_t nc = min64(p->nc, p->N - jc);
+      for (int64_t pc = 0; pc < kend; pc += p->kc) {
+        int64_t kc = min64(p->kc, p->K - pc);
+        int first = pc == 0;
+        gemm_core_epi last_epi = pc + p->kc >= p->K ? epi : NULL;
+        if (!team)
+          pack_bf16(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc, nc, 16);
+        for (int64_t ic = m0; ic < m1; ic += p->mc) {
+          int64_t mc = min64(p->mc, m1 - ic);
+          pack_bf16(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc, mc, MR);
+          for (int64_t jr = 0; jr < nc; jr += 16) {
+            const float *b = team ? team_strip_bf16(&t, team, p, rhs_b, pc / p->kc, kc, (jc + jr) / 16)
+                                  : bp + jr * kc;
+            for (int64_t ir = 0; ir < mc; ir += MR)
+              tile_f32(kc, ap + ir * kc, b, cs + (ic - m0 + ir) * sums->c_ld + jr, sums->c_ld,
+                       min64(MR, mc - ir), min64(16, nc - jr), first, last_epi, bufs,
+                       brow + ic + ir, jc + jr);
+          }
+        }
+      }
+    }
+    r = brow + m1;
+  }
+}

@@ -59,6 +59,18 @@ void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t row_
 void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
                         int64_t row_end, gemm_core_epi epi);
 
+/* bf16 operands and output: packed as the f32 they widen to and run by the f32 micro-kernel;
+   the output (bf16) cannot hold partial sums, so the sums of every K block but the last are kept
+   in f32 in the thread's scratch, as the generated kernel keeps them (matmul.c's c_scratch):
+   chunks of rc rows, c_ld floats a row, at c_off. Only from C (core_dot.c): no generated code
+   calls it, so it has no versioned symbol. epi is never NULL (the sums must become bf16). */
+typedef struct gemm_core_sums {
+  int64_t c_off, c_ld, rc;
+} gemm_core_sums;
+
+void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, void *const *bufs,
+                         int64_t row_begin, int64_t row_end, gemm_core_epi epi);
+
 /* ---- a team: the threads of one job sharing the packed rhs ------------------------------------
    Split by rows over threads, each thread of a dot would pack the whole rhs for itself: twice the
    memory traffic of one thread (the rhs comes from DRAM) and twice its cache footprint, which cost
@@ -69,7 +81,8 @@ void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_
    however the threads are scheduled, one after the other on one thread included (a nested pool
    job). The results are bit-identical to a thread packing for itself. */
 
-/* The bytes of p's team area for elements of elem_bytes (0: p does not take one: a batched dot,
+/* The bytes of p's team area for packed elements of elem_bytes (4 for f32 and bf16 operands, 8
+   for f64; 0: p does not take one: a batched dot,
    no contracted elements, or an rhs too large to pack whole), of which the first *flag_bytes are
    the claims that must be zero when a call starts. */
 size_t gemm_core_team_bytes(const gemm_core_plan *p, int elem_bytes, size_t *flag_bytes);

@@ -1277,7 +1277,8 @@ jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_des
 
 /* ---- the precompiled core's form of a dot (gemm_core.h) ------------------------------------------ */
 
-bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
+/* The core's plan of d when it runs d with operands of dtype dt (and a d output of the same). */
+static bool core_plan_of(const cg_matmul_desc *d, jit_dtype dt, plan *pp, gemm_core_plan *out) {
   plan p;
   if (make_plan(d, &p) != JIT_OK) {
     jit_error_clear();
@@ -1285,11 +1286,12 @@ bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
   }
   /* one stride per index group: the core's packers walk one dim each; a conv's view has more
      (and padding bounds), its packer is generated */
-  if ((p.dt != JIT_F32 && p.dt != JIT_F64) || p.out_dt != p.dt || d->lhs_view ||
+  if (p.dt != dt || p.out_dt != p.dt || d->lhs_view ||
       p.bat.n > 1 || p.m.n > 1 || p.n.n > 1 || p.k.n > 1 ||
       d->vec_bytes != GEMM_CORE_VECTOR_BYTES || p.mr != GEMM_CORE_MR ||
       p.nr != GEMM_CORE_NR((int)csize(p.dt)))
     return false;
+  *pp = p;
   *out = (gemm_core_plan){
       .B = p.B, .M = p.M, .N = p.N, .K = p.K,
       .lhs_bs = p.bat.n ? p.bat.s[0][0] : 0, .lhs_ms = p.m.n ? p.m.s[0][0] : 0,
@@ -1301,6 +1303,19 @@ bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
       .a_off = (int64_t)p.a_off, .b_off = (int64_t)p.b_off,
       .lhs_buf = d->lhs_buf, .rhs_buf = d->rhs_buf, .out_buf = d->out_buf,
       .scratch_buf = d->scratch_buf};
+  return true;
+}
+
+bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out) {
+  plan p;
+  return core_plan_of(d, d->lhs.dtype == JIT_F64 ? JIT_F64 : JIT_F32, &p, out);
+}
+
+bool cg_matmul_core_plan_bf16(const cg_matmul_desc *d, gemm_core_plan *out, gemm_core_sums *sums) {
+  plan p;
+  if (!core_plan_of(d, JIT_BF16, &p, out)) return false;
+  *sums = (gemm_core_sums){.c_off = (int64_t)p.c_off, .c_ld = p.c_ld,
+                           .rc = p.c_scratch ? p.rc : INT64_MAX / 4};
   return true;
 }
 

@@ -145,6 +145,9 @@ jit_status cg_matmul_emit(LLVMModuleRef m, const char *name, const cg_matmul_des
    and output, 32-byte vectors (the core's tile), one stride per batch, M, N and K group, not a
    conv's lhs view. */
 bool cg_matmul_core_plan(const cg_matmul_desc *d, gemm_core_plan *out);
+/* The same for a dot of bf16 operands and output (tjit_gemm_core_bf16), with where its partial
+   sums live; false when the core does not run d. */
+bool cg_matmul_core_plan_bf16(const cg_matmul_desc *d, gemm_core_plan *out, gemm_core_sums *sums);
 /* Adds `void NAME(void *const *bufs, int64_t row_begin, int64_t row_end)` as cg_matmul_emit does,
    as a call of the precompiled core with d's plan and d's epilogue emitted per tile (NAME.epi):
    the same results, bit for bit, for a fraction of LLVM's work. JIT_EINVAL when

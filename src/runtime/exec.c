@@ -217,6 +217,7 @@ static int tile_vec_bytes(const exec *e) {
   return e->ctx->jit ? cg_jit_target(e->ctx->jit)->vector_bytes : 16;
 }
 
+static bool core_target(const exec *e);
 static bool use_gemm_core(const exec *e, const cg_matmul_desc *d);
 
 /* Whether a dot on the core runs its epilogue as a program (core_dot.h) where it can, rather
@@ -268,6 +269,12 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   if (use_gemm_core(B->e, &desc) && cg_matmul_core_plan(&desc, &cp)) {
     s->team_bytes = align_up(gemm_core_team_bytes(&cp, (int)jit_dtype_size(dt), &s->team_flags));
     if (core_programs()) TRY_RET(core_dot_build(&desc, s->epi, &s->core));
+  } else if (dt == JIT_BF16 && core_target(B->e) && core_programs()) {
+    /* bf16 dots run on the core only as programs (no generated code calls its bf16 form); an
+       epilogue the programs lack keeps the generated kernel */
+    TRY_RET(core_dot_build(&desc, s->epi, &s->core));
+    if (s->core)
+      s->team_bytes = align_up(gemm_core_team_bytes(core_dot_plan(s->core), 4, &s->team_flags));
   }
   return JIT_OK;
 }
@@ -644,14 +651,19 @@ static const char *dot_part_pipeline(int ctx_level) {
   return ctx_level < 1 ? cg_default_pipeline(ctx_level) : CG_MATMUL_PIPELINE;
 }
 
-/* Whether dot d runs on the precompiled core (gemm_core.h) rather than a generated kernel: where
-   the target is one the core was built for (FMA, 32-byte vectors) and d has its form, unless
-   TJIT_GEMM_CORE=0 asks for generated kernels (to compare them). */
-static bool use_gemm_core(const exec *e, const cg_matmul_desc *d) {
+/* Whether the precompiled core (gemm_core.h) may run this context's dots: the target and host
+   have FMA, unless TJIT_GEMM_CORE=0 asks for generated kernels (to compare them). */
+static bool core_target(const exec *e) {
   const char *env = getenv("TJIT_GEMM_CORE");
   if ((env && strcmp(env, "0") == 0) || e->ctx->opt_level < 1) return false;
+  return cg_jit_target(e->ctx->jit)->fma && gemm_core_runs_here();
+}
+
+/* Whether f32/f64 dot d runs on the core rather than a generated kernel: core_target, and d has
+   the core's form (32-byte vectors, one stride per index group). */
+static bool use_gemm_core(const exec *e, const cg_matmul_desc *d) {
   gemm_core_plan cp;
-  return cg_jit_target(e->ctx->jit)->fma && gemm_core_runs_here() && cg_matmul_core_plan(d, &cp);
+  return core_target(e) && cg_matmul_core_plan(d, &cp);
 }
 
 static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
