@@ -402,8 +402,9 @@ typedef struct peer_result {
   double cold_ms;           /* the lowest over cold_runs fresh processes */
   double warm_median_ms, warm_min_ms, loss;
   char err[256];
-  char np_version[32];      /* a second library the script timed in the same run (W12: numpy) */
-  double np_warm_median_ms, np_warm_min_ms;
+  /* a second library the script timed in the same process (W12, W9: numpy; W1-W3: torch) */
+  char second_name[16], second_version[32];
+  double second_warm_median_ms, second_warm_min_ms;
 } peer_result;
 
 /* The number after "key": in a one-line JSON object, or NAN. */
@@ -454,9 +455,10 @@ static void run_peer(const workload *w, const options *o, peer_result *p) {
       p->warm_min_ms = json_number(buf, "warm_min_ms");
       p->loss = json_number(buf, "loss");
       p->reps = (int)json_number(buf, "reps");
-      json_string(buf, "numpy_version", p->np_version, sizeof p->np_version);
-      p->np_warm_median_ms = json_number(buf, "numpy_warm_median_ms");
-      p->np_warm_min_ms = json_number(buf, "numpy_warm_min_ms");
+      json_string(buf, "second_name", p->second_name, sizeof p->second_name);
+      json_string(buf, "second_version", p->second_version, sizeof p->second_version);
+      p->second_warm_median_ms = json_number(buf, "second_warm_median_ms");
+      p->second_warm_min_ms = json_number(buf, "second_warm_min_ms");
       p->cold_ms = cold;
       p->ok = 1;
     }
@@ -886,11 +888,12 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
     if (r->cold.ok)
       fprintf(f, "%s tjit / %s: warm median %.2fx, cold %.2fx (below 1: tjit is faster)\n", r->w->id,
               p->name, r->warm_median_s * 1e3 / p->warm_median_ms, r->cold.cold_ms / p->cold_ms);
-    if (isfinite(p->np_warm_median_ms)) {
-      double best = fmin(p->np_warm_median_ms, p->warm_median_ms);
-      fprintf(f, "%s in numpy %s, same run: warm med %.2f ms, min %.2f ms; tjit / best of numpy and "
-                 "%s: warm median %.2fx\n", r->w->id, p->np_version, p->np_warm_median_ms,
-              p->np_warm_min_ms, p->name, r->warm_median_s * 1e3 / best);
+    if (isfinite(p->second_warm_median_ms)) {
+      double best = fmin(p->second_warm_median_ms, p->warm_median_ms);
+      fprintf(f, "%s in %s %s, same run: warm med %.2f ms, min %.2f ms; tjit / best of %s and "
+                 "%s: warm median %.2fx\n", r->w->id, p->second_name, p->second_version,
+              p->second_warm_median_ms, p->second_warm_min_ms, p->second_name, p->name,
+              r->warm_median_s * 1e3 / best);
     }
   }
   const wl_result *vm = NULL, *hand = NULL;

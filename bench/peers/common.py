@@ -36,10 +36,38 @@ def options():
     return ap.parse_args()
 
 
-def time_jitted(jax, fn, args, o, feed_back=None, loss=None):
+def timed(fn, reps, warmups):
+    """The median and minimum of reps calls of fn() after warmups, in ms."""
+    for _ in range(warmups):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3, min(times) * 1e3
+
+
+def torch_second(make, host_args, o):
+    """A second peer in the same process: torch (2 threads) running make(torch, tensors) -> a
+    callable on host_args (numpy arrays), as the second_* keys tjit-bench prints; {} without
+    torch in this interpreter."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    torch.set_num_threads(2)
+    fn = make(torch, [torch.from_numpy(a) for a in host_args])
+    med, lo = timed(fn, o.reps, o.warmups)
+    return {"second_name": "torch", "second_version": torch.__version__.split("+")[0],
+            "second_warm_median_ms": med, "second_warm_min_ms": lo}
+
+
+def time_jitted(jax, fn, args, o, feed_back=None, loss=None, second=None):
     """Times fn (a jax.jit'ed function) on args and prints the JSON line.
     feed_back(args, out) -> the next call's args (donated weights); loss(out) -> a float that
-    tjit-bench prints beside its own (the first call's), or None."""
+    tjit-bench prints beside its own (the first call's), or None; second() -> the second_* keys
+    of another library timed after JAX (torch_second), or None."""
     t0 = time.perf_counter()
     out = fn(*args)
     jax.block_until_ready(out)
@@ -60,4 +88,6 @@ def time_jitted(jax, fn, args, o, feed_back=None, loss=None):
                 times.append(time.perf_counter() - t0)
         res.update(warm_median_ms=statistics.median(times) * 1e3, warm_min_ms=min(times) * 1e3,
                    reps=o.reps)
+        if second is not None:
+            res.update(second())
     print(json.dumps(res))

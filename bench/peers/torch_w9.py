@@ -4,7 +4,7 @@ matmul), and numpy's (OpenBLAS) in the same process. Needs torch in the interpre
 `tjit-bench --peers PYTHON` (it exits with status 1 otherwise); or alone:
     python3 bench/peers/torch_w9.py [--reps N] [--warmups N] [--cold-only]
 Prints one line of JSON: torch's figures under tjit-bench's peer keys (cold_ms: the first call
-in this process; the warm median and minimum over reps), numpy's under numpy_*.
+in this process; the warm median and minimum over reps), numpy's under second_*.
 Nothing in the test suite runs this.
 """
 import json
@@ -50,7 +50,8 @@ def main():
         med, lo = timed(lambda: torch.matmul(xt, wt), o.reps, o.warmups)
         out.update(warm_median_ms=med, warm_min_ms=lo, reps=o.reps)
         med, lo = timed(lambda: x @ w, o.reps, o.warmups)
-        out.update(numpy_version=np.__version__, numpy_warm_median_ms=med, numpy_warm_min_ms=lo)
+        out.update(second_name="numpy", second_version=np.__version__, second_warm_median_ms=med,
+                   second_warm_min_ms=lo)
     print(json.dumps(out))
 
 

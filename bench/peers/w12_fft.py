@@ -7,7 +7,7 @@ Run by `tjit-bench --peers PYTHON` (bench/README.md), or alone:
     python3 bench/peers/w12_fft.py [--reps N] [--warmups N] [--cold-only]
 Prints one line of JSON: JAX's figures under tjit-bench's peer keys (cold_ms: jit + the first
 call; the warm median and minimum over reps, each call blocking until its results are ready),
-numpy's warm median and minimum under numpy_*. Nothing in the test suite runs this.
+numpy's warm median and minimum under second_*. Nothing in the test suite runs this.
 """
 import argparse
 import json
@@ -54,7 +54,8 @@ def main():
         med, lo = timed(lambda: jax.block_until_ready(f(xj, rj)), o.reps, o.warmups)
         out.update(warm_median_ms=med, warm_min_ms=lo, reps=o.reps)
         med, lo = timed(lambda: (np.fft.fft(x), np.fft.rfft2(r)), o.reps, o.warmups)
-        out.update(numpy_version=np.__version__, numpy_warm_median_ms=med, numpy_warm_min_ms=lo)
+        out.update(second_name="numpy", second_version=np.__version__, second_warm_median_ms=med,
+                   second_warm_min_ms=lo)
     print(json.dumps(out))
 
 
