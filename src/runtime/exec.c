@@ -666,23 +666,84 @@ static bool use_gemm_core(const exec *e, const cg_matmul_desc *d) {
   return core_target(e) && cg_matmul_core_plan(d, &cp);
 }
 
+/* Loop kernels go into up to n_threads modules, so that LLVM optimizes and emits them on as many
+   threads (exec_compile.c): where the dots need no generated code, LLVM's time is all in the loop
+   kernels (W8: 32 ms for its four, of 47 loop IR instructions in all: LLVM's work is in the
+   vectorized, unrolled loops each kernel becomes); W6's one kernel takes ~9 ms, its entry ~3.
+   Each module costs LLVM ~1.5 ms of fixed work (on its own thread), and the entry calls kernels
+   of other modules without inlining them (a few ns a call). group[i] is lfs[i]'s module (0 holds
+   the entry); returns how many. Heaviest kernels first into the lightest group, so the split
+   depends only on the kernels and the thread count. */
+enum { KERNEL_WEIGHT = 32, ENTRY_WEIGHT = 32 /* in loop IR instructions */ };
+
+static int loop_groups(const exec *e, lp_func *const *lfs, uint32_t n, int *group) {
+  int64_t load[EXEC_MAX_COMPILE_THREADS] = {ENTRY_WEIGHT};
+  for (uint32_t i = 0; i < n; i++) group[i] = lfs[i] ? -1 : 0; /* -1: not placed yet */
+  /* a small kernel the entry calls on its own thread stays in the entry's module, to be inlined
+     there (W7's x + 1 lost 60 ns a call to the call) */
+  for (uint32_t i = 0; i < e->n_steps; i++) {
+    const estep *s = &e->steps[i];
+    if (s->kind == ES_KERNEL && s->inline_run && s->kernel < n && group[s->kernel] == -1) {
+      group[s->kernel] = 0;
+      load[0] += KERNEL_WEIGHT + lfs[s->kernel]->n_ins;
+    }
+  }
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < n; i++) count += group[i] == -1;
+  int g = e->ctx->n_threads < EXEC_MAX_COMPILE_THREADS ? e->ctx->n_threads : EXEC_MAX_COMPILE_THREADS;
+  if ((uint32_t)g > count + 1) g = (int)count + 1; /* the entry is the first module's work */
+  if (g < 2 || count == 0) {
+    for (uint32_t i = 0; i < n; i++) group[i] = 0;
+    return 1;
+  }
+  for (uint32_t done = 0; done < count; done++) {
+    uint32_t big = n;
+    for (uint32_t i = 0; i < n; i++) /* the heaviest kernel not yet placed */
+      if (group[i] == -1 && (big == n || lfs[i]->n_ins > lfs[big]->n_ins)) big = i;
+    int light = 0;
+    for (int j = 1; j < g; j++)
+      if (load[j] < load[light]) light = j;
+    load[light] += KERNEL_WEIGHT + lfs[big]->n_ins;
+    group[big] = light;
+  }
+  return g;
+}
+
 static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, uint32_t n,
                               exec_part **out, int *n_out) {
   jit_status st = JIT_OK;
-  int np = 1;
+  int *group = malloc((n ? n : 1) * sizeof *group);
+  lp_func **sub = calloc(n ? n : 1, sizeof *sub);
+  exec_part *parts = NULL;
+  if (!group || !sub) {
+    free(group);
+    free(sub);
+    return oom();
+  }
+  int ng = loop_groups(e, lfs, n, group);
+  int np = ng;
   for (uint32_t i = 0; i < e->n_steps; i++) np += e->steps[i].kind == ES_DOT && !e->steps[i].core;
-  exec_part *parts = calloc((size_t)np, sizeof *parts);
-  if (!parts) return oom();
+  parts = calloc((size_t)np, sizeof *parts);
+  if (!parts) TRY(oom());
   for (int i = 0; i < np; i++)
     if (!(parts[i].c = LLVMContextCreate())) TRY(oom());
-  parts[0].name = f->name ? f->name : "fn";
-  parts[0].pipeline = cg_default_pipeline(e->ctx->opt_level);
-  parts[0].after_optimize = mark_streams;
-  TRY(lp_emit_llvm(lfs, n, parts[0].c, parts[0].name, &parts[0].m));
   LLVMContextRef c0 = parts[0].c;
   LLVMTypeRef ptr = LLVMPointerTypeInContext(c0, 0), i64 = LLVMInt64TypeInContext(c0);
   LLVMTypeRef kty = LLVMFunctionType(LLVMVoidTypeInContext(c0), (LLVMTypeRef[]){ptr, i64, i64}, 3, 0);
-  int k = 1;
+  for (int g = 0; g < ng; g++) {
+    exec_part *p = &parts[g];
+    p->name = f->name ? f->name : "fn";
+    for (uint32_t i = 0; i < n; i++) {
+      sub[i] = group[i] == g ? lfs[i] : NULL;
+      if (g > 0 && sub[i] && p->name == parts[0].name) p->name = lfs[i]->name;
+    }
+    p->pipeline = cg_default_pipeline(e->ctx->opt_level);
+    p->after_optimize = mark_streams;
+    TRY(lp_emit_llvm(sub, n, p->c, p->name, &p->m));
+  }
+  for (uint32_t i = 0; i < n; i++) /* the entry calls small kernels directly: declared in part 0 */
+    if (lfs[i] && group[i] != 0 && !LLVMAddFunction(parts[0].m, lfs[i]->name, kty)) TRY(oom());
+  int k = ng;
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
     if (s->kind != ES_DOT || s->core) continue;
@@ -701,10 +762,14 @@ static jit_status build_parts(const exec *e, const ir_func *f, lp_func **lfs, ui
     if (scan_has_loop(&e->steps[i])) TRY(exec_emit_scan_loop(&e->steps[i], parts[0].m));
     else if (control_has_loop(&e->steps[i])) TRY(exec_emit_control(&e->steps[i], e, parts[0].m));
   TRY(exec_emit_entry(e, parts[0].m));
+  free(group);
+  free(sub);
   *out = parts;
   *n_out = np;
   return JIT_OK;
 fail:
+  free(group);
+  free(sub);
   exec_parts_free(parts, np);
   return st;
 }
@@ -729,7 +794,8 @@ static jit_status mark_streams(const exec *e, LLVMModuleRef m) {
   char nt[40];
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
-    if (s->stream_mask)
+    LLVMValueRef twin = s->stream_mask ? LLVMGetNamedFunction(m, twin_name(s, nt, sizeof nt)) : NULL;
+    if (twin && !LLVMIsDeclaration(twin)) /* in this part */
       TRY_RET(cg_stream_stores(m, twin_name(s, nt, sizeof nt), s->stream_mask, NULL));
   }
   return JIT_OK;
