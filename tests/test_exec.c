@@ -905,6 +905,53 @@ static void test_disk_cache_concurrent(void **state) {
   }
 }
 
+/* ---- loop kernels split over modules ----------------------------------------------------------- */
+/* softmax over rows, then layernorm of it over columns, then tanh: several loop kernels, none of
+   them small enough to run inline */
+static void chain_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  int ax1 = 1, ax0 = 0;
+  const int64_t *sh = jit_val_shape(t, a[0]);
+  jit_val m = jit_reshape(t, jit_reduce_max(t, a[0], 1, &ax1), 2, (int64_t[]){sh[0], 1});
+  jit_val e = jit_exp(t, jit_sub(t, a[0], m));
+  jit_val y = jit_div(t, e, jit_reshape(t, jit_reduce_sum(t, e, 1, &ax1), 2, (int64_t[]){sh[0], 1}));
+  jit_val mu = jit_reshape(t, jit_reduce_sum(t, y, 1, &ax0), 2, (int64_t[]){1, sh[1]});
+  r[0] = jit_tanh(t, jit_mul(t, jit_sub(t, y, mu), jit_scalar(t, 3.0)));
+}
+
+/* With two threads a signature's loop kernels compile as two modules (on two threads), with one
+   as one; the code is the same, so are the results, bit for bit. */
+static void test_split_modules(void **state) {
+  (void)state;
+  int64_t sh[2] = {512, 384};
+  void *x = random_data(JIT_F32, sh[0] * sh[1], 77);
+  void *out[2];
+  int modules[2];
+  for (int c = 0; c < 2; c++) {
+    jit_ctx *ctx = c ? ctx2 : ctx1;
+    jit_array *a = upload(ctx, JIT_F32, 2, sh, x), *res = NULL;
+    jit_fn *f = NULL;
+    jit_fn_opts o = {.name = "chain", .n_args = 1, .n_results = 1};
+    assert_int_equal(jit_compile(ctx, chain_fn, NULL, &o, &f), JIT_OK);
+    assert_int_equal(jit_call(f, &a, &res), JIT_OK);
+    out[c] = download(res);
+    char *text = ot_fn_dump(f, &a, JIT_DUMP_LLVM);
+    modules[c] = 0;
+    for (const char *q = text; (q = strstr(q, "; ModuleID")) != NULL; q++) modules[c]++;
+    assert_non_null(strstr(text, "define void @tjit_entry("));
+    free(text);
+    jit_array_free(res);
+    jit_array_free(a);
+    jit_fn_free(f);
+  }
+  assert_int_equal(modules[0], 1);
+  assert_int_equal(modules[1], 2);
+  assert_memory_equal(out[0], out[1], (size_t)(sh[0] * sh[1]) * sizeof(float));
+  free(out[0]);
+  free(out[1]);
+  free(x);
+}
+
 int main(void) {
   const struct CMUnitTest disk[] = {
       cmocka_unit_test(test_disk_cache_second_process),
@@ -917,6 +964,7 @@ int main(void) {
       cmocka_unit_test(test_core_epilogue_programs),
       cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
+      cmocka_unit_test(test_split_modules),
   };
   int fails = cmocka_run_group_tests_name("disk cache", disk, make_dir, remove_dir);
   fails += cmocka_run_group_tests_name("dots", dots, ctx_setup, ctx_teardown);
