@@ -7,13 +7,14 @@ from common import fill_float, options, time_jitted
 B, D, H = 512, 1024, 4096
 
 
-def main():
+def main(dtype=None):
+    """W4 on its data as dtype (jax_w13.py: bfloat16), float32 by default."""
     o = options()
     import jax
     import jax.numpy as jnp
 
     shapes = [(B, D), (D, H), (H,), (H, D), (D,)]
-    args = [jnp.asarray(fill_float("W4", i, s)) for i, s in enumerate(shapes)]
+    args = [jnp.asarray(fill_float("W4", i, s), dtype=dtype) for i, s in enumerate(shapes)]
     jax.block_until_ready(args)
 
     def mlp(x, w1, b1, w2, b2):

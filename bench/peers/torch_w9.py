@@ -8,26 +8,14 @@ in this process; the warm median and minimum over reps), numpy's under second_*.
 Nothing in the test suite runs this.
 """
 import json
-import statistics
 import sys
 import time
 
 import numpy as np
 
-from common import fill_float, options
+from common import fill_float, options, timed
 
 N = 2048
-
-
-def timed(fn, reps, warmups):
-    for _ in range(warmups):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3, min(times) * 1e3
 
 
 def main():

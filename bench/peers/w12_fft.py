@@ -11,24 +11,13 @@ numpy's warm median and minimum under second_*. Nothing in the test suite runs t
 """
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
 
 N, R = 1 << 20, 1024
+from common import timed  # bench/peers/common.py
 from wl_fill import uniform_f32  # bench/peers/wl_fill.py
-
-
-def timed(fn, reps, warmups):
-    for _ in range(warmups):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3, min(times) * 1e3
 
 
 def main():

@@ -35,23 +35,27 @@ bool gemm_core_runs_here(void) {
    row, so a new page, on every access, and was a tenth of a large GEMM's time. Strips along k
    (ks == 1, a transposed operand): 8 x 8 (f32) or 4 x 4 (f64) blocks transposed in registers.
    Anything else element by element. */
-#define DEFINE_PACK_ROWS(T, NAME, W)                                                               \
-  CORE static void NAME(T *restrict dst, const T *restrict src, int64_t ks, int64_t kc,           \
+#define DEFINE_PACK_ROWS(T, S, WIDEN, COPY, NAME, W)                                              \
+  CORE static void NAME(T *restrict dst, const S *restrict src, int64_t ks, int64_t kc,           \
                         int64_t n) {                                                               \
     int64_t full = n - n % W;                                                                      \
     for (int64_t k = 0; k < kc; k++) {                                                             \
-      const T *s = src + k * ks;                                                                   \
+      const S *s = src + k * ks;                                                                   \
       T *d = dst + k * W;                                                                          \
-      for (int64_t j0 = 0; j0 < full; j0 += W) memcpy(d + j0 * kc, s + j0, W * sizeof(T));        \
+      for (int64_t j0 = 0; j0 < full; j0 += W) COPY(d + j0 * kc, s + j0, W);                      \
       if (full < n)                                                                                \
-        for (int64_t j = 0; j < W; j++) d[full * kc + j] = j < n - full ? s[full + j] : 0;         \
+        for (int64_t j = 0; j < W; j++) d[full * kc + j] = j < n - full ? WIDEN(s[full + j]) : 0;  \
     }                                                                                              \
   }
 
-DEFINE_PACK_ROWS(float, pack_rows_f32_16, 16)
-DEFINE_PACK_ROWS(float, pack_rows_f32_6, MR)
-DEFINE_PACK_ROWS(double, pack_rows_f64_8, 8)
-DEFINE_PACK_ROWS(double, pack_rows_f64_6, MR)
+#define AS_IS(x) (x)
+#define COPY_F32(d, s, w) memcpy(d, s, (w) * sizeof(float))
+#define COPY_F64(d, s, w) memcpy(d, s, (w) * sizeof(double))
+
+DEFINE_PACK_ROWS(float, float, AS_IS, COPY_F32, pack_rows_f32_16, 16)
+DEFINE_PACK_ROWS(float, float, AS_IS, COPY_F32, pack_rows_f32_6, MR)
+DEFINE_PACK_ROWS(double, double, AS_IS, COPY_F64, pack_rows_f64_8, 8)
+DEFINE_PACK_ROWS(double, double, AS_IS, COPY_F64, pack_rows_f64_6, MR)
 
 /* r[j] = row j (8 floats along k) in, r[i] = column i out (element j from row j). */
 CORE static inline void transpose8_f32(__m256 r[8]) {
@@ -77,30 +81,48 @@ CORE static inline void transpose4_f64(__m256d r[4]) {
   r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-/* Whole strips of a transposed source, k in steps of the transpose (the rest of kc after them
-   element by element): f32 strips of 16 are two 8-row blocks, of MR = 6 one block with two rows
-   of zeros whose columns are stored 4 + 2 wide (an 8-wide store would run past the block). */
-CORE static int64_t pack_cols_f32(float *restrict dst, const float *restrict s, int64_t ws,
-                                  int64_t kc, int W) {
-  int64_t k = 0;
-  for (; k + 8 <= kc; k += 8)
-    for (int h = 0; h < W; h += 8) {
-      __m256 r[8];
-      for (int j = 0; j < 8; j++)
-        r[j] = h + j < W ? _mm256_loadu_ps(s + (h + j) * ws + k) : _mm256_setzero_ps();
-      transpose8_f32(r);
-      for (int i = 0; i < 8; i++) {
-        float *d = dst + (k + i) * W + h;
-        if (W == 16) {
-          _mm256_storeu_ps(d, r[i]);
-        } else {
-          _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));
-          _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[i], 1));
-        }
-      }
-    }
-  return k;
+/* 8 bf16 widened to the floats they are (a bf16 is the upper half of its float) */
+CORE static inline __m256 widen8_bf16(const uint16_t *s) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
+
+static inline float widen1_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Whole strips of a transposed source of S (f32, or bf16 widened as loaded), k in steps of the
+   transpose (the rest of kc after them element by element): f32 strips of 16 are two 8-row
+   blocks, of MR = 6 one block with two rows of zeros whose columns are stored 4 + 2 wide (an
+   8-wide store would run past the block). */
+#define DEFINE_PACK_COLS_F32(NAME, S, LOAD8)                                                       \
+  CORE static int64_t NAME(float *restrict dst, const S *restrict s, int64_t ws, int64_t kc,       \
+                           int W) {                                                                \
+    int64_t k = 0;                                                                                 \
+    for (; k + 8 <= kc; k += 8)                                                                    \
+      for (int h = 0; h < W; h += 8) {                                                             \
+        __m256 r[8];                                                                               \
+        for (int j = 0; j < 8; j++)                                                                \
+          r[j] = h + j < W ? LOAD8(s + (h + j) * ws + k) : _mm256_setzero_ps();                    \
+        transpose8_f32(r);                                                                         \
+        for (int i = 0; i < 8; i++) {                                                              \
+          float *d = dst + (k + i) * W + h;                                                        \
+          if (W == 16) {                                                                           \
+            _mm256_storeu_ps(d, r[i]);                                                             \
+          } else {                                                                                 \
+            _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));                                        \
+            _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[i], 1));                       \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    return k;                                                                                      \
+  }
+
+DEFINE_PACK_COLS_F32(pack_cols_f32, float, _mm256_loadu_ps)
+DEFINE_PACK_COLS_F32(pack_cols_bf16, uint16_t, widen8_bf16)
 
 CORE static int64_t pack_cols_f64(double *restrict dst, const double *restrict s, int64_t ws,
                                   int64_t kc, int W) {
@@ -124,8 +146,19 @@ CORE static int64_t pack_cols_f64(double *restrict dst, const double *restrict s
   return k;
 }
 
-#define DEFINE_PACKER(T, NAME, W, ROWS, COLS)                                                      \
-  CORE static void NAME(T *restrict dst, const T *restrict src, int64_t ws, int64_t ks,            \
+/* w bf16 widened into floats: vectors of 8, then one by one */
+CORE static inline void widen_bf16(float *d, const uint16_t *s, int w) {
+  int j = 0;
+  for (; j + 8 <= w; j += 8) _mm256_storeu_ps(d + j, widen8_bf16(s + j));
+  for (; j < w; j++) d[j] = widen1_bf16(s[j]);
+}
+
+DEFINE_PACK_ROWS(float, uint16_t, widen1_bf16, widen_bf16, pack_rows_bf16_16, 16)
+DEFINE_PACK_ROWS(float, uint16_t, widen1_bf16, widen_bf16, pack_rows_bf16_6, MR)
+
+/* A packer of T strips from a source of S, each element WIDEN'd (bf16 to f32, or AS_IS). */
+#define DEFINE_PACKER(T, S, WIDEN, NAME, W, ROWS, COLS)                                            \
+  CORE static void NAME(T *restrict dst, const S *restrict src, int64_t ws, int64_t ks,            \
                         int64_t kc, int64_t n) {                                                   \
     if (ws == 1) {                                                                                 \
       ROWS(dst, src, ks, kc, n);                                                                   \
@@ -133,17 +166,19 @@ CORE static int64_t pack_cols_f64(double *restrict dst, const double *restrict s
     }                                                                                              \
     for (int64_t j0 = 0; j0 < n; j0 += W, dst += kc * W) {                                         \
       int64_t w = min64(W, n - j0), k = 0;                                                         \
-      const T *s = src + j0 * ws;                                                                  \
+      const S *s = src + j0 * ws;                                                                  \
       if (ks == 1 && w == W) k = COLS(dst, s, ws, kc, W);                                          \
       for (; k < kc; k++)                                                                          \
-        for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? s[j * ws + k * ks] : 0;          \
+        for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? WIDEN(s[j * ws + k * ks]) : 0;   \
     }                                                                                              \
   }
 
-DEFINE_PACKER(float, pack_rhs_f32, 16, pack_rows_f32_16, pack_cols_f32)
-DEFINE_PACKER(float, pack_lhs_f32, MR, pack_rows_f32_6, pack_cols_f32)
-DEFINE_PACKER(double, pack_rhs_f64, 8, pack_rows_f64_8, pack_cols_f64)
-DEFINE_PACKER(double, pack_lhs_f64, MR, pack_rows_f64_6, pack_cols_f64)
+DEFINE_PACKER(float, float, AS_IS, pack_rhs_f32, 16, pack_rows_f32_16, pack_cols_f32)
+DEFINE_PACKER(float, float, AS_IS, pack_lhs_f32, MR, pack_rows_f32_6, pack_cols_f32)
+DEFINE_PACKER(double, double, AS_IS, pack_rhs_f64, 8, pack_rows_f64_8, pack_cols_f64)
+DEFINE_PACKER(double, double, AS_IS, pack_lhs_f64, MR, pack_rows_f64_6, pack_cols_f64)
+DEFINE_PACKER(float, uint16_t, widen1_bf16, pack_rhs_bf16, 16, pack_rows_bf16_16, pack_cols_bf16)
+DEFINE_PACKER(float, uint16_t, widen1_bf16, pack_lhs_bf16, MR, pack_rows_bf16_6, pack_cols_bf16)
 
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in
@@ -345,76 +380,6 @@ DEFINE_CORE(double, f64, 8)
    Packed as the f32 they widen to (exactly: a bf16 is the upper half of its float), so the f32
    micro-kernel and tiles run unchanged; the packers read half the bytes. */
 
-CORE static inline __m256 widen8_bf16(const uint16_t *s) {
-  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-
-static inline float widen1_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* pack_rows_f32's loops, widening: strips of W = 16 (rhs) or MR (lhs) */
-CORE static void pack_rows_bf16(float *restrict dst, const uint16_t *restrict src, int64_t ks,
-                                int64_t kc, int64_t n, int W) {
-  int64_t full = n - n % W;
-  for (int64_t k = 0; k < kc; k++) {
-    const uint16_t *s = src + k * ks;
-    float *d = dst + k * W;
-    for (int64_t j0 = 0; j0 < full; j0 += W) {
-      if (W == 16) {
-        _mm256_storeu_ps(d + j0 * kc, widen8_bf16(s + j0));
-        _mm256_storeu_ps(d + j0 * kc + 8, widen8_bf16(s + j0 + 8));
-      } else {
-        for (int j = 0; j < W; j++) d[j0 * kc + j] = widen1_bf16(s[j0 + j]);
-      }
-    }
-    if (full < n)
-      for (int64_t j = 0; j < W; j++) d[full * kc + j] = j < n - full ? widen1_bf16(s[full + j]) : 0;
-  }
-}
-
-/* pack_cols_f32 with each row of 8 widened as it is loaded */
-CORE static int64_t pack_cols_bf16(float *restrict dst, const uint16_t *restrict s, int64_t ws,
-                                   int64_t kc, int W) {
-  int64_t k = 0;
-  for (; k + 8 <= kc; k += 8)
-    for (int h = 0; h < W; h += 8) {
-      __m256 r[8];
-      for (int j = 0; j < 8; j++)
-        r[j] = h + j < W ? widen8_bf16(s + (h + j) * ws + k) : _mm256_setzero_ps();
-      transpose8_f32(r);
-      for (int i = 0; i < 8; i++) {
-        float *d = dst + (k + i) * W + h;
-        if (W == 16) {
-          _mm256_storeu_ps(d, r[i]);
-        } else {
-          _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));
-          _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[i], 1));
-        }
-      }
-    }
-  return k;
-}
-
-CORE static void pack_bf16(float *restrict dst, const uint16_t *restrict src, int64_t ws,
-                           int64_t ks, int64_t kc, int64_t n, int W) {
-  if (ws == 1) {
-    pack_rows_bf16(dst, src, ks, kc, n, W);
-    return;
-  }
-  for (int64_t j0 = 0; j0 < n; j0 += W, dst += kc * W) {
-    int64_t w = min64(W, n - j0), k = 0;
-    const uint16_t *s = src + j0 * ws;
-    if (ks == 1 && w == W) k = pack_cols_bf16(dst, s, ws, kc, W);
-    for (; k < kc; k++)
-      for (int64_t j = 0; j < W; j++) dst[k * W + j] = j < w ? widen1_bf16(s[j * ws + k * ks]) : 0;
-  }
-}
-
 CORE static const float *team_strip_bf16(const team_layout *t, char *area, const gemm_core_plan *p,
                                          const uint16_t *rhs, int64_t kb, int64_t kc,
                                          int64_t strip) {
@@ -423,8 +388,8 @@ CORE static const float *team_strip_bf16(const team_layout *t, char *area, const
   atomic_int *flag = (atomic_int *)area + kb * t->n_groups + g;
   if (team_claim(flag)) {
     int64_t j0 = g * t->group * 16;
-    pack_bf16(base, rhs + kb * p->kc * p->rhs_ks + j0 * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,
-              min64(t->group * 16, p->N - j0), 16);
+    pack_rhs_bf16(base, rhs + kb * p->kc * p->rhs_ks + j0 * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,
+                  min64(t->group * 16, p->N - j0));
     team_done(flag);
   }
   return base + (strip - g * t->group) * kc * 16;
@@ -454,10 +419,10 @@ CORE void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sum
         int first = pc == 0;
         gemm_core_epi last_epi = pc + p->kc >= p->K ? epi : NULL;
         if (!team)
-          pack_bf16(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc, nc, 16);
+          pack_rhs_bf16(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc, nc);
         for (int64_t ic = m0; ic < m1; ic += p->mc) {
           int64_t mc = min64(p->mc, m1 - ic);
-          pack_bf16(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc, mc, MR);
+          pack_lhs_bf16(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc, mc);
           for (int64_t jr = 0; jr < nc; jr += 16) {
             const float *b = team ? team_strip_bf16(&t, team, p, rhs_b, pc / p->kc, kc, (jc + jr) / 16)
                                   : bp + jr * kc;
