@@ -18,6 +18,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "codegen/core_dot.h"
 #include "codegen/gemm_core.h"
 #include "codegen/llvm_jit.h"
 #include "codegen/matmul.h"
@@ -101,14 +102,24 @@ static jit_status build(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) 
    kernels that fuse their multiply-adds as it does (the target has FMA, as the runtime asks). */
 static bool core_checked(void) { return gemm_core_runs_here() && cg_jit_target(g_jit)->fma; }
 
+/* A bf16 dot runs on the core only as a core_dot (no generated code calls it): its kernel_fn */
+static core_dot *g_core_dot;
+static void run_core_dot(void *const *bufs, int64_t lo, int64_t hi) {
+  core_dot_run(g_core_dot, bufs, lo, hi);
+}
+
 /* d's kernel on the precompiled core (gemm_core.h), where core_checked and d has the core's
-   form; else *fn stays NULL. */
+   form (*lib NULL for a bf16 dot: g_core_dot is its kernel); else *fn stays NULL. */
 static void build_core(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
   gemm_core_plan cp;
   *lib = NULL;
   *fn = NULL;
-  if (core_checked() && cg_matmul_core_plan(d, &cp))
+  if (core_checked() && d->lhs.dtype == JIT_BF16) {
+    assert_int_equal(core_dot_build(d, NULL, &g_core_dot), JIT_OK);
+    if (g_core_dot) *fn = run_core_dot;
+  } else if (core_checked() && cg_matmul_core_plan(d, &cp)) {
     assert_int_equal(build_with(cg_matmul_core_emit, d, lib, fn), JIT_OK);
+  }
 }
 
 typedef struct team_thread {
@@ -132,9 +143,12 @@ static void *team_thread_run(void *arg) {
 static void check_team_same(const cg_matmul_desc *d, kernel_fn fn, void **bufs, void *got,
                             const void *want, size_t ob, int64_t rows) {
   gemm_core_plan cp;
+  gemm_core_sums sums;
   size_t flags = 0, tb = 0;
   if (cg_matmul_core_plan(d, &cp))
     tb = gemm_core_team_bytes(&cp, (int)jit_dtype_size(d->lhs.dtype), &flags);
+  else if (cg_matmul_core_plan_bf16(d, &cp, &sums)) /* packed as f32 */
+    tb = gemm_core_team_bytes(&cp, 4, &flags);
   if (!tb) return;
   g_team_checks++;
   void *area = aligned_alloc(64, (tb + 63) / 64 * 64);
@@ -187,6 +201,8 @@ static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const
   bufs[out] = saved;
   free(got);
   cg_dylib_free(lib);
+  core_dot_free(g_core_dot);
+  g_core_dot = NULL;
 }
 
 /* ---- random data and the reference -------------------------------------------------------------
@@ -524,6 +540,27 @@ static void test_layouts(void **state) {
 
 static void test_dtypes(void **state) {
   (void)state;
+  /* bf16 (on the core: bf16 packers for rows, transposed rows and strided elements), lhs [K, M]
+     contracted on dim 0 and rhs [N, K] on dim 1, then batched [B, M, K] x [B, K, N] with K past
+     one block */
+  mcase t;
+  memset(&t, 0, sizeof t);
+  t.dt = JIT_BF16;
+  t.lt = ty(JIT_BF16, 2, (int64_t[]){70, 45});
+  t.rt = ty(JIT_BF16, 2, (int64_t[]){37, 70});
+  t.dd.n_contract = 1;
+  t.dd.lhs_contract[0] = 0;
+  t.dd.rhs_contract[0] = 1;
+  run_case(&t);
+  memset(&t, 0, sizeof t);
+  t.dt = JIT_BF16;
+  t.lt = ty(JIT_BF16, 3, (int64_t[]){2, 19, 2100});
+  t.rt = ty(JIT_BF16, 3, (int64_t[]){2, 2100, 41});
+  t.dd.n_batch = 1;
+  t.dd.n_contract = 1;
+  t.dd.lhs_contract[0] = 2;
+  t.dd.rhs_contract[0] = 1;
+  run_case(&t);
   static const jit_dtype dts[] = {JIT_F64, JIT_I32, JIT_I64, JIT_I8, JIT_U8, JIT_BF16, JIT_F16};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     mcase c = mat(dts[i], 23, 1100, 37); /* K > KC: partial sums in out or in scratch */
