@@ -40,6 +40,7 @@ typedef struct outputs {
 typedef struct program {
   const char *name;
   int n_devices;
+  int n_threads;  /* 2: loop kernels compile as two LLVM modules on two threads */
   bool disk_cache;
   /* runs the whole program on ctx; the first failing status, everything freed on every path */
   jit_status (*run)(jit_ctx *ctx, const char *dir, outputs *out);
@@ -149,6 +150,19 @@ static jit_status prog_scan(jit_ctx *c, const char *dir, outputs *out) {
   return run_on(c, scanned, "scan", 1, mlp_shapes, 2, out);
 }
 
+/* two kernels too large to run inline, a row and a column reduction: on two threads they
+   compile as two modules */
+static void two_kernels(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_reduce_sum(t, jit_mul(t, jit_tanh(t, a[0]), jit_scalar(t, 2.0)), 1, (const int[]){1});
+  r[1] = jit_reduce_max(t, a[0], 1, (const int[]){0});
+}
+static jit_status prog_two_modules(jit_ctx *c, const char *dir, outputs *out) {
+  (void)dir;
+  static const int64_t shape[1][2] = {{256, 256}};
+  return run_on(c, two_kernels, "two", 1, shape, 2, out);
+}
+
 /* the mlp with x split over a mesh of 2 devices: every device on its own thread */
 static jit_status prog_sharded(jit_ctx *c, const char *dir, outputs *out) {
   (void)dir;
@@ -203,7 +217,7 @@ static void clear_dir(const char *dir) {
 static jit_status make_ctx(const program *p, const char *dir, jit_ctx **out) {
   jit_ctx_opts o = jit_ctx_opts_default();
   o.n_devices = p->n_devices;
-  o.n_threads = 1;
+  o.n_threads = p->n_threads;
   o.opt_level = 1; /* the same passes and kernels as 3, with LLVM's quicker pipeline */
   o.cache_dir = p->disk_cache ? dir : NULL;
   return jit_ctx_create(&o, out);
@@ -300,14 +314,15 @@ static void run_program(const program *p) {
 }
 
 static const program programs[] = {
-    {"compile_call", 1, false, prog_compile_call},
-    {"vmap", 1, false, prog_vmap},
-    {"grad", 1, false, prog_grad},
-    {"scan", 1, false, prog_scan},
-    {"sharded_2dev", 2, false, prog_sharded},
-    {"disk_store", 1, true, prog_disk_cache},
-    {"disk_load", 1, true, prog_disk_cache},
-    {"npy", 1, false, prog_npy},
+    {"compile_call", 1, 1, false, prog_compile_call},
+    {"vmap", 1, 1, false, prog_vmap},
+    {"grad", 1, 1, false, prog_grad},
+    {"scan", 1, 1, false, prog_scan},
+    {"sharded_2dev", 2, 1, false, prog_sharded},
+    {"disk_store", 1, 1, true, prog_disk_cache},
+    {"disk_load", 1, 1, true, prog_disk_cache},
+    {"npy", 1, 1, false, prog_npy},
+    {"two_modules", 1, 2, false, prog_two_modules},
 };
 
 #define PROGRAM_TEST(i) \
@@ -320,6 +335,7 @@ PROGRAM_TEST(4)
 PROGRAM_TEST(5)
 PROGRAM_TEST(6)
 PROGRAM_TEST(7)
+PROGRAM_TEST(8)
 
 static void test_summary(void **state) {
   (void)state;
@@ -332,7 +348,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_0), cmocka_unit_test(test_1), cmocka_unit_test(test_2),
       cmocka_unit_test(test_3), cmocka_unit_test(test_4), cmocka_unit_test(test_5),
-      cmocka_unit_test(test_6), cmocka_unit_test(test_7), cmocka_unit_test(test_summary),
+      cmocka_unit_test(test_6), cmocka_unit_test(test_7), cmocka_unit_test(test_8),
+      cmocka_unit_test(test_summary),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
