@@ -952,6 +952,57 @@ static void test_split_modules(void **state) {
   free(x);
 }
 
+/* ---- kernels with the same code, compiled once ------------------------------------------------ */
+static void twice_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_mul(t, jit_exp(t, a[0]), jit_scalar(t, 2.0));
+  r[1] = jit_mul(t, jit_exp(t, a[1]), jit_scalar(t, 2.0));
+}
+
+static void once_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_mul(t, jit_exp(t, a[0]), jit_scalar(t, 2.0));
+}
+
+/* The same op on two inputs of one shape: two kernels of the same code, one function in the
+   module, run for both; each result is what the op alone gives. */
+static void test_shared_kernels(void **state) {
+  (void)state;
+  int64_t sh[2] = {512, 256};
+  size_t bytes = (size_t)(sh[0] * sh[1]) * sizeof(float);
+  void *x = random_data(JIT_F32, sh[0] * sh[1], 81), *y = random_data(JIT_F32, sh[0] * sh[1], 82);
+  jit_array *a[2] = {upload(ctx2, JIT_F32, 2, sh, x), upload(ctx2, JIT_F32, 2, sh, y)};
+  jit_fn *f2 = NULL, *f1 = NULL;
+  jit_fn_opts o2 = {.name = "twice", .n_args = 2, .n_results = 2};
+  jit_fn_opts o1 = {.name = "once", .n_args = 1, .n_results = 1};
+  assert_int_equal(jit_compile(ctx2, twice_fn, NULL, &o2, &f2), JIT_OK);
+  assert_int_equal(jit_compile(ctx2, once_fn, NULL, &o1, &f1), JIT_OK);
+  jit_array *r2[2] = {NULL, NULL}, *r1 = NULL;
+  assert_int_equal(jit_call(f2, a, r2), JIT_OK);
+  char *text = ot_fn_dump(f2, a, JIT_DUMP_LLVM | JIT_DUMP_FUSED);
+  int kernels = 0, defined = 0;
+  for (const char *q = text; (q = strstr(q, "kernel k")) != NULL; q++) kernels++;
+  for (const char *q = text; (q = strstr(q, "define void @tjit_k")) != NULL; q++) defined++;
+  free(text);
+  assert_int_equal(kernels, 2);
+  assert_int_equal(defined, 1);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(jit_call(f1, &a[i], &r1), JIT_OK);
+    void *want = download(r1), *got = download(r2[i]);
+    assert_memory_equal(got, want, bytes);
+    free(want);
+    free(got);
+    jit_array_free(r1);
+    jit_array_free(r2[i]);
+  }
+  jit_fn_free(f1);
+  jit_fn_free(f2);
+  jit_array_free(a[0]);
+  jit_array_free(a[1]);
+  free(x);
+  free(y);
+}
+
 int main(void) {
   const struct CMUnitTest disk[] = {
       cmocka_unit_test(test_disk_cache_second_process),
@@ -964,7 +1015,7 @@ int main(void) {
       cmocka_unit_test(test_core_epilogue_programs),
       cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
-      cmocka_unit_test(test_split_modules),
+      cmocka_unit_test(test_split_modules), cmocka_unit_test(test_shared_kernels),
   };
   int fails = cmocka_run_group_tests_name("disk cache", disk, make_dir, remove_dir);
   fails += cmocka_run_group_tests_name("dots", dots, ctx_setup, ctx_teardown);

@@ -172,6 +172,9 @@ typedef struct lp_func {
    interpreted); JIT_ENOMEM. */
 jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out);
 void lp_free(lp_func *lf);
+/* Whether a and b are the same code but for their names (and the IR values their buffers hold):
+   one function can run both. */
+bool lp_same_code(const lp_func *a, const lp_func *b);
 
 /* ---- emitters (emit_c.c, emit_llvm.c) ------------------------------------------------------------ */
 /* The helpers every kernel's C text uses (includes, f16/bf16 conversions, XLA integer ops). */

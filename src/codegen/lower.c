@@ -868,6 +868,27 @@ void lp_free(lp_func *lf) {
   free(lf);
 }
 
+static bool same_ins(const lp_ins *a, const lp_ins *b) {
+  return a->op == b->op && a->dt == b->dt && a->in_dt == b->in_dt && a->ew == b->ew &&
+         a->cmp == b->cmp && a->a == b->a && a->b == b->b && a->c == b->c && a->buf == b->buf &&
+         a->body == b->body && a->imm.i == b->imm.i; /* a float's bits: -0 is not 0 */
+}
+
+bool lp_same_code(const lp_func *a, const lp_func *b) {
+  if (a->n_bufs != b->n_bufs || a->n_reads != b->n_reads || a->n_ins != b->n_ins ||
+      a->n_blocks != b->n_blocks || a->entry != b->entry || a->row != b->row ||
+      a->n_rows != b->n_rows || a->row_work != b->row_work || a->stream_mask != b->stream_mask ||
+      memcmp(a->buf_dt, b->buf_dt, a->n_bufs * sizeof *a->buf_dt) != 0)
+    return false;
+  for (uint32_t i = 0; i < a->n_ins; i++)
+    if (!same_ins(&a->ins[i], &b->ins[i])) return false;
+  for (uint32_t i = 0; i < a->n_blocks; i++)
+    if (a->blocks[i].n != b->blocks[i].n ||
+        memcmp(a->blocks[i].ins, b->blocks[i].ins, a->blocks[i].n * sizeof(int32_t)) != 0)
+      return false;
+  return true;
+}
+
 static bool has_reduce(const fz_kernel *k, const ir_func *f) {
   for (uint32_t i = 0; i < k->n_ops; i++)
     if (ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE) return true;
