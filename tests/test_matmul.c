@@ -474,28 +474,33 @@ static void test_large(void **state) {
   run_case(&c);
 }
 
-static void test_layouts(void **state) {
-  (void)state;
+/* lhs [K, M] contracted on dim 0 and rhs [N, K] on dim 1 (transposed operands), then batched
+   lhs [B, M, K] x rhs [B, K, N] */
+static void transposed_and_batched(jit_dtype dt, int64_t B, int64_t K) {
   mcase c;
-  /* lhs [K, M] contracted on dim 0, rhs [N, K] contracted on dim 1 */
   memset(&c, 0, sizeof c);
-  c.dt = JIT_F32;
-  c.lt = ty(JIT_F32, 2, (int64_t[]){70, 45});
-  c.rt = ty(JIT_F32, 2, (int64_t[]){37, 70});
+  c.dt = dt;
+  c.lt = ty(dt, 2, (int64_t[]){70, 45});
+  c.rt = ty(dt, 2, (int64_t[]){37, 70});
   c.dd.n_contract = 1;
   c.dd.lhs_contract[0] = 0;
   c.dd.rhs_contract[0] = 1;
   run_case(&c);
-  /* batched: lhs [B, M, K], rhs [B, K, N] */
   memset(&c, 0, sizeof c);
-  c.dt = JIT_F32;
-  c.lt = ty(JIT_F32, 3, (int64_t[]){3, 19, 29});
-  c.rt = ty(JIT_F32, 3, (int64_t[]){3, 29, 41});
+  c.dt = dt;
+  c.lt = ty(dt, 3, (int64_t[]){B, 19, K});
+  c.rt = ty(dt, 3, (int64_t[]){B, K, 41});
   c.dd.n_batch = 1;
   c.dd.n_contract = 1;
   c.dd.lhs_contract[0] = 2;
   c.dd.rhs_contract[0] = 1;
   run_case(&c);
+}
+
+static void test_layouts(void **state) {
+  (void)state;
+  mcase c;
+  transposed_and_batched(JIT_F32, 3, 29);
   /* batch dims not leading, two of them: lhs [M, B1, K, B2], rhs [B2, N, B1, K] */
   memset(&c, 0, sizeof c);
   c.dt = JIT_F32;
@@ -540,27 +545,9 @@ static void test_layouts(void **state) {
 
 static void test_dtypes(void **state) {
   (void)state;
-  /* bf16 (on the core: bf16 packers for rows, transposed rows and strided elements), lhs [K, M]
-     contracted on dim 0 and rhs [N, K] on dim 1, then batched [B, M, K] x [B, K, N] with K past
-     one block */
-  mcase t;
-  memset(&t, 0, sizeof t);
-  t.dt = JIT_BF16;
-  t.lt = ty(JIT_BF16, 2, (int64_t[]){70, 45});
-  t.rt = ty(JIT_BF16, 2, (int64_t[]){37, 70});
-  t.dd.n_contract = 1;
-  t.dd.lhs_contract[0] = 0;
-  t.dd.rhs_contract[0] = 1;
-  run_case(&t);
-  memset(&t, 0, sizeof t);
-  t.dt = JIT_BF16;
-  t.lt = ty(JIT_BF16, 3, (int64_t[]){2, 19, 2100});
-  t.rt = ty(JIT_BF16, 3, (int64_t[]){2, 2100, 41});
-  t.dd.n_batch = 1;
-  t.dd.n_contract = 1;
-  t.dd.lhs_contract[0] = 2;
-  t.dd.rhs_contract[0] = 1;
-  run_case(&t);
+  /* bf16 (on the core: bf16 packers for rows, transposed rows and strided elements), K past one
+     block in the batched case */
+  transposed_and_batched(JIT_BF16, 2, 2100);
   static const jit_dtype dts[] = {JIT_F64, JIT_I32, JIT_I64, JIT_I8, JIT_U8, JIT_BF16, JIT_F16};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     mcase c = mat(dts[i], 23, 1100, 37); /* K > KC: partial sums in out or in scratch */
