@@ -1029,9 +1029,15 @@ static int64_t step_bytes(const exec *e, const estep *s) {
    ("function:copy", "function:interp" for steps with no symbol). */
 static void prof_step(uint64_t t0, const exec *e, const estep *s, int64_t lo, int64_t hi) {
   if (!t0) return;
-  char name[96];
+  char name[96], own[32];
+  /* a kernel that runs another's function (share_kernels) keeps its own name here, the one the
+     fused dump shows */
+  snprintf(own, sizeof own, "tjit_k%u", s->kernel);
   snprintf(name, sizeof name, "%s:%s", e->name,
-           s->kind == ES_COPY ? "copy" : s->kind == ES_INTERP ? "interp" : s->name);
+           s->kind == ES_COPY     ? "copy"
+           : s->kind == ES_INTERP ? "interp"
+           : s->kind == ES_KERNEL ? own
+                                  : s->name);
   int64_t bytes = step_bytes(e, s);
   if (s->rows > 0 && hi - lo < s->rows) bytes = (int64_t)((double)bytes * (double)(hi - lo) / (double)s->rows);
   prof_arg a[2] = {{"rows", NULL, hi - lo}, {"bytes", NULL, bytes}};
