@@ -247,13 +247,6 @@ CORE static __m256 round_bf16(__m256 x) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(r, 16));
 }
 
-static float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 /* 8 bf16 at p widened; lanes outside mask (a partial tile) are zeros and never read */
 CORE static __m256 load_bf16(const uint16_t *p, __m256i mask, bool whole) {
   if (whole)
@@ -262,7 +255,7 @@ CORE static __m256 load_bf16(const uint16_t *p, __m256i mask, bool whole) {
   _Alignas(32) int32_t m[8];
   _Alignas(32) float v[8];
   _mm256_store_si256((__m256i *)m, mask);
-  for (int l = 0; l < 8; l++) v[l] = m[l] ? bf16_to_f32(p[l]) : 0.0f;
+  for (int l = 0; l < 8; l++) v[l] = m[l] ? ir_bf16_to_f32(p[l]) : 0.0f;
   return _mm256_load_ps(v);
 }
 
@@ -396,7 +389,7 @@ static _Thread_local const core_dot *running;
   (c->bf16 ? load_bf16((const uint16_t *)(base) + (idx), m, whole)                                 \
    : (whole) ? _mm256_loadu_ps((const float *)(base) + (idx))                                      \
              : _mm256_maskload_ps((const float *)(base) + (idx), m))
-#define F32_LOAD1(base) (c->bf16 ? bf16_to_f32(*(const uint16_t *)(base)) : *(const float *)(base))
+#define F32_LOAD1(base) (c->bf16 ? ir_bf16_to_f32(*(const uint16_t *)(base)) : *(const float *)(base))
 #define F32_STOREV(base, idx, m, whole, x)                                                         \
   (c->bf16 ? store_bf16((uint16_t *)(base) + (idx), m, whole, x)                                   \
    : (whole) ? _mm256_storeu_ps((float *)(base) + (idx), x)                                        \

@@ -12,6 +12,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "ir/ir.h"
+
 #define CORE __attribute__((target("avx2,fma")))
 #define MR GEMM_CORE_MR
 
@@ -87,13 +89,6 @@ CORE static inline __m256 widen8_bf16(const uint16_t *s) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
-static inline float widen1_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 /* Whole strips of a transposed source of S (f32, or bf16 widened as loaded), k in steps of the
    transpose (the rest of kc after them element by element): f32 strips of 16 are two 8-row
    blocks, of MR = 6 one block with two rows of zeros whose columns are stored 4 + 2 wide (an
@@ -150,11 +145,11 @@ CORE static int64_t pack_cols_f64(double *restrict dst, const double *restrict s
 CORE static inline void widen_bf16(float *d, const uint16_t *s, int w) {
   int j = 0;
   for (; j + 8 <= w; j += 8) _mm256_storeu_ps(d + j, widen8_bf16(s + j));
-  for (; j < w; j++) d[j] = widen1_bf16(s[j]);
+  for (; j < w; j++) d[j] = ir_bf16_to_f32(s[j]);
 }
 
-DEFINE_PACK_ROWS(float, uint16_t, widen1_bf16, widen_bf16, pack_rows_bf16_16, 16)
-DEFINE_PACK_ROWS(float, uint16_t, widen1_bf16, widen_bf16, pack_rows_bf16_6, MR)
+DEFINE_PACK_ROWS(float, uint16_t, ir_bf16_to_f32, widen_bf16, pack_rows_bf16_16, 16)
+DEFINE_PACK_ROWS(float, uint16_t, ir_bf16_to_f32, widen_bf16, pack_rows_bf16_6, MR)
 
 /* A packer of T strips from a source of S, each element WIDEN'd (bf16 to f32, or AS_IS). */
 #define DEFINE_PACKER(T, S, WIDEN, NAME, W, ROWS, COLS)                                            \
@@ -177,8 +172,8 @@ DEFINE_PACKER(float, float, AS_IS, pack_rhs_f32, 16, pack_rows_f32_16, pack_cols
 DEFINE_PACKER(float, float, AS_IS, pack_lhs_f32, MR, pack_rows_f32_6, pack_cols_f32)
 DEFINE_PACKER(double, double, AS_IS, pack_rhs_f64, 8, pack_rows_f64_8, pack_cols_f64)
 DEFINE_PACKER(double, double, AS_IS, pack_lhs_f64, MR, pack_rows_f64_6, pack_cols_f64)
-DEFINE_PACKER(float, uint16_t, widen1_bf16, pack_rhs_bf16, 16, pack_rows_bf16_16, pack_cols_bf16)
-DEFINE_PACKER(float, uint16_t, widen1_bf16, pack_lhs_bf16, MR, pack_rows_bf16_6, pack_cols_bf16)
+DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_rhs_bf16, 16, pack_rows_bf16_16, pack_cols_bf16)
+DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_lhs_bf16, MR, pack_rows_bf16_6, pack_cols_bf16)
 
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in

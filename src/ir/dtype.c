@@ -102,8 +102,6 @@ uint16_t ir_f32_to_f16(float f) {
   return (uint16_t)(sign | r);
 }
 
-float ir_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
 uint16_t ir_f32_to_bf16(float f) {
   uint32_t x = f32_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */

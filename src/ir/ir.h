@@ -488,7 +488,11 @@ jit_dtype ir_dtype_complex_of(jit_dtype f);
 bool   ir_dtype_parse(const char *s, size_t n, jit_dtype *out); /* "f32" -> JIT_F32 */
 float    ir_f16_to_f32(uint16_t h);
 uint16_t ir_f32_to_f16(float f);           /* round to nearest even; overflow -> inf */
-float    ir_bf16_to_f32(uint16_t h);
+/* inline: the GEMM core's packers widen bf16 operands element by element at their edges */
+static inline float ir_bf16_to_f32(uint16_t h) {
+  union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+  return v.f;
+}
 uint16_t ir_f32_to_bf16(float f);          /* round to nearest even; NaN stays NaN */
 /* Element i of a buffer of dtype d, as a double (ints exactly up to 2^53). */
 double ir_load_f64(jit_dtype d, const void *buf, int64_t i);
