@@ -791,6 +791,17 @@ fail:
   return st;
 }
 
+/* build_parts of the kernels share_kernels leaves: what compile compiles and a dump prints. */
+static jit_status build_shared_parts(exec *e, const ir_func *f, lp_func *const *lfs, uint32_t n,
+                                     exec_part **out, int *n_out) {
+  lp_func **uniq = malloc((n ? n : 1) * sizeof *uniq);
+  if (!uniq) return oom();
+  share_kernels(e, lfs, n, uniq);
+  jit_status st = build_parts(e, f, uniq, n, out, n_out);
+  free(uniq);
+  return st;
+}
+
 static bool has_native(const exec *e) {
   for (uint32_t i = 0; i < e->n_steps; i++)
     if (e->steps[i].kind == ES_KERNEL || (e->steps[i].kind == ES_DOT && !e->steps[i].core) ||
@@ -831,12 +842,7 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
   const void **objs = NULL;
   size_t *lens = NULL;
   uint64_t pt = prof_begin();
-  lp_func **uniq = malloc((n ? n : 1) * sizeof *uniq);
-  if (!uniq) TRY(oom());
-  share_kernels(e, lfs, n, uniq);
-  st = build_parts(e, f, uniq, n, &parts, &np);
-  free(uniq);
-  TRY(st);
+  TRY(build_shared_parts(e, f, lfs, n, &parts, &np));
   prof_end(pt, "compile", "llvm module", 1, &(prof_arg){"modules", NULL, np});
   double t1 = now_ms();
   TRY(exec_compile_parts(e, parts, np, stats));
@@ -1427,12 +1433,7 @@ jit_status exec_dump(jit_ctx *ctx, const ir_func *f, unsigned stage, FILE *out) 
     }
     goto fail;
   }
-  lp_func **uniq = malloc((p->n_kernels ? p->n_kernels : 1) * sizeof *uniq);
-  if (!uniq) TRY(oom());
-  share_kernels(e, lfs, p->n_kernels, uniq); /* as compile does: a repeated kernel is not emitted */
-  st = build_parts(e, f, uniq, p->n_kernels, &parts, &np);
-  free(uniq);
-  TRY(st);
+  TRY(build_shared_parts(e, f, lfs, p->n_kernels, &parts, &np)); /* as compile builds them */
   for (int i = 0; i < np; i++) {
     if (ctx && ctx->jit) {
       TRY(cg_optimize_pipeline(ctx->jit, parts[i].m, parts[i].pipeline));
