@@ -308,12 +308,16 @@ static void team_done(atomic_int *flag) {
 }
 
 /* matmul.c's emit_body, in C: chunks of rows never across a batch; the epilogue runs in the last
-   K block only (and is given the finished sums). */
-#define DEFINE_CORE(T, SUF, NR)                                                                    \
+   K block only (and is given the finished sums). T is the packed (compute) type, S the operands'
+   (bf16 operands are packed as f32: a bf16 is the upper half of its float, so the f32
+   micro-kernel and tiles run them unchanged and the packers read half the bytes). The sums of
+   K blocks but the last go to the output, or with sums (an output that cannot hold them: bf16)
+   to f32 scratch in chunks of sums->rc rows, as the generated kernel keeps them. */
+#define DEFINE_CORE(T, S, SUF, TILE, NR)                                                           \
   /* The packed strip of team t holding global strip `strip` of K block kb (a block of kc), packed \
      first if its group is not yet. */                                                             \
   CORE static const T *team_strip_##SUF(const team_layout *t, char *area, const gemm_core_plan *p, \
-                                        const T *rhs, int64_t kb, int64_t kc, int64_t strip) {     \
+                                        const S *rhs, int64_t kb, int64_t kc, int64_t strip) {     \
     int64_t g = strip / t->group;                                                                  \
     T *base = (T *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * NR;       \
     atomic_int *flag = (atomic_int *)area + kb * t->n_groups + g;                                  \
@@ -325,22 +329,26 @@ static void team_done(atomic_int *flag) {
     }                                                                                              \
     return base + (strip - g * t->group) * kc * NR;                                                \
   }                                                                                                \
-  CORE void tjit_gemm_core_##SUF(const gemm_core_plan *p, void *const *bufs, int64_t rb,           \
-                                 int64_t re, gemm_core_epi epi) {                                  \
-    if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;                                               \
-    const T *lhs = bufs[p->lhs_buf], *rhs = bufs[p->rhs_buf];                                      \
-    T *out = bufs[p->out_buf];                                                                     \
+  CORE static void core_##SUF(const gemm_core_plan *p, const gemm_core_sums *sums,                 \
+                              void *const *bufs, int64_t rb, int64_t re, gemm_core_epi epi) {      \
+    if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;                                              \
+    const S *lhs = bufs[p->lhs_buf], *rhs = bufs[p->rhs_buf];                                      \
     char *scratch = bufs[p->scratch_buf];                                                          \
     T *ap = (T *)(scratch + p->a_off), *bp = (T *)(scratch + p->b_off);                            \
+    /* where the sums go: row m, column n of the chunk at c[(m - crow0) * cld + n - ccol0] */      \
+    T *c = sums ? (T *)(scratch + sums->c_off) : (T *)bufs[p->out_buf];                            \
+    int64_t cld = sums ? sums->c_ld : p->out_ld, rc = sums ? sums->rc : INT64_MAX / 4;             \
     team_layout t;                                                                                 \
     char *team = core_team && team_layout_of(p, sizeof(T), &t) ? core_team : NULL;                 \
     int64_t kend = p->K > 0 ? p->K : 1; /* K = 0: one block of zeros, through the epilogue */     \
     for (int64_t r = rb; r < re;) {                                                                \
-      int64_t bi = r / p->M, brow = bi * p->M, m0 = r - brow, m1 = min64(p->M, re - brow);         \
-      const T *lhs_b = lhs + bi * p->lhs_bs, *rhs_b = rhs + bi * p->rhs_bs;                        \
-      T *out_b = out + bi * p->out_bs;                                                             \
+      int64_t bi = r / p->M, brow = bi * p->M, m0 = r - brow;                                      \
+      int64_t m1 = min64(min64(p->M, re - brow), m0 + rc);                                         \
+      const S *lhs_b = lhs + bi * p->lhs_bs, *rhs_b = rhs + bi * p->rhs_bs;                        \
+      T *c_b = sums ? c : c + bi * p->out_bs;                                                      \
+      int64_t crow0 = sums ? m0 : 0;                                                               \
       for (int64_t jc = 0; jc < p->N; jc += p->nc) {                                               \
-        int64_t nc = min64(p->nc, p->N - jc);                                                      \
+        int64_t nc = min64(p->nc, p->N - jc), ccol = sums ? 0 : jc;                                \
         for (int64_t pc = 0; pc < kend; pc += p->kc) {                                             \
           int64_t kc = min64(p->kc, p->K - pc);                                                    \
           int first = pc == 0;                                                                     \
@@ -357,9 +365,9 @@ static void team_done(atomic_int *flag) {
                                                    (jc + jr) / NR)                                 \
                                 : bp + jr * kc;                                                    \
               for (int64_t ir = 0; ir < mc; ir += MR)                                              \
-                tile_##SUF(kc, ap + ir * kc, b, out_b + (ic + ir) * p->out_ld + jc + jr,           \
-                           p->out_ld, min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi,     \
-                           bufs, brow + ic + ir, jc + jr);                                         \
+                TILE(kc, ap + ir * kc, b, c_b + (ic - crow0 + ir) * cld + ccol + jr, cld,          \
+                     min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,                \
+                     brow + ic + ir, jc + jr);                                                     \
             }                                                                                      \
           }                                                                                        \
         }                                                                                          \
@@ -368,67 +376,22 @@ static void team_done(atomic_int *flag) {
     }                                                                                              \
   }
 
-DEFINE_CORE(float, f32, 16)
-DEFINE_CORE(double, f64, 8)
+DEFINE_CORE(float, float, f32, tile_f32, 16)
+DEFINE_CORE(double, double, f64, tile_f64, 8)
+DEFINE_CORE(float, uint16_t, bf16, tile_f32, 16)
 
-/* ---- bf16 operands (gemm_core.h) ----
-   Packed as the f32 they widen to (exactly: a bf16 is the upper half of its float), so the f32
-   micro-kernel and tiles run unchanged; the packers read half the bytes. */
-
-CORE static const float *team_strip_bf16(const team_layout *t, char *area, const gemm_core_plan *p,
-                                         const uint16_t *rhs, int64_t kb, int64_t kc,
-                                         int64_t strip) {
-  int64_t g = strip / t->group;
-  float *base = (float *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * 16;
-  atomic_int *flag = (atomic_int *)area + kb * t->n_groups + g;
-  if (team_claim(flag)) {
-    int64_t j0 = g * t->group * 16;
-    pack_rhs_bf16(base, rhs + kb * p->kc * p->rhs_ks + j0 * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,
-                  min64(t->group * 16, p->N - j0));
-    team_done(flag);
-  }
-  return base + (strip - g * t->group) * kc * 16;
+CORE void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
+                             gemm_core_epi epi) {
+  core_f32(p, NULL, bufs, rb, re, epi);
 }
 
-/* DEFINE_CORE's loops for bf16 operands, with the partial sums of K blocks but the last in f32
-   scratch (sums->c_off, rows of sums->c_ld) over chunks of sums->rc rows, as the generated
-   kernel keeps them: out is the epilogue's to write. */
+CORE void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
+                             gemm_core_epi epi) {
+  core_f64(p, NULL, bufs, rb, re, epi);
+}
+
 CORE void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums,
                               void *const *bufs, int64_t rb, int64_t re, gemm_core_epi epi) {
-  if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;
-  const uint16_t *lhs = bufs[p->lhs_buf], *rhs = bufs[p->rhs_buf];
-  char *scratch = bufs[p->scratch_buf];
-  float *ap = (float *)(scratch + p->a_off), *bp = (float *)(scratch + p->b_off);
-  float *cs = (float *)(scratch + sums->c_off);
-  team_layout t;
-  char *team = core_team && team_layout_of(p, 4, &t) ? core_team : NULL;
-  int64_t kend = p->K > 0 ? p->K : 1;
-  for (int64_t r = rb; r < re;) {
-    int64_t bi = r / p->M, brow = bi * p->M, m0 = r - brow;
-    int64_t m1 = min64(min64(p->M, re - brow), m0 + sums->rc);
-    const uint16_t *lhs_b = lhs + bi * p->lhs_bs, *rhs_b = rhs + bi * p->rhs_bs;
-    for (int64_t jc = 0; jc < p->N; jc += p->nc) {
-      int64_t nc = min64(p->nc, p->N - jc);
-      for (int64_t pc = 0; pc < kend; pc += p->kc) {
-        int64_t kc = min64(p->kc, p->K - pc);
-        int first = pc == 0;
-        gemm_core_epi last_epi = pc + p->kc >= p->K ? epi : NULL;
-        if (!team)
-          pack_rhs_bf16(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc, nc);
-        for (int64_t ic = m0; ic < m1; ic += p->mc) {
-          int64_t mc = min64(p->mc, m1 - ic);
-          pack_lhs_bf16(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc, mc);
-          for (int64_t jr = 0; jr < nc; jr += 16) {
-            const float *b = team ? team_strip_bf16(&t, team, p, rhs_b, pc / p->kc, kc, (jc + jr) / 16)
-                                  : bp + jr * kc;
-            for (int64_t ir = 0; ir < mc; ir += MR)
-              tile_f32(kc, ap + ir * kc, b, cs + (ic - m0 + ir) * sums->c_ld + jr, sums->c_ld,
-                       min64(MR, mc - ir), min64(16, nc - jr), first, last_epi, bufs,
-                       brow + ic + ir, jc + jr);
-          }
-        }
-      }
-    }
-    r = brow + m1;
-  }
+  core_bf16(p, sums, bufs, rb, re, epi);
 }
+
