@@ -30,9 +30,10 @@ typedef void (*kernel_fn)(void *const *bufs, int64_t row_begin, int64_t row_end)
 
 static cg_jit *g_jit;
 static int g_vec_bytes; /* the register tile's vector size under test; 0: the target's */
-static int g_core_checks; /* kernels of the precompiled core checked against generated ones */
-static int g_team_checks; /* of them, run by a team sharing its packed rhs (gemm_core.h) */
-static bool g_core_expected; /* a group ran where the core's kernels are checked */
+/* per core ([0] AVX2, [1] AVX-512): */
+static int g_core_checks[2]; /* kernels of the precompiled core checked against generated ones */
+static int g_team_checks[2]; /* of them, run by a team sharing its packed rhs (gemm_core.h) */
+static bool g_core_expected[2]; /* a group ran where the core's kernels are checked */
 
 /* The vector size of the target the JIT generates for ($TJIT_CPU, $TJIT_VECTOR_WIDTH). */
 static int target_vec_bytes(void) { return cg_jit_target(g_jit)->vector_bytes; }
@@ -43,12 +44,12 @@ static void desc_init(cg_matmul_desc *d, const ir_type *lt, const ir_type *rt,
   cg_matmul_desc_init(d, lt, rt, dd, n_epi, g_vec_bytes ? g_vec_bytes : target_vec_bytes());
 }
 
-static bool core_checked(void);
+static bool core_checked(int vec_bytes);
 
 static int setup(void **state) {
   (void)state;
   if (cg_jit_create(3, &g_jit) != JIT_OK) return -1;
-  g_core_expected |= core_checked();
+  if (g_vec_bytes == 32 || g_vec_bytes == 64) g_core_expected[g_vec_bytes == 64] |= core_checked(g_vec_bytes);
   return 0;
 }
 
@@ -99,8 +100,12 @@ static jit_status build(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) 
 }
 
 /* Whether the precompiled core's kernels are checked: on hosts that run it, against generated
-   kernels that fuse their multiply-adds as it does (the target has FMA, as the runtime asks). */
-static bool core_checked(void) { return gemm_core_runs_here() && cg_jit_target(g_jit)->fma; }
+   kernels that fuse their multiply-adds as it does (the target has FMA, as the runtime asks),
+   for vectors the target has (the runtime plans its tiles for the target's). */
+static bool core_checked(int vec_bytes) {
+  const cg_target *t = cg_jit_target(g_jit);
+  return gemm_core_runs_here(vec_bytes) && t->fma && vec_bytes <= t->vector_bytes;
+}
 
 /* A bf16 dot runs on the core only as a core_dot (no generated code calls it): its kernel_fn */
 static core_dot *g_core_dot;
@@ -114,10 +119,10 @@ static void build_core(const cg_matmul_desc *d, cg_dylib **lib, kernel_fn *fn) {
   gemm_core_plan cp;
   *lib = NULL;
   *fn = NULL;
-  if (core_checked() && d->lhs.dtype == JIT_BF16) {
+  if (core_checked(d->vec_bytes) && d->lhs.dtype == JIT_BF16) {
     assert_int_equal(core_dot_build(d, NULL, &g_core_dot), JIT_OK);
     if (g_core_dot) *fn = run_core_dot;
-  } else if (core_checked() && cg_matmul_core_plan(d, &cp)) {
+  } else if (core_checked(d->vec_bytes) && cg_matmul_core_plan(d, &cp)) {
     assert_int_equal(build_with(cg_matmul_core_emit, d, lib, fn), JIT_OK);
   }
 }
@@ -150,7 +155,7 @@ static void check_team_same(const cg_matmul_desc *d, kernel_fn fn, void **bufs, 
   else if (cg_matmul_core_plan_bf16(d, &cp, &sums)) /* packed as f32 */
     tb = gemm_core_team_bytes(&cp, 4, &flags);
   if (!tb) return;
-  g_team_checks++;
+  g_team_checks[d->vec_bytes == 64]++;
   void *area = aligned_alloc(64, (tb + 63) / 64 * 64);
   size_t sb = (cg_matmul_scratch_bytes(d) + 63) / 64 * 64;
   void *scratch2 = aligned_alloc(64, sb ? sb : 64), *bufs2[16];
@@ -185,7 +190,7 @@ static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const
   kernel_fn fn;
   build_core(d, &lib, &fn);
   if (!fn) return;
-  g_core_checks++;
+  g_core_checks[d->vec_bytes == 64]++;
   void *saved = bufs[out], *got = malloc(ob);
   assert_non_null(got);
   memset(got, 0xEF, ob);
@@ -863,11 +868,12 @@ int main(void) {
     failed += cmocka_run_group_tests_name(widths[w].name, tiles, setup, teardown);
   }
   g_vec_bytes = 0;
-  if (g_core_expected && (g_core_checks < 20 || g_team_checks < 10)) { /* 32-byte f32/f64 */
-    fprintf(stderr, "only %d kernels of the precompiled core were checked, %d of them in teams\n",
-            g_core_checks, g_team_checks);
-    failed++;
-  }
+  for (int wide = 0; wide < 2; wide++)
+    if (g_core_expected[wide] && (g_core_checks[wide] < 20 || g_team_checks[wide] < 10)) {
+      fprintf(stderr, "only %d kernels of the %s core were checked, %d of them in teams\n",
+              g_core_checks[wide], wide ? "AVX-512" : "AVX2", g_team_checks[wide]);
+      failed++;
+    }
   const struct CMUnitTest target[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};
   failed += cmocka_run_group_tests_name("target's tile", target, setup, teardown);
   return failed;

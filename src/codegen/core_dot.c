@@ -1,7 +1,9 @@
 /* core_dot.c: a dot on the precompiled core with its epilogue as a program (see core_dot.h).
- * A program is a list of instructions over registers that each hold a whole register tile
- * (MR rows x 2 vectors), run one instruction at a time over the tile: a few dozen vector
- * operations per MR x NR x kc FMAs. Like gemm_core.c, compiled with a target attribute and run
+ * A program is a list of instructions over registers that each hold up to NV ymm vectors of a
+ * register tile (the AVX2 core's whole 6 x 16 f32 tile, half of the AVX-512 core's 8 x 32), run one
+ * instruction at a time over them: a few dozen vector operations per MR x NR x kc FMAs. 256-bit
+ * vectors for both cores: AVX-512 hosts run them at full rate, and one copy of the programs (their
+ * tanh, bf16 rounding) serves both. Like gemm_core.c, compiled with a target attribute and run
  * only where gemm_core_runs_here.
  */
 #include "codegen/core_dot.h"
@@ -16,8 +18,7 @@
 #include "runtime/error.h"
 
 #define CORE __attribute__((target("avx2,fma")))
-#define MR GEMM_CORE_MR
-#define NV (2 * MR) /* vectors of a register tile */
+enum { NV = 16 }; /* vectors a register holds: rows of the tile at a time, as many as fit */
 
 enum {
   MAX_INS = 64, /* an epilogue has at most CG_EPI_MAX_OPS ops, each with up to 3 loads */
@@ -144,7 +145,7 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
   gemm_core_plan p;
   gemm_core_sums sums = {0, 0, 0};
   bool bf16 = d->lhs.dtype == JIT_BF16;
-  if (!gemm_core_runs_here() ||
+  if (!gemm_core_runs_here(d->vec_bytes) ||
       !(bf16 ? cg_matmul_core_plan_bf16(d, &p, &sums) : cg_matmul_core_plan(d, &p)))
     return JIT_OK;
   core_dot *c = calloc(1, sizeof *c);
@@ -278,9 +279,10 @@ CORE static void store_bf16(uint16_t *p, __m256i mask, bool whole, __m256 x) {
 /* The program of the dot this thread runs (core_dot_run), for the core's epilogue callback. */
 static _Thread_local const core_dot *running;
 
-/* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = 2 W long;
-   vector j is row j / 2, columns (j % 2) W ... Lanes past the row's valid columns are loaded as
-   zeros (masked loads never touch them) and never stored; rows past `rows` likewise. */
+/* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = nvr W long
+   (nvr: 2 or 4 ymm); the program runs over groups of NV / nvr rows, where vector j is row
+   g0 + j / nvr, columns (j % nvr) W ... Lanes past the row's valid columns are loaded as zeros
+   (masked loads never touch them) and never stored; rows past `rows` are not computed. */
 #define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ZERO, ADD, SUB,    \
                    MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV)                         \
   CORE static V max_##SUF(V x, V y) { /* llvm.maximum: NaN if either is, +0 over -0 */             \
@@ -305,81 +307,85 @@ static _Thread_local const core_dot *running;
                              int64_t col) {                                                        \
     const core_dot *c = running;                                                                   \
     const T *tile = tile_;                                                                         \
-    int64_t n = c->n, cols = min64(2 * W, n - col);                                                \
-    VI mask[2];                                                                                    \
-    for (int v = 0; v < 2; v++) {                                                                  \
+    int nr = (int)GEMM_CORE_NR(c->plan.vec_bytes, (int)sizeof(T)), nvr = nr / W;                   \
+    int64_t n = c->n, cols = min64(nr, n - col);                                                   \
+    VI mask[4];                                                                                    \
+    for (int v = 0; v < nvr; v++) {                                                                \
       VI lanes = W == 8 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7) : _mm256_setr_epi64x(0, 1, 2, 3); \
       mask[v] = W == 8 ? _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(cols - v * W)), lanes)         \
                        : _mm256_cmpgt_epi64(_mm256_set1_epi64x(cols - v * W), lanes);            \
     }                                                                                              \
-    bool whole = cols == 2 * W;                                                                    \
+    bool whole = cols == nr;                                                                       \
     V reg[MAX_INS][NV];                                                                            \
+    for (int64_t g0 = 0; g0 < rows; g0 += NV / nvr) {                                              \
+    int nvec = (int)min64(NV / nvr, rows - g0) * nvr;                                              \
     for (int r = 0; r < c->n_ins; r++) {                                                           \
       const vm_ins *in = &c->ins[r];                                                               \
       V *o = reg[r];                                                                               \
       const V *a = reg[in->a], *b = reg[in->b];                                                    \
       switch ((vm_op)in->op) {                                                                     \
       case VM_ACC:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(LOADU(tile + j * W));                            \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(LOADU(tile + g0 * nr + j * W));                \
         break;                                                                                     \
       case VM_CONST:                                                                               \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(SET1((T)in->k));                                 \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(SET1((T)in->k));                                 \
         break;                                                                                     \
       case VM_SCALAR:                                                                              \
-        for (int j = 0; j < NV; j++) o[j] = SET1(LOAD1(bufs[2 + in->read]));                       \
+        for (int j = 0; j < nvec; j++) o[j] = SET1(LOAD1(bufs[2 + in->read]));                       \
         break;                                                                                     \
       case VM_COLS: {                                                                              \
         const void *p = bufs[2 + in->read];                                                        \
-        V v0 = LOADV(p, col, mask[0], whole), v1 = LOADV(p, col + W, mask[1], whole);              \
-        for (int j = 0; j < NV; j += 2) o[j] = v0, o[j + 1] = v1;                                  \
+        V cv[4];                                                                                   \
+        for (int v = 0; v < nvr; v++) cv[v] = LOADV(p, col + v * W, mask[v], whole);               \
+        for (int j = 0; j < nvec; j++) o[j] = cv[j % nvr];                                         \
         break;                                                                                     \
       }                                                                                            \
       case VM_MAT: {                                                                               \
         const void *p = bufs[2 + in->read];                                                        \
-        for (int i = 0; i < MR; i++)                                                               \
-          for (int v = 0; v < 2; v++)                                                              \
-            o[2 * i + v] = i >= rows ? ZERO() : LOADV(p, (row + i) * n + col + v * W, mask[v], whole); \
+        for (int j = 0; j < nvec; j++)                                                             \
+          o[j] = LOADV(p, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole);     \
         break;                                                                                     \
       }                                                                                            \
       case VM_ADD:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(ADD(a[j], b[j]));                                \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(ADD(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_SUB:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(SUB(a[j], b[j]));                                \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(SUB(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_MUL:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(MUL(a[j], b[j]));                                \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(MUL(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_DIV:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(DIV(a[j], b[j]));                                \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(DIV(a[j], b[j]));                                \
         break;                                                                                     \
       case VM_MAX:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = max_##SUF(a[j], b[j]);                                 \
+        for (int j = 0; j < nvec; j++) o[j] = max_##SUF(a[j], b[j]);                                 \
         break;                                                                                     \
       case VM_MIN:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = min_##SUF(a[j], b[j]);                                 \
+        for (int j = 0; j < nvec; j++) o[j] = min_##SUF(a[j], b[j]);                                 \
         break;                                                                                     \
       case VM_NEG:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = XOR(a[j], SET1((T)-0.0));                              \
+        for (int j = 0; j < nvec; j++) o[j] = XOR(a[j], SET1((T)-0.0));                              \
         break;                                                                                     \
       case VM_ABS:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = ANDNOT(SET1((T)-0.0), a[j]);                           \
+        for (int j = 0; j < nvec; j++) o[j] = ANDNOT(SET1((T)-0.0), a[j]);                           \
         break;                                                                                     \
       case VM_CMP:                                                                                 \
-        for (int j = 0; j < NV; j++) o[j] = cmp_##SUF(a[j], b[j], in->cmp);                        \
+        for (int j = 0; j < nvec; j++) o[j] = cmp_##SUF(a[j], b[j], in->cmp);                        \
         break;                                                                                     \
       case VM_SELECT:                                                                              \
-        for (int j = 0; j < NV; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                     \
+        for (int j = 0; j < nvec; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                     \
         break;                                                                                     \
       case VM_TANH:                                                                                \
-        for (int j = 0; j < NV; j++) o[j] = ROUND(tanh_##SUF(a[j]));                               \
+        for (int j = 0; j < nvec; j++) o[j] = ROUND(tanh_##SUF(a[j]));                               \
         break;                                                                                     \
       }                                                                                            \
     }                                                                                              \
     void *out = bufs[c->plan.out_buf];                                                             \
     const V *y = reg[c->root];                                                                     \
-    for (int64_t i = 0; i < rows; i++)                                                             \
-      for (int v = 0; v < 2; v++) STOREV(out, (row + i) * n + col + v * W, mask[v], whole, y[2 * i + v]); \
+    for (int j = 0; j < nvec; j++)                                                                 \
+      STOREV(out, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole, y[j]);       \
+    }                                                                                              \
   }
 
 /* Element access of the program's reads and output: element idx of the buffer at base, a vector

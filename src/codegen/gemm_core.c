@@ -1,6 +1,6 @@
-/* gemm_core.c: the precompiled matmul core for AVX2 + FMA (see gemm_core.h): matmul.h's loops
- * (jc over NC panels, pc over KC blocks, ic over MC blocks, the MR x NR register tile) with
- * packers that read the operands through their strides. Compiled with a target attribute, not
+/* gemm_core.c: the precompiled matmul core for AVX2 + FMA and for AVX-512 (see gemm_core.h):
+ * matmul.h's loops (jc over NC panels, pc over KC blocks, ic over MC blocks, the MR x NR register
+ * tile) with packers that read the operands through their strides. Compiled with target attributes, not
  * with the build's flags, so the library still runs on hosts without AVX2 (the runtime only
  * calls it where gemm_core_runs_here), and with no ifunc resolver (which ran before
  * ThreadSanitizer's runtime was up, see fft_engine.c).
@@ -15,16 +15,20 @@
 #include "ir/ir.h"
 
 #define CORE __attribute__((target("avx2,fma")))
+/* the 512-bit core's tiles, micro-kernels and loops; its packers are the AVX2 ones (a subset) */
+#define CORE512 __attribute__((target("avx512f,avx2,fma")))
 #define MR GEMM_CORE_MR
+#define MR512 GEMM_CORE512_MR
 
 _Static_assert(sizeof(gemm_core_plan) == GEMM_CORE_PLAN_FIELDS * sizeof(int64_t),
                "the generated code passes the plan as an array of i64");
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-bool gemm_core_runs_here(void) {
+bool gemm_core_runs_here(int vector_bytes) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return vector_bytes == 64 ? avx2 && __builtin_cpu_supports("avx512f") : vector_bytes == 32 && avx2;
 }
 
 /* Packers, as the generated ones: the rhs KC x NC panel into NR-wide strips (strip j0 at
@@ -58,6 +62,9 @@ DEFINE_PACK_ROWS(float, float, AS_IS, COPY_F32, pack_rows_f32_16, 16)
 DEFINE_PACK_ROWS(float, float, AS_IS, COPY_F32, pack_rows_f32_6, MR)
 DEFINE_PACK_ROWS(double, double, AS_IS, COPY_F64, pack_rows_f64_8, 8)
 DEFINE_PACK_ROWS(double, double, AS_IS, COPY_F64, pack_rows_f64_6, MR)
+DEFINE_PACK_ROWS(float, float, AS_IS, COPY_F32, pack_rows_f32_32, 32)
+DEFINE_PACK_ROWS(float, float, AS_IS, COPY_F32, pack_rows_f32_8, 8)
+DEFINE_PACK_ROWS(double, double, AS_IS, COPY_F64, pack_rows_f64_16, 16)
 
 /* r[j] = row j (8 floats along k) in, r[i] = column i out (element j from row j). */
 CORE static inline void transpose8_f32(__m256 r[8]) {
@@ -90,7 +97,7 @@ CORE static inline __m256 widen8_bf16(const uint16_t *s) {
 }
 
 /* Whole strips of a transposed source of S (f32, or bf16 widened as loaded), k in steps of the
-   transpose (the rest of kc after them element by element): f32 strips of 16 are two 8-row
+   transpose (the rest of kc after them element by element): f32 strips of 8, 16 or 32 are 8-row
    blocks, of MR = 6 one block with two rows of zeros whose columns are stored 4 + 2 wide (an
    8-wide store would run past the block). */
 #define DEFINE_PACK_COLS_F32(NAME, S, LOAD8)                                                       \
@@ -105,7 +112,7 @@ CORE static inline __m256 widen8_bf16(const uint16_t *s) {
         transpose8_f32(r);                                                                         \
         for (int i = 0; i < 8; i++) {                                                              \
           float *d = dst + (k + i) * W + h;                                                        \
-          if (W == 16) {                                                                           \
+          if (W - h >= 8) {                                                                        \
             _mm256_storeu_ps(d, r[i]);                                                             \
           } else {                                                                                 \
             _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));                                        \
@@ -150,6 +157,8 @@ CORE static inline void widen_bf16(float *d, const uint16_t *s, int w) {
 
 DEFINE_PACK_ROWS(float, uint16_t, ir_bf16_to_f32, widen_bf16, pack_rows_bf16_16, 16)
 DEFINE_PACK_ROWS(float, uint16_t, ir_bf16_to_f32, widen_bf16, pack_rows_bf16_6, MR)
+DEFINE_PACK_ROWS(float, uint16_t, ir_bf16_to_f32, widen_bf16, pack_rows_bf16_32, 32)
+DEFINE_PACK_ROWS(float, uint16_t, ir_bf16_to_f32, widen_bf16, pack_rows_bf16_8, 8)
 
 /* A packer of T strips from a source of S, each element WIDEN'd (bf16 to f32, or AS_IS). */
 #define DEFINE_PACKER(T, S, WIDEN, NAME, W, ROWS, COLS)                                            \
@@ -174,49 +183,71 @@ DEFINE_PACKER(double, double, AS_IS, pack_rhs_f64, 8, pack_rows_f64_8, pack_cols
 DEFINE_PACKER(double, double, AS_IS, pack_lhs_f64, MR, pack_rows_f64_6, pack_cols_f64)
 DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_rhs_bf16, 16, pack_rows_bf16_16, pack_cols_bf16)
 DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_lhs_bf16, MR, pack_rows_bf16_6, pack_cols_bf16)
+/* the 512-bit core's: MR512 = 8 rows, strips of 2 zmm */
+DEFINE_PACKER(float, float, AS_IS, pack_rhs_f32_512, 32, pack_rows_f32_32, pack_cols_f32)
+DEFINE_PACKER(float, float, AS_IS, pack_lhs_f32_512, MR512, pack_rows_f32_8, pack_cols_f32)
+DEFINE_PACKER(double, double, AS_IS, pack_rhs_f64_512, 16, pack_rows_f64_16, pack_cols_f64)
+DEFINE_PACKER(double, double, AS_IS, pack_lhs_f64_512, MR512, pack_rows_f64_8, pack_cols_f64)
+DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_rhs_bf16_512, 32, pack_rows_bf16_32,
+              pack_cols_bf16)
+DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_lhs_bf16_512, MR512, pack_rows_bf16_8,
+              pack_cols_bf16)
 
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in
-   k order, as the generated kernel's. */
-#define MK_ROW(V, FMADD, BCAST, i)                                                                 \
+   k order, as the generated kernel's. ROWS lists the tile's rows: 6 with AVX2 (12 accumulators of
+   16 ymm), 8 with AVX-512 (16 of 32 zmm). */
+#define ROWS6(X, ...) X(0, __VA_ARGS__) X(1, __VA_ARGS__) X(2, __VA_ARGS__) X(3, __VA_ARGS__)    \
+  X(4, __VA_ARGS__) X(5, __VA_ARGS__)
+#define ROWS8(X, ...) ROWS6(X, __VA_ARGS__) X(6, __VA_ARGS__) X(7, __VA_ARGS__)
+#define MK_ZERO(i, V, ZERO) V c##i##0 = ZERO(), c##i##1 = ZERO();
+#define MK_ROW(i, V, FMADD, BCAST)                                                                 \
   {                                                                                                \
     V ai = BCAST(a + i);                                                                           \
     c##i##0 = FMADD(ai, b0, c##i##0);                                                              \
     c##i##1 = FMADD(ai, b1, c##i##1);                                                              \
   }
-#define MK_STORE_ROW(V, LOAD, STORE, ADD, W, i)                                                    \
+#define MK_STORE_ROW(i, LOAD, STORE, ADD, W)                                                       \
   {                                                                                                \
     T *d = dst + i * ld;                                                                           \
     if (add) c##i##0 = ADD(c##i##0, LOAD(d)), c##i##1 = ADD(c##i##1, LOAD(d + W));                 \
     STORE(d, c##i##0);                                                                             \
     STORE(d + W, c##i##1);                                                                         \
   }
-#define DEFINE_MICROKERNEL(T_, SUF, V, W, ZERO, LOADA, LOADU, STOREU, FMADD, BCAST, ADD)           \
-  CORE static void mk_##SUF(int64_t kc, const T_ *restrict a, const T_ *restrict b,               \
+#define DEFINE_MICROKERNEL(ATTR, T_, SUF, ROWS, MR_, V, W, ZERO, LOADA, LOADU, STOREU, FMADD,      \
+                           BCAST, ADD)                                                             \
+  ATTR static void mk_##SUF(int64_t kc, const T_ *restrict a, const T_ *restrict b,               \
                             T_ *restrict dst, int64_t ld, int add) {                               \
     typedef T_ T;                                                                                  \
-    V c00 = ZERO(), c01 = ZERO(), c10 = ZERO(), c11 = ZERO(), c20 = ZERO(), c21 = ZERO();          \
-    V c30 = ZERO(), c31 = ZERO(), c40 = ZERO(), c41 = ZERO(), c50 = ZERO(), c51 = ZERO();          \
-    _Pragma("GCC unroll 4") for (int64_t k = 0; k < kc; k++, a += MR, b += 2 * W) {                \
+    ROWS(MK_ZERO, V, ZERO)                                                                         \
+    _Pragma("GCC unroll 4") for (int64_t k = 0; k < kc; k++, a += MR_, b += 2 * W) {               \
       V b0 = LOADA(b), b1 = LOADA(b + W);                                                          \
-      MK_ROW(V, FMADD, BCAST, 0) MK_ROW(V, FMADD, BCAST, 1) MK_ROW(V, FMADD, BCAST, 2)             \
-      MK_ROW(V, FMADD, BCAST, 3) MK_ROW(V, FMADD, BCAST, 4) MK_ROW(V, FMADD, BCAST, 5)             \
+      ROWS(MK_ROW, V, FMADD, BCAST)                                                                \
     }                                                                                              \
-    MK_STORE_ROW(V, LOADU, STOREU, ADD, W, 0) MK_STORE_ROW(V, LOADU, STOREU, ADD, W, 1)            \
-    MK_STORE_ROW(V, LOADU, STOREU, ADD, W, 2) MK_STORE_ROW(V, LOADU, STOREU, ADD, W, 3)            \
-    MK_STORE_ROW(V, LOADU, STOREU, ADD, W, 4) MK_STORE_ROW(V, LOADU, STOREU, ADD, W, 5)            \
+    ROWS(MK_STORE_ROW, LOADU, STOREU, ADD, W)                                                      \
   }
 
-DEFINE_MICROKERNEL(float, f32, __m256, 8, _mm256_setzero_ps, _mm256_load_ps, _mm256_loadu_ps,
-                   _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_broadcast_ss, _mm256_add_ps)
-DEFINE_MICROKERNEL(double, f64, __m256d, 4, _mm256_setzero_pd, _mm256_load_pd, _mm256_loadu_pd,
-                   _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_broadcast_sd, _mm256_add_pd)
+CORE512 static inline __m512 bcast512_ps(const float *p) { return _mm512_set1_ps(*p); }
+CORE512 static inline __m512d bcast512_pd(const double *p) { return _mm512_set1_pd(*p); }
+
+DEFINE_MICROKERNEL(CORE, float, f32, ROWS6, MR, __m256, 8, _mm256_setzero_ps, _mm256_load_ps,
+                   _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_broadcast_ss,
+                   _mm256_add_ps)
+DEFINE_MICROKERNEL(CORE, double, f64, ROWS6, MR, __m256d, 4, _mm256_setzero_pd, _mm256_load_pd,
+                   _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_broadcast_sd,
+                   _mm256_add_pd)
+DEFINE_MICROKERNEL(CORE512, float, f32_512, ROWS8, MR512, __m512, 16, _mm512_setzero_ps,
+                   _mm512_load_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_fmadd_ps,
+                   bcast512_ps, _mm512_add_ps)
+DEFINE_MICROKERNEL(CORE512, double, f64_512, ROWS8, MR512, __m512d, 8, _mm512_setzero_pd,
+                   _mm512_load_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_fmadd_pd,
+                   bcast512_pd, _mm512_add_pd)
 
 /* One register tile at out (ld apart rows; rows x cols of it valid): straight from the registers
    into out when it is whole and no epilogue follows, else through a stack copy: the earlier K
    blocks' sums added to its valid part, then the epilogue or a plain copy into out. */
-#define DEFINE_TILE(T, SUF, NR)                                                                    \
-  CORE static void tile_##SUF(int64_t kc, const T *a, const T *b, T *out, int64_t ld,              \
+#define DEFINE_TILE(ATTR, T, SUF, MR, NR)                                                          \
+  ATTR static void tile_##SUF(int64_t kc, const T *a, const T *b, T *out, int64_t ld,              \
                               int64_t rows, int64_t cols, int first, gemm_core_epi epi,            \
                               void *const *bufs, int64_t row, int64_t col) {                       \
     for (int64_t i = 0; i < rows; i++) {                                                           \
@@ -239,8 +270,10 @@ DEFINE_MICROKERNEL(double, f64, __m256d, 4, _mm256_setzero_pd, _mm256_load_pd, _
     for (int64_t i = 0; i < rows; i++) memcpy(out + i * ld, tile + i * NR, (size_t)cols * sizeof(T)); \
   }
 
-DEFINE_TILE(float, f32, 16)
-DEFINE_TILE(double, f64, 8)
+DEFINE_TILE(CORE, float, f32, MR, 16)
+DEFINE_TILE(CORE, double, f64, MR, 8)
+DEFINE_TILE(CORE512, float, f32_512, MR512, 32)
+DEFINE_TILE(CORE512, double, f64_512, MR512, 16)
 
 /* ---- teams (gemm_core.h) ---- */
 
@@ -262,9 +295,10 @@ typedef struct team_layout {
 } team_layout;
 
 static bool team_layout_of(const gemm_core_plan *p, int es, team_layout *t) {
-  if (p->B != 1 || p->M <= 0 || p->N <= 0 || p->K <= 0 || p->kc <= 0 || (es != 4 && es != 8))
+  if (p->B != 1 || p->M <= 0 || p->N <= 0 || p->K <= 0 || p->kc <= 0 || (es != 4 && es != 8) ||
+      (p->vec_bytes != 32 && p->vec_bytes != 64))
     return false;
-  t->nr = GEMM_CORE_NR(es);
+  t->nr = GEMM_CORE_NR(p->vec_bytes, es);
   t->group = TEAM_GROUP_BYTES / (t->nr * es);
   t->kce = min64(p->kc, p->K);
   t->n_kb = (p->K + p->kc - 1) / p->kc;
@@ -313,10 +347,10 @@ static void team_done(atomic_int *flag) {
    micro-kernel and tiles run them unchanged and the packers read half the bytes). The sums of
    K blocks but the last go to the output, or with sums (an output that cannot hold them: bf16)
    to f32 scratch in chunks of sums->rc rows, as the generated kernel keeps them. */
-#define DEFINE_CORE(T, S, SUF, TILE, NR)                                                           \
+#define DEFINE_CORE(ATTR, T, S, SUF, TILE, MR, NR)                                                 \
   /* The packed strip of team t holding global strip `strip` of K block kb (a block of kc), packed \
      first if its group is not yet. */                                                             \
-  CORE static const T *team_strip_##SUF(const team_layout *t, char *area, const gemm_core_plan *p, \
+  ATTR static const T *team_strip_##SUF(const team_layout *t, char *area, const gemm_core_plan *p, \
                                         const S *rhs, int64_t kb, int64_t kc, int64_t strip) {     \
     int64_t g = strip / t->group;                                                                  \
     T *base = (T *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * NR;       \
@@ -329,7 +363,7 @@ static void team_done(atomic_int *flag) {
     }                                                                                              \
     return base + (strip - g * t->group) * kc * NR;                                                \
   }                                                                                                \
-  CORE static void core_##SUF(const gemm_core_plan *p, const gemm_core_sums *sums,                 \
+  ATTR static void core_##SUF(const gemm_core_plan *p, const gemm_core_sums *sums,                 \
                               void *const *bufs, int64_t rb, int64_t re, gemm_core_epi epi) {      \
     if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;                                              \
     const S *lhs = bufs[p->lhs_buf], *rhs = bufs[p->rhs_buf];                                      \
@@ -376,22 +410,29 @@ static void team_done(atomic_int *flag) {
     }                                                                                              \
   }
 
-DEFINE_CORE(float, float, f32, tile_f32, 16)
-DEFINE_CORE(double, double, f64, tile_f64, 8)
-DEFINE_CORE(float, uint16_t, bf16, tile_f32, 16)
+DEFINE_CORE(CORE, float, float, f32, tile_f32, MR, 16)
+DEFINE_CORE(CORE, double, double, f64, tile_f64, MR, 8)
+DEFINE_CORE(CORE, float, uint16_t, bf16, tile_f32, MR, 16)
+DEFINE_CORE(CORE512, float, float, f32_512, tile_f32_512, MR512, 32)
+DEFINE_CORE(CORE512, double, double, f64_512, tile_f64_512, MR512, 16)
+DEFINE_CORE(CORE512, float, uint16_t, bf16_512, tile_f32_512, MR512, 32)
 
-CORE void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
-                             gemm_core_epi epi) {
-  core_f32(p, NULL, bufs, rb, re, epi);
+/* The entries pick the core of the plan's vector width (matmul.c made the plan for it). */
+void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
+                        gemm_core_epi epi) {
+  if (p->vec_bytes == 64) core_f32_512(p, NULL, bufs, rb, re, epi);
+  else core_f32(p, NULL, bufs, rb, re, epi);
 }
 
-CORE void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
-                             gemm_core_epi epi) {
-  core_f64(p, NULL, bufs, rb, re, epi);
+void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
+                        gemm_core_epi epi) {
+  if (p->vec_bytes == 64) core_f64_512(p, NULL, bufs, rb, re, epi);
+  else core_f64(p, NULL, bufs, rb, re, epi);
 }
 
-CORE void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums,
-                              void *const *bufs, int64_t rb, int64_t re, gemm_core_epi epi) {
-  core_bf16(p, sums, bufs, rb, re, epi);
+void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, void *const *bufs,
+                         int64_t rb, int64_t re, gemm_core_epi epi) {
+  if (p->vec_bytes == 64) core_bf16_512(p, sums, bufs, rb, re, epi);
+  else core_bf16(p, sums, bufs, rb, re, epi);
 }
 

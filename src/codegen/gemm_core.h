@@ -1,5 +1,6 @@
 /* gemm_core.h: the precompiled half of a matmul. The packing loops and the register-blocked
- * micro-kernel of matmul.h's plan, compiled once with the library (for AVX2 + FMA) instead of
+ * micro-kernel of matmul.h's plan, compiled once with the library (for AVX2 + FMA, with 6 x 2 ymm
+ * tiles, and for AVX-512, with 8 x 2 zmm tiles, as matmul.c's plan has them) instead of
  * per signature through LLVM, which spent 50-100 ms of optimisation and instruction selection on
  * each dot kernel of a cold compile. A signature's dot kernel is then a call of the core with its
  * plan as a constant, plus its fused epilogue (the only part that differs between signatures),
@@ -35,15 +36,17 @@ typedef struct gemm_core_plan {
   int64_t kc, mc, nc;  /* block sizes (matmul.c's plan) */
   int64_t a_off, b_off; /* bytes into the scratch block of the packed lhs block and rhs panel */
   int64_t lhs_buf, rhs_buf, out_buf, scratch_buf; /* indices into the kernel's bufs */
+  int64_t vec_bytes; /* 32: the AVX2 core (MR = 6), 64: the AVX-512 one (MR = 8) */
 } gemm_core_plan;
 
-enum { GEMM_CORE_PLAN_FIELDS = 21, GEMM_CORE_MR = 6, GEMM_CORE_VECTOR_BYTES = 32 };
+enum { GEMM_CORE_PLAN_FIELDS = 22, GEMM_CORE_MR = 6, GEMM_CORE512_MR = 8 };
 
-#define GEMM_CORE_F32_SYMBOL "tjit_gemm_core_v1_f32"
-#define GEMM_CORE_F64_SYMBOL "tjit_gemm_core_v1_f64"
+#define GEMM_CORE_F32_SYMBOL "tjit_gemm_core_v2_f32"
+#define GEMM_CORE_F64_SYMBOL "tjit_gemm_core_v2_f64"
 
-/* The tile's columns: 2 vectors of 32 bytes. */
-#define GEMM_CORE_NR(elem_bytes) (2 * GEMM_CORE_VECTOR_BYTES / (elem_bytes))
+/* The tile's rows and columns (2 vectors) for vectors of vec_bytes (32 or 64). */
+#define GEMM_CORE_MR_OF(vec_bytes) ((vec_bytes) == 64 ? GEMM_CORE512_MR : GEMM_CORE_MR)
+#define GEMM_CORE_NR(vec_bytes, elem_bytes) (2 * (vec_bytes) / (elem_bytes))
 
 /* A signature's epilogue: takes the finished sums of one register tile (row-major, MR rows of NR,
    `rows` of them valid) whose first element is output row `row` (b * M + m), column `col`, and
@@ -53,7 +56,7 @@ typedef void (*gemm_core_epi)(void *const *bufs, const void *tile, int64_t row, 
 
 /* The core: rows [row_begin, row_end) of the [B * M, N] output, as a generated dot kernel does
    (matmul.h), for f32 and f64 operands and output. epi NULL: the sums are stored as they are.
-   Runs only where AVX2 and FMA do (gemm_core_runs_here). */
+   Runs only where gemm_core_runs_here(p->vec_bytes). */
 void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
                         int64_t row_end, gemm_core_epi epi);
 void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
@@ -92,7 +95,8 @@ size_t gemm_core_team_bytes(const gemm_core_plan *p, int elem_bytes, size_t *fla
    the runtime sets it around a dot kernel's call and clears it after. */
 void gemm_core_join_team(void *area);
 
-/* Whether this host executes the core's instructions (AVX2 and FMA). */
-bool gemm_core_runs_here(void);
+/* Whether this host executes the instructions of the core for vectors of vector_bytes (32: AVX2
+   and FMA, 64: those and AVX-512F). */
+bool gemm_core_runs_here(int vector_bytes);
 
 #endif /* TJIT_CODEGEN_GEMM_CORE_H */

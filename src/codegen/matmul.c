@@ -1288,8 +1288,8 @@ static bool core_plan_of(const cg_matmul_desc *d, jit_dtype dt, plan *pp, gemm_c
      (and padding bounds), its packer is generated */
   if (p.dt != dt || p.out_dt != p.dt || d->lhs_view ||
       p.bat.n > 1 || p.m.n > 1 || p.n.n > 1 || p.k.n > 1 ||
-      d->vec_bytes != GEMM_CORE_VECTOR_BYTES || p.mr != GEMM_CORE_MR ||
-      p.nr != GEMM_CORE_NR((int)csize(p.dt)))
+      (d->vec_bytes != 32 && d->vec_bytes != 64) || p.mr != GEMM_CORE_MR_OF(d->vec_bytes) ||
+      p.nr != GEMM_CORE_NR(d->vec_bytes, (int)csize(p.dt)))
     return false;
   *pp = p;
   *out = (gemm_core_plan){
@@ -1302,7 +1302,7 @@ static bool core_plan_of(const cg_matmul_desc *d, jit_dtype dt, plan *pp, gemm_c
       .kc = p.kc, .mc = p.mc, .nc = p.nc,
       .a_off = (int64_t)p.a_off, .b_off = (int64_t)p.b_off,
       .lhs_buf = d->lhs_buf, .rhs_buf = d->rhs_buf, .out_buf = d->out_buf,
-      .scratch_buf = d->scratch_buf};
+      .scratch_buf = d->scratch_buf, .vec_bytes = d->vec_bytes};
   return true;
 }
 

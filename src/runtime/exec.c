@@ -656,7 +656,7 @@ static const char *dot_part_pipeline(int ctx_level) {
 static bool core_target(const exec *e) {
   const char *env = getenv("TJIT_GEMM_CORE");
   if ((env && strcmp(env, "0") == 0) || e->ctx->opt_level < 1) return false;
-  return cg_jit_target(e->ctx->jit)->fma && gemm_core_runs_here();
+  return cg_jit_target(e->ctx->jit)->fma && gemm_core_runs_here(tile_vec_bytes(e));
 }
 
 /* Whether f32/f64 dot d runs on the core rather than a generated kernel: core_target, and d has
