@@ -408,6 +408,8 @@ static void prog_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   }
 }
 
+static char *g_prog_llvm; /* run_prog's LLVM dump, where asked for (non-NULL before the call) */
+
 static void *run_prog(jit_ctx *ctx, int kind, jit_dtype dt, int64_t m, int64_t k, int64_t n,
                       const char *mode, double *llvm_ms) {
   if (mode) setenv("TJIT_GEMM_CORE", mode, 1);
@@ -428,6 +430,14 @@ static void *run_prog(jit_ctx *ctx, int kind, jit_dtype dt, int64_t m, int64_t k
   jit_array *res = NULL;
   if (jit_call(f, args, &res) != JIT_OK) fail_msg("kind %d: %s", kind, jit_last_error());
   void *out = download(res);
+  if (g_prog_llvm) {
+    size_t len = 0;
+    free(g_prog_llvm);
+    FILE *ms = open_memstream(&g_prog_llvm, &len);
+    assert_non_null(ms);
+    assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_LLVM, ms), JIT_OK);
+    fclose(ms);
+  }
   jit_fn_stats st;
   assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
   *llvm_ms = st.llvm_ms;
@@ -436,6 +446,32 @@ static void *run_prog(jit_ctx *ctx, int kind, jit_dtype dt, int64_t m, int64_t k
   for (int i = 0; i < 5; i++) jit_array_free(args[i]);
   unsetenv("TJIT_GEMM_CORE");
   return out;
+}
+
+/* A bf16 program of kind over shape sh by vdpbf16ps (TJIT_BF16_DOT=pairs), where the host and the
+   context's target have it: within bf16 roundings of the f32 micro-kernel's `want` (its dot's
+   sums only differ in order, which changes one element of a thousand or none); its dump says
+   that vdpbf16ps runs it. */
+static void check_pairs(jit_ctx *ctx, int kind, const int64_t sh[3], const void *want) {
+  if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512f") ||
+      !strstr(jit_ctx_target(ctx), "bf16 dot"))
+    return;
+  setenv("TJIT_BF16_DOT", "pairs", 1);
+  double ms;
+  g_prog_llvm = strdup("");
+  uint16_t *got = run_prog(ctx, kind, JIT_BF16, sh[0], sh[1], sh[2], NULL, &ms);
+  setenv("TJIT_BF16_DOT", "f32", 1);
+  if (!strstr(g_prog_llvm, "bf16 (vdpbf16ps, f32 sums) dot"))
+    fail_msg("kind %d: no dot by vdpbf16ps in\n%s", kind, g_prog_llvm);
+  free(g_prog_llvm);
+  g_prog_llvm = NULL;
+  for (int64_t i = 0; i < sh[0] * sh[2]; i++) {
+    double g = ir_load_f64(JIT_BF16, got, i), w = ir_load_f64(JIT_BF16, want, i);
+    if (!(fabs(g - w) <= fabs(w) / 128 + 1.0 / 64))
+      fail_msg("kind %d, %lldx%lldx%lld by vdpbf16ps, element %lld: %g, the f32 kernel's %g", kind,
+               (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)i, g, w);
+  }
+  free(got);
 }
 
 /* Each program gives the generated epilogue's bits (TJIT_GEMM_CORE=jit), over whole and edge
@@ -448,11 +484,14 @@ static void test_core_epilogue_programs(void **state) {
   (void)state;
   static const int64_t shapes[][3] = {{37, 70, 45}, {96, 33, 64}, {5, 300, 7}, {600, 2100, 21}};
   static const jit_dtype dts[] = {JIT_F32, JIT_F64, JIT_BF16};
-  /* the core runs where the host has AVX2 and FMA and the target blocks for 256-bit vectors (an
-     AVX-512 target keeps generated dot kernels) */
-  bool core = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-              !getenv("TJIT_CPU") && strstr(jit_ctx_target(ctx2), "256-bit") &&
-              strstr(jit_ctx_target(ctx1), "256-bit");
+  /* the core runs where the host has AVX2 and FMA and the target blocks for 256-bit vectors, or
+     has AVX-512F and the target blocks for 512-bit ones */
+  bool core = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU");
+  for (int c = 0; c < 2; c++) {
+    const char *tg = jit_ctx_target(c ? ctx1 : ctx2);
+    core &= strstr(tg, "256-bit") || (strstr(tg, "512-bit") && __builtin_cpu_supports("avx512f"));
+  }
+  setenv("TJIT_BF16_DOT", "f32", 1); /* the f32 micro-kernel, whose sums are the generated ones */
   for (int kind = 0; kind < N_PROG_KINDS; kind++)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
       for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
@@ -473,9 +512,11 @@ static void test_core_epilogue_programs(void **state) {
                      (long long)sh[0], (long long)sh[1], (long long)sh[2], jit_dtype_name(dts[di]),
                      ms_prog, ms_jit);
           if (core && !prog) assert_true(ms_prog > 0.0);
+          if (bf16 && (kind == 1 || kind == 7)) check_pairs(ctx, kind, sh, a);
           free(a);
           free(b);
         }
+  unsetenv("TJIT_BF16_DOT");
 }
 
 /* ---- a scan whose dots multiply by its consts ------------------------------------------------------ */

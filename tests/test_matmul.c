@@ -33,6 +33,7 @@ static int g_vec_bytes; /* the register tile's vector size under test; 0: the ta
 /* per core ([0] AVX2, [1] AVX-512): */
 static int g_core_checks[2]; /* kernels of the precompiled core checked against generated ones */
 static int g_team_checks[2]; /* of them, run by a team sharing its packed rhs (gemm_core.h) */
+static int g_pairs_checks;    /* bf16 dots by vdpbf16ps checked against the f32 kernel's */
 static bool g_core_expected[2]; /* a group ran where the core's kernels are checked */
 
 /* The vector size of the target the JIT generates for ($TJIT_CPU, $TJIT_VECTOR_WIDTH). */
@@ -182,15 +183,10 @@ static void check_team_same(const cg_matmul_desc *d, kernel_fn fn, void **bufs, 
   free(scratch2);
 }
 
-/* The core's kernel for d gives the generated kernel's output `want` (ob bytes of bufs[out]) bit
-   for bit, over all rows and over two row ranges split at a tile-unaligned row. */
-static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const void *want,
-                            size_t ob, int64_t rows) {
-  cg_dylib *lib;
-  kernel_fn fn;
-  build_core(d, &lib, &fn);
-  if (!fn) return;
-  g_core_checks[d->vec_bytes == 64]++;
+/* fn's output for d is `want` (ob bytes of bufs[out]) bit for bit, over all rows, over two row
+   ranges split at a tile-unaligned row and in a team. */
+static void check_bits(const cg_matmul_desc *d, kernel_fn fn, void **bufs, int out,
+                       const void *want, size_t ob, int64_t rows) {
   void *saved = bufs[out], *got = malloc(ob);
   assert_non_null(got);
   memset(got, 0xEF, ob);
@@ -205,9 +201,51 @@ static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const
   check_team_same(d, fn, bufs, got, want, ob, rows);
   bufs[out] = saved;
   free(got);
+}
+
+/* A bf16 dot by vdpbf16ps (gemm_core_sums.pairs), where this host has it: its own sums in another
+   order, so within a bf16 rounding (plus slack for cancellation) of the generated kernel's
+   `want`, and the same bits however its rows are split or shared. */
+static void check_pairs_close(const cg_matmul_desc *d, void **bufs, int out, const void *want,
+                              size_t ob, int64_t rows) {
+  if (d->lhs.dtype != JIT_BF16 || d->vec_bytes != 64 || !core_checked(64) ||
+      !gemm_core_pairs_run_here())
+    return;
+  cg_matmul_desc dp = *d;
+  dp.bf16_dot = true;
+  assert_int_equal(core_dot_build(&dp, NULL, &g_core_dot), JIT_OK);
+  if (!g_core_dot) return;
+  g_pairs_checks++;
+  void *saved = bufs[out], *mine = malloc(ob);
+  assert_non_null(mine);
+  bufs[out] = mine;
+  run_core_dot(bufs, 0, rows);
+  bufs[out] = saved;
+  for (size_t i = 0; i < ob / 2; i++) {
+    double g = ir_load_f64(JIT_BF16, mine, (int64_t)i), w = ir_load_f64(JIT_BF16, want, (int64_t)i);
+    if (!(fabs(g - w) <= fabs(w) / 128 + 1e-3))
+      fail_msg("vdpbf16ps element %zu: %.9g, the f32 kernel's %.9g", i, g, w);
+  }
+  check_bits(&dp, run_core_dot, bufs, out, mine, ob, rows);
+  free(mine);
+  core_dot_free(g_core_dot);
+  g_core_dot = NULL;
+}
+
+/* The core's kernel for d gives the generated kernel's output `want` (ob bytes of bufs[out]) bit
+   for bit, over all rows and over two row ranges split at a tile-unaligned row. */
+static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const void *want,
+                            size_t ob, int64_t rows) {
+  cg_dylib *lib;
+  kernel_fn fn;
+  build_core(d, &lib, &fn);
+  if (!fn) return;
+  g_core_checks[d->vec_bytes == 64]++;
+  check_bits(d, fn, bufs, out, want, ob, rows);
   cg_dylib_free(lib);
   core_dot_free(g_core_dot);
   g_core_dot = NULL;
+  check_pairs_close(d, bufs, out, want, ob, rows);
 }
 
 /* ---- random data and the reference -------------------------------------------------------------
@@ -553,6 +591,10 @@ static void test_dtypes(void **state) {
   /* bf16 (on the core: bf16 packers for rows, transposed rows and strided elements), K past one
      block in the batched case */
   transposed_and_batched(JIT_BF16, 2, 2100);
+  /* odd K: vdpbf16ps's packers pad the last k pair (in one block, and in the last of three) */
+  transposed_and_batched(JIT_BF16, 3, 29);
+  mcase odd = mat(JIT_BF16, 37, 2 * 1024 + 3, 70);
+  run_case(&odd);
   static const jit_dtype dts[] = {JIT_F64, JIT_I32, JIT_I64, JIT_I8, JIT_U8, JIT_BF16, JIT_F16};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     mcase c = mat(dts[i], 23, 1100, 37); /* K > KC: partial sums in out or in scratch */
@@ -874,6 +916,10 @@ int main(void) {
               g_core_checks[wide], wide ? "AVX-512" : "AVX2", g_team_checks[wide]);
       failed++;
     }
+  if (g_core_expected[1] && gemm_core_pairs_run_here() && g_pairs_checks < 4) {
+    fprintf(stderr, "only %d bf16 dots by vdpbf16ps were checked\n", g_pairs_checks);
+    failed++;
+  }
   const struct CMUnitTest target[] = {cmocka_unit_test(test_errors), cmocka_unit_test(test_speed)};
   failed += cmocka_run_group_tests_name("target's tile", target, setup, teardown);
   return failed;

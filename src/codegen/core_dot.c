@@ -143,7 +143,7 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
 jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_dot **out) {
   *out = NULL;
   gemm_core_plan p;
-  gemm_core_sums sums = {0, 0, 0};
+  gemm_core_sums sums = {0, 0, 0, 0};
   bool bf16 = d->lhs.dtype == JIT_BF16;
   if (!gemm_core_runs_here(d->vec_bytes) ||
       !(bf16 ? cg_matmul_core_plan_bf16(d, &p, &sums) : cg_matmul_core_plan(d, &p)))
@@ -153,6 +153,7 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
   c->plan = p;
   c->bf16 = bf16;
   c->sums = sums;
+  if (sums.pairs && !gemm_core_pairs_run_here()) c->sums.pairs = 0;
   c->es = bf16 ? 4 : (int)jit_dtype_size(d->lhs.dtype);
   c->n = p.N;
   if (pl && !build_program(c, pl, d->lhs.dtype)) {
@@ -178,9 +179,11 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
                                       "abs", "cmp",   "select", "tanh"};
   static const char *const cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   const gemm_core_plan *p = &c->plan;
+  const char *kind = !c->bf16       ? (c->es == 4 ? "f32" : "f64")
+                     : c->sums.pairs ? "bf16 (vdpbf16ps, f32 sums)"
+                                     : "bf16 (f32 sums)";
   fprintf(out, "; %s: %s dot [%lld x %lld x %lld] x %lld on the precompiled core (gemm_core.c),"
-          " no generated code; epilogue program:%s\n", name,
-          c->bf16 ? "bf16 (f32 sums)" : c->es == 4 ? "f32" : "f64",
+          " no generated code; epilogue program:%s\n", name, kind,
           (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->B,
           c->n_ins ? "" : " none");
   for (int r = 0; r < c->n_ins; r++) {

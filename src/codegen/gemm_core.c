@@ -11,12 +11,14 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/ir.h"
 
 #define CORE __attribute__((target("avx2,fma")))
 /* the 512-bit core's tiles, micro-kernels and loops; its packers are the AVX2 ones (a subset) */
 #define CORE512 __attribute__((target("avx512f,avx2,fma")))
+#define CORE512BF __attribute__((target("avx512f,avx512bf16,avx2,fma")))
 #define MR GEMM_CORE_MR
 #define MR512 GEMM_CORE512_MR
 
@@ -29,6 +31,10 @@ bool gemm_core_runs_here(int vector_bytes) {
   __builtin_cpu_init();
   bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return vector_bytes == 64 ? avx2 && __builtin_cpu_supports("avx512f") : vector_bytes == 32 && avx2;
+}
+
+bool gemm_core_pairs_run_here(void) {
+  return gemm_core_runs_here(64) && __builtin_cpu_supports("avx512bf16");
 }
 
 /* Packers, as the generated ones: the rhs KC x NC panel into NR-wide strips (strip j0 at
@@ -193,6 +199,58 @@ DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_rhs_bf16_512, 32, pack_rows_
 DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_lhs_bf16_512, MR512, pack_rows_bf16_8,
               pack_cols_bf16)
 
+/* bf16 pairs for vdpbf16ps: element (k, j) of a strip W wide goes to the half k % 2 (low: even k)
+   of the uint32 at (k / 2) * W + j, an odd kc's last pair with a zero high half; strip j0 at
+   j0 * ceil(kc / 2). Rows along the strips (ws == 1, the usual rhs) interleave two rows at a
+   time; pairs along k (ks == 1, the usual lhs) are 32-bit elements already, whose 8 x 8 blocks
+   transpose as floats do; anything else element by element. */
+static inline uint32_t pair_of(const uint16_t *s, int64_t ks, int64_t k, int64_t kc) {
+  return s[k * ks] | (k + 1 < kc ? (uint32_t)s[(k + 1) * ks] << 16 : 0);
+}
+
+CORE static void pack_pairs(uint32_t *restrict dst, const uint16_t *restrict src, int64_t ws,
+                            int64_t ks, int64_t kc, int64_t n, int W) {
+  int64_t kp = (kc + 1) / 2;
+  for (int64_t j0 = 0; j0 < n; j0 += W, dst += kp * W) {
+    int64_t w = min64(W, n - j0), q = 0;
+    const uint16_t *s = src + j0 * ws;
+    if (ws == 1 && w == W && W % 16 == 0) {
+      static const uint16_t zeros[32];
+      for (; q < kp; q++) {
+        const uint16_t *r0 = s + 2 * q * ks, *r1 = 2 * q + 1 < kc ? r0 + ks : zeros;
+        for (int h = 0; h < W; h += 16) {
+          __m256i a = _mm256_loadu_si256((const __m256i *)(r0 + h));
+          __m256i b = _mm256_loadu_si256((const __m256i *)(r1 + (r1 == zeros ? 0 : h)));
+          __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+          _mm256_storeu_si256((__m256i *)(dst + q * W + h), _mm256_permute2x128_si256(lo, hi, 0x20));
+          _mm256_storeu_si256((__m256i *)(dst + q * W + h + 8),
+                              _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+      }
+    } else if (ks == 1 && w == W && W % 8 == 0) {
+      for (; 2 * q + 16 <= kc; q += 8)
+        for (int h = 0; h < W; h += 8) {
+          __m256 r[8];
+          for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps((const float *)(s + (h + j) * ws + 2 * q));
+          transpose8_f32(r);
+          for (int i = 0; i < 8; i++) _mm256_storeu_ps((float *)(dst + (q + i) * W + h), r[i]);
+        }
+    }
+    for (; q < kp; q++)
+      for (int64_t j = 0; j < W; j++) dst[q * W + j] = j < w ? pair_of(s + j * ws, ks, 2 * q, kc) : 0;
+  }
+}
+
+CORE static void pack_rhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *restrict src,
+                                     int64_t ws, int64_t ks, int64_t kc, int64_t n) {
+  pack_pairs(dst, src, ws, ks, kc, n, 32);
+}
+
+CORE static void pack_lhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *restrict src,
+                                     int64_t ws, int64_t ks, int64_t kc, int64_t n) {
+  pack_pairs(dst, src, ws, ks, kc, n, MR512);
+}
+
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in
    k order, as the generated kernel's. ROWS lists the tile's rows: 6 with AVX2 (12 accumulators of
@@ -214,40 +272,61 @@ DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_lhs_bf16_512, MR512, pack_ro
     STORE(d, c##i##0);                                                                             \
     STORE(d + W, c##i##1);                                                                         \
   }
-#define DEFINE_MICROKERNEL(ATTR, T_, SUF, ROWS, MR_, V, W, ZERO, LOADA, LOADU, STOREU, FMADD,      \
-                           BCAST, ADD)                                                             \
-  ATTR static void mk_##SUF(int64_t kc, const T_ *restrict a, const T_ *restrict b,               \
+#define DEFINE_MICROKERNEL(ATTR, P, T_, SUF, ROWS, MR_, KSTEPS, V, W, ZERO, LOADA, LOADU, STOREU,   \
+                           FMADD, BCAST, ADD)                                                      \
+  ATTR static void mk_##SUF(int64_t kc, const P *restrict a, const P *restrict b,                 \
                             T_ *restrict dst, int64_t ld, int add) {                               \
     typedef T_ T;                                                                                  \
     ROWS(MK_ZERO, V, ZERO)                                                                         \
-    _Pragma("GCC unroll 4") for (int64_t k = 0; k < kc; k++, a += MR_, b += 2 * W) {               \
+    int64_t steps = KSTEPS(kc);                                                                    \
+    _Pragma("GCC unroll 4") for (int64_t k = 0; k < steps; k++, a += MR_, b += 2 * W) {            \
       V b0 = LOADA(b), b1 = LOADA(b + W);                                                          \
       ROWS(MK_ROW, V, FMADD, BCAST)                                                                \
     }                                                                                              \
     ROWS(MK_STORE_ROW, LOADU, STOREU, ADD, W)                                                      \
   }
 
+/* k steps of a micro-kernel: one per k, or one per pair of k (vdpbf16ps) */
+#define KSTEPS_1(kc) (kc)
+#define KSTEPS_PAIRS(kc) (((kc) + 1) / 2)
+
 CORE512 static inline __m512 bcast512_ps(const float *p) { return _mm512_set1_ps(*p); }
 CORE512 static inline __m512d bcast512_pd(const double *p) { return _mm512_set1_pd(*p); }
+/* a pair of bf16 (one lhs element's two k) in every lane, and 16 pairs of the rhs, as floats'
+   bits: the micro-kernel's vectors are __m512 for both kinds */
+CORE512 static inline __m512 bcast512_pair(const uint32_t *p) {
+  return _mm512_castsi512_ps(_mm512_set1_epi32((int)*p));
+}
+CORE512 static inline __m512 load512_pairs(const uint32_t *p) {
+  return _mm512_castsi512_ps(_mm512_load_si512(p));
+}
+/* c + a.lo * b.lo + a.hi * b.hi, lane by lane (bf16 products exact in f32, each add rounded;
+   denormal inputs and results flushed: the instruction's rules) */
+CORE512BF static inline __m512 dp512_pairs(__m512 a, __m512 b, __m512 c) {
+  return _mm512_dpbf16_ps(c, (__m512bh)_mm512_castps_si512(a), (__m512bh)_mm512_castps_si512(b));
+}
 
-DEFINE_MICROKERNEL(CORE, float, f32, ROWS6, MR, __m256, 8, _mm256_setzero_ps, _mm256_load_ps,
-                   _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_broadcast_ss,
-                   _mm256_add_ps)
-DEFINE_MICROKERNEL(CORE, double, f64, ROWS6, MR, __m256d, 4, _mm256_setzero_pd, _mm256_load_pd,
-                   _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_broadcast_sd,
-                   _mm256_add_pd)
-DEFINE_MICROKERNEL(CORE512, float, f32_512, ROWS8, MR512, __m512, 16, _mm512_setzero_ps,
-                   _mm512_load_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_fmadd_ps,
-                   bcast512_ps, _mm512_add_ps)
-DEFINE_MICROKERNEL(CORE512, double, f64_512, ROWS8, MR512, __m512d, 8, _mm512_setzero_pd,
-                   _mm512_load_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_fmadd_pd,
-                   bcast512_pd, _mm512_add_pd)
+DEFINE_MICROKERNEL(CORE, float, float, f32, ROWS6, MR, KSTEPS_1, __m256, 8, _mm256_setzero_ps,
+                   _mm256_load_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps,
+                   _mm256_broadcast_ss, _mm256_add_ps)
+DEFINE_MICROKERNEL(CORE, double, double, f64, ROWS6, MR, KSTEPS_1, __m256d, 4, _mm256_setzero_pd,
+                   _mm256_load_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd,
+                   _mm256_broadcast_sd, _mm256_add_pd)
+DEFINE_MICROKERNEL(CORE512, float, float, f32_512, ROWS8, MR512, KSTEPS_1, __m512, 16,
+                   _mm512_setzero_ps, _mm512_load_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+                   _mm512_fmadd_ps, bcast512_ps, _mm512_add_ps)
+DEFINE_MICROKERNEL(CORE512, double, double, f64_512, ROWS8, MR512, KSTEPS_1, __m512d, 8,
+                   _mm512_setzero_pd, _mm512_load_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+                   _mm512_fmadd_pd, bcast512_pd, _mm512_add_pd)
+DEFINE_MICROKERNEL(CORE512BF, uint32_t, float, bf16dp_512, ROWS8, MR512, KSTEPS_PAIRS, __m512, 16,
+                   _mm512_setzero_ps, load512_pairs, _mm512_loadu_ps, _mm512_storeu_ps,
+                   dp512_pairs, bcast512_pair, _mm512_add_ps)
 
 /* One register tile at out (ld apart rows; rows x cols of it valid): straight from the registers
    into out when it is whole and no epilogue follows, else through a stack copy: the earlier K
    blocks' sums added to its valid part, then the epilogue or a plain copy into out. */
-#define DEFINE_TILE(ATTR, T, SUF, MR, NR)                                                          \
-  ATTR static void tile_##SUF(int64_t kc, const T *a, const T *b, T *out, int64_t ld,              \
+#define DEFINE_TILE(ATTR, P, T, SUF, MR, NR)                                                       \
+  ATTR static void tile_##SUF(int64_t kc, const P *a, const P *b, T *out, int64_t ld,              \
                               int64_t rows, int64_t cols, int first, gemm_core_epi epi,            \
                               void *const *bufs, int64_t row, int64_t col) {                       \
     for (int64_t i = 0; i < rows; i++) {                                                           \
@@ -270,10 +349,11 @@ DEFINE_MICROKERNEL(CORE512, double, f64_512, ROWS8, MR512, __m512d, 8, _mm512_se
     for (int64_t i = 0; i < rows; i++) memcpy(out + i * ld, tile + i * NR, (size_t)cols * sizeof(T)); \
   }
 
-DEFINE_TILE(CORE, float, f32, MR, 16)
-DEFINE_TILE(CORE, double, f64, MR, 8)
-DEFINE_TILE(CORE512, float, f32_512, MR512, 32)
-DEFINE_TILE(CORE512, double, f64_512, MR512, 16)
+DEFINE_TILE(CORE, float, float, f32, MR, 16)
+DEFINE_TILE(CORE, double, double, f64, MR, 8)
+DEFINE_TILE(CORE512, float, float, f32_512, MR512, 32)
+DEFINE_TILE(CORE512, double, double, f64_512, MR512, 16)
+DEFINE_TILE(CORE512BF, uint32_t, float, bf16dp_512, MR512, 32)
 
 /* ---- teams (gemm_core.h) ---- */
 
@@ -347,13 +427,13 @@ static void team_done(atomic_int *flag) {
    micro-kernel and tiles run them unchanged and the packers read half the bytes). The sums of
    K blocks but the last go to the output, or with sums (an output that cannot hold them: bf16)
    to f32 scratch in chunks of sums->rc rows, as the generated kernel keeps them. */
-#define DEFINE_CORE(ATTR, T, S, SUF, TILE, MR, NR)                                                 \
+#define DEFINE_CORE(ATTR, P, T, S, SUF, TILE, MR, NR, KSTEPS)                                      \
   /* The packed strip of team t holding global strip `strip` of K block kb (a block of kc), packed \
      first if its group is not yet. */                                                             \
-  ATTR static const T *team_strip_##SUF(const team_layout *t, char *area, const gemm_core_plan *p, \
+  ATTR static const P *team_strip_##SUF(const team_layout *t, char *area, const gemm_core_plan *p, \
                                         const S *rhs, int64_t kb, int64_t kc, int64_t strip) {     \
     int64_t g = strip / t->group;                                                                  \
-    T *base = (T *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * NR;       \
+    P *base = (P *)(area + t->flag_bytes) + (kb * t->n_groups + g) * t->group * t->kce * NR;       \
     atomic_int *flag = (atomic_int *)area + kb * t->n_groups + g;                                  \
     if (team_claim(flag)) {                                                                        \
       int64_t j0 = g * t->group * NR;                                                              \
@@ -361,19 +441,19 @@ static void team_done(atomic_int *flag) {
                      kc, min64(t->group * NR, p->N - j0));                                         \
       team_done(flag);                                                                             \
     }                                                                                              \
-    return base + (strip - g * t->group) * kc * NR;                                                \
+    return base + (strip - g * t->group) * KSTEPS(kc) * NR;                                        \
   }                                                                                                \
   ATTR static void core_##SUF(const gemm_core_plan *p, const gemm_core_sums *sums,                 \
                               void *const *bufs, int64_t rb, int64_t re, gemm_core_epi epi) {      \
     if (p->M <= 0 || p->N <= 0 || p->B <= 0) return;                                              \
     const S *lhs = bufs[p->lhs_buf], *rhs = bufs[p->rhs_buf];                                      \
     char *scratch = bufs[p->scratch_buf];                                                          \
-    T *ap = (T *)(scratch + p->a_off), *bp = (T *)(scratch + p->b_off);                            \
+    P *ap = (P *)(scratch + p->a_off), *bp = (P *)(scratch + p->b_off);                            \
     /* where the sums go: row m, column n of the chunk at c[(m - crow0) * cld + n - ccol0] */      \
     T *c = sums ? (T *)(scratch + sums->c_off) : (T *)bufs[p->out_buf];                            \
     int64_t cld = sums ? sums->c_ld : p->out_ld, rc = sums ? sums->rc : INT64_MAX / 4;             \
     team_layout t;                                                                                 \
-    char *team = core_team && team_layout_of(p, sizeof(T), &t) ? core_team : NULL;                 \
+    char *team = core_team && team_layout_of(p, sizeof(P), &t) ? core_team : NULL;                 \
     int64_t kend = p->K > 0 ? p->K : 1; /* K = 0: one block of zeros, through the epilogue */     \
     for (int64_t r = rb; r < re;) {                                                                \
       int64_t bi = r / p->M, brow = bi * p->M, m0 = r - brow;                                      \
@@ -395,11 +475,11 @@ static void team_done(atomic_int *flag) {
             pack_lhs_##SUF(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc,  \
                            mc);                                                                    \
             for (int64_t jr = 0; jr < nc; jr += NR) {                                              \
-              const T *b = team ? team_strip_##SUF(&t, team, p, rhs_b, pc / p->kc, kc,             \
+              const P *b = team ? team_strip_##SUF(&t, team, p, rhs_b, pc / p->kc, kc,             \
                                                    (jc + jr) / NR)                                 \
-                                : bp + jr * kc;                                                    \
+                                : bp + jr * KSTEPS(kc);                                            \
               for (int64_t ir = 0; ir < mc; ir += MR)                                              \
-                TILE(kc, ap + ir * kc, b, c_b + (ic - crow0 + ir) * cld + ccol + jr, cld,          \
+                TILE(kc, ap + ir * KSTEPS(kc), b, c_b + (ic - crow0 + ir) * cld + ccol + jr, cld,          \
                      min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,                \
                      brow + ic + ir, jc + jr);                                                     \
             }                                                                                      \
@@ -410,12 +490,14 @@ static void team_done(atomic_int *flag) {
     }                                                                                              \
   }
 
-DEFINE_CORE(CORE, float, float, f32, tile_f32, MR, 16)
-DEFINE_CORE(CORE, double, double, f64, tile_f64, MR, 8)
-DEFINE_CORE(CORE, float, uint16_t, bf16, tile_f32, MR, 16)
-DEFINE_CORE(CORE512, float, float, f32_512, tile_f32_512, MR512, 32)
-DEFINE_CORE(CORE512, double, double, f64_512, tile_f64_512, MR512, 16)
-DEFINE_CORE(CORE512, float, uint16_t, bf16_512, tile_f32_512, MR512, 32)
+DEFINE_CORE(CORE, float, float, float, f32, tile_f32, MR, 16, KSTEPS_1)
+DEFINE_CORE(CORE, double, double, double, f64, tile_f64, MR, 8, KSTEPS_1)
+DEFINE_CORE(CORE, float, float, uint16_t, bf16, tile_f32, MR, 16, KSTEPS_1)
+DEFINE_CORE(CORE512, float, float, float, f32_512, tile_f32_512, MR512, 32, KSTEPS_1)
+DEFINE_CORE(CORE512, double, double, double, f64_512, tile_f64_512, MR512, 16, KSTEPS_1)
+DEFINE_CORE(CORE512, float, float, uint16_t, bf16_512, tile_f32_512, MR512, 32, KSTEPS_1)
+DEFINE_CORE(CORE512BF, uint32_t, float, uint16_t, bf16dp_512, tile_bf16dp_512, MR512, 32,
+            KSTEPS_PAIRS)
 
 /* The entries pick the core of the plan's vector width (matmul.c made the plan for it). */
 void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
@@ -432,7 +514,56 @@ void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t rb, 
 
 void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, void *const *bufs,
                          int64_t rb, int64_t re, gemm_core_epi epi) {
-  if (p->vec_bytes == 64) core_bf16_512(p, sums, bufs, rb, re, epi);
+  if (p->vec_bytes == 64 && sums->pairs) core_bf16dp_512(p, sums, bufs, rb, re, epi);
+  else if (p->vec_bytes == 64) core_bf16_512(p, sums, bufs, rb, re, epi);
   else core_bf16(p, sums, bufs, rb, re, epi);
 }
 
+/* ---- is vdpbf16ps worth it here ---- */
+
+/* Seconds for 16 independent chains of `steps` vdpbf16ps (pairs) or vfmadd231ps, the best of 5. */
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+CORE512BF static double time_chains(bool pairs, int steps) {
+  double best = 1e30;
+  for (int run = 0; run < 5; run++) {
+    __m512 c[16], a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-9f);
+    for (int i = 0; i < 16; i++) c[i] = _mm512_setzero_ps();
+    double t0 = now_seconds();
+    for (int k = 0; k < steps; k++) {
+      if (pairs) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) c[i] = dp512_pairs(a, b, c[i]);
+      } else {
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) c[i] = _mm512_fmadd_ps(a, b, c[i]);
+      }
+      __asm__ volatile("" : "+v"(a)); /* a new operand each step: no hoisting, no folding */
+    }
+    double t = now_seconds() - t0;
+    for (int i = 1; i < 16; i++) c[0] = _mm512_add_ps(c[0], c[i]);
+    volatile float sink = _mm512_reduce_add_ps(c[0]);
+    (void)sink;
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* Measured, not looked up by vendor: Zen 4 and 5 issue vdpbf16ps as fast as an FMA (twice the
+   products a cycle), while the Emerald Rapids host of 2026-11-27 issued it at a quarter of the
+   FMA's rate (1.3 against 5.3 G instructions/s: half the products a cycle), where the f32
+   micro-kernel is the faster. Pairs must beat the FMAs by a margin, since they pack as much. */
+bool gemm_core_pairs_pay(void) {
+  static atomic_int known; /* 0: not measured, 1: no, 2: yes */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k) return k == 2;
+  bool pay = false;
+  if (gemm_core_pairs_run_here()) {
+    double dp = time_chains(true, 1000), fma = time_chains(false, 1000);
+    pay = dp < 1.5 * fma; /* per instruction: 2x the products, so 1.5x the time is still ahead */
+  }
+  atomic_store_explicit(&known, pay ? 2 : 1, memory_order_relaxed);
+  return pay;
+}

@@ -66,9 +66,15 @@ void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_
    the output (bf16) cannot hold partial sums, so the sums of every K block but the last are kept
    in f32 in the thread's scratch, as the generated kernel keeps them (matmul.c's c_scratch):
    chunks of rc rows, c_ld floats a row, at c_off. Only from C (core_dot.c): no generated code
-   calls it, so it has no versioned symbol. epi is never NULL (the sums must become bf16). */
+   calls it, so it has no versioned symbol. epi is never NULL (the sums must become bf16).
+   pairs (AVX-512 plans only, where gemm_core_pairs_run_here): the operands are packed as bf16
+   pairs along k and multiplied by vdpbf16ps, twice the products per instruction of the f32
+   micro-kernel; its sums differ from the f32 kernel's in order (each k pair's odd product is added
+   before its even one) and in flushing denormals, so they agree within f32 rounding, not bit for
+   bit. */
 typedef struct gemm_core_sums {
   int64_t c_off, c_ld, rc;
+  int64_t pairs;
 } gemm_core_sums;
 
 void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, void *const *bufs,
@@ -98,5 +104,12 @@ void gemm_core_join_team(void *area);
 /* Whether this host executes the instructions of the core for vectors of vector_bytes (32: AVX2
    and FMA, 64: those and AVX-512F). */
 bool gemm_core_runs_here(int vector_bytes);
+
+/* Whether this host executes the bf16 pair core (AVX-512F and AVX512_BF16). */
+bool gemm_core_pairs_run_here(void);
+
+/* Whether the pair core multiplies faster than the f32 micro-kernel on this host: measured once
+   per process (~0.1 ms), false where it does not run. */
+bool gemm_core_pairs_pay(void);
 
 #endif /* TJIT_CODEGEN_GEMM_CORE_H */

@@ -73,6 +73,8 @@ typedef struct cg_matmul_desc {
   int out_buf;          /* of the output ([batch * M, N] dense, row-major), */
   int scratch_buf;      /* and of this thread's scratch (see cg_matmul_scratch_bytes) */
   int vec_bytes;        /* vector registers to block for: 64, 32 or 16 (the target's) */
+  bool bf16_dot;        /* bf16 operands may be multiplied by vdpbf16ps (the target has it; only
+                           the precompiled core does: cg_matmul_core_plan_bf16) */
   bool lhs_view;        /* the lhs is read through lhs_strides (elements, one per lhs dim; they
                            may overlap), not as a dense row-major array: a conv's im2col view */
   int64_t lhs_strides[IR_MAX_RANK];

@@ -227,6 +227,16 @@ static bool core_programs(void) {
   return !env || strcmp(env, "jit") != 0;
 }
 
+/* Whether bf16 dots on the core multiply with the target's vdpbf16ps: where this host runs it
+   faster than the f32 micro-kernel (gemm_core_pairs_pay), or TJIT_BF16_DOT=pairs asks for it;
+   TJIT_BF16_DOT=f32 asks for the f32 micro-kernel (its sums are the generated kernel's bits). */
+static bool bf16_dot(const exec *e) {
+  const char *env = getenv("TJIT_BF16_DOT");
+  if (!e->ctx->jit || !cg_jit_target(e->ctx->jit)->bf16_dot || (env && strcmp(env, "f32") == 0))
+    return false;
+  return (env && strcmp(env, "pairs") == 0) || gemm_core_pairs_pay();
+}
+
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
    interpreter when the emitter has no form for it (bool, u32 and u64 operands; no contracted
    elements, where
@@ -249,8 +259,9 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   if (epi) {
     if (!(s->epi = malloc(sizeof *s->epi))) return oom();
     *s->epi = *epi;
-    cg_epi_desc(s->epi, NULL, &desc, tile_vec_bytes(B->e));
+    cg_epi_desc(s->epi, NULL, &desc, tile_vec_bytes(B->e)); /* redescribes the dot */
   }
+  desc.bf16_dot = bf16_dot(B->e);
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
   for (uint32_t i = 0; i < n_epi; i++) TRY_RET(buf_for(B, epi->reads[i], &s->bufs[2 + i]));
