@@ -551,10 +551,11 @@ CORE512BF static double time_chains(bool pairs, int steps) {
   return best;
 }
 
-/* Measured, not looked up by vendor: Zen 4 and 5 issue vdpbf16ps as fast as an FMA (twice the
-   products a cycle), while the Emerald Rapids host of 2026-11-27 issued it at a quarter of the
-   FMA's rate (1.3 against 5.3 G instructions/s: half the products a cycle), where the f32
-   micro-kernel is the faster. Pairs must beat the FMAs by a margin, since they pack as much. */
+/* Measured, not looked up by vendor or model: the instruction does twice an FMA's products, but
+   the Emerald Rapids host of 2026-11-27 issued it at a quarter of the FMA's rate (1.3 against
+   5.3 G instructions/s: half the products a cycle), where the f32 micro-kernel is the faster;
+   a CPU that issues it as fast as an FMA gets twice the products. Pairs must beat the FMAs by a
+   margin, since they pack as much. */
 bool gemm_core_pairs_pay(void) {
   static atomic_int known; /* 0: not measured, 1: no, 2: yes */
   int k = atomic_load_explicit(&known, memory_order_relaxed);
