@@ -286,7 +286,7 @@ static _Thread_local const core_dot *running;
    (nvr: 2 or 4 ymm); the program runs over groups of NV / nvr rows, where vector j is row
    g0 + j / nvr, columns (j % nvr) W ... Lanes past the row's valid columns are loaded as zeros
    (masked loads never touch them) and never stored; rows past `rows` are not computed. */
-#define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ZERO, ADD, SUB,    \
+#define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ADD, SUB,          \
                    MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV)                         \
   CORE static V max_##SUF(V x, V y) { /* llvm.maximum: NaN if either is, +0 over -0 */             \
     V m = BLENDV(MAXV(x, y), AND(x, y), CMP(x, y, _CMP_EQ_OQ));                                    \
@@ -414,11 +414,11 @@ static _Thread_local const core_dot *running;
 #define F64_ROUND(x) (x)
 
 DEFINE_EPI(float, f32, __m256, __m256i, 8, _mm256_loadu_ps, F32_LOADV, F32_LOAD1, F32_STOREV,
-           F32_ROUND, _mm256_set1_ps, _mm256_setzero_ps, _mm256_add_ps, _mm256_sub_ps,
+           F32_ROUND, _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps,
            _mm256_mul_ps, _mm256_div_ps, _mm256_max_ps, _mm256_min_ps, _mm256_and_ps,
            _mm256_or_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_cmp_ps, _mm256_blendv_ps)
 DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, F64_LOADV, F64_LOAD1, F64_STOREV,
-           F64_ROUND, _mm256_set1_pd, _mm256_setzero_pd, _mm256_add_pd, _mm256_sub_pd,
+           F64_ROUND, _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd,
            _mm256_mul_pd, _mm256_div_pd, _mm256_max_pd, _mm256_min_pd, _mm256_and_pd,
            _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd)
 
