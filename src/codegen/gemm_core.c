@@ -479,8 +479,8 @@ static void team_done(atomic_int *flag) {
                                                    (jc + jr) / NR)                                 \
                                 : bp + jr * KSTEPS(kc);                                            \
               for (int64_t ir = 0; ir < mc; ir += MR)                                              \
-                TILE(kc, ap + ir * KSTEPS(kc), b, c_b + (ic - crow0 + ir) * cld + ccol + jr, cld,          \
-                     min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,                \
+                TILE(kc, ap + ir * KSTEPS(kc), b, c_b + (ic - crow0 + ir) * cld + ccol + jr,       \
+                     cld, min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,           \
                      brow + ic + ir, jc + jr);                                                     \
             }                                                                                      \
           }                                                                                        \
@@ -521,13 +521,13 @@ void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, vo
 
 /* ---- is vdpbf16ps worth it here ---- */
 
-/* Seconds for 16 independent chains of `steps` vdpbf16ps (pairs) or vfmadd231ps, the best of 5. */
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Seconds for 16 independent chains of `steps` vdpbf16ps (pairs) or vfmadd231ps, the best of 5. */
 CORE512BF static double time_chains(bool pairs, int steps) {
   double best = 1e30;
   for (int run = 0; run < 5; run++) {
