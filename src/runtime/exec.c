@@ -261,7 +261,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
     *s->epi = *epi;
     cg_epi_desc(s->epi, NULL, &desc, tile_vec_bytes(B->e)); /* redescribes the dot */
   }
-  desc.bf16_dot = bf16_dot(B->e);
+  desc.bf16_dot = dt == JIT_BF16 && bf16_dot(B->e); /* measures once: only for bf16 dots */
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
   for (uint32_t i = 0; i < n_epi; i++) TRY_RET(buf_for(B, epi->reads[i], &s->bufs[2 + i]));
