@@ -215,12 +215,11 @@ CORE static void pack_pairs(uint32_t *restrict dst, const uint16_t *restrict src
     int64_t w = min64(W, n - j0), q = 0;
     const uint16_t *s = src + j0 * ws;
     if (ws == 1 && w == W && W % 16 == 0) {
-      static const uint16_t zeros[32];
       for (; q < kp; q++) {
-        const uint16_t *r0 = s + 2 * q * ks, *r1 = 2 * q + 1 < kc ? r0 + ks : zeros;
+        const uint16_t *r0 = s + 2 * q * ks, *r1 = 2 * q + 1 < kc ? r0 + ks : NULL;
         for (int h = 0; h < W; h += 16) {
           __m256i a = _mm256_loadu_si256((const __m256i *)(r0 + h));
-          __m256i b = _mm256_loadu_si256((const __m256i *)(r1 + (r1 == zeros ? 0 : h)));
+          __m256i b = r1 ? _mm256_loadu_si256((const __m256i *)(r1 + h)) : _mm256_setzero_si256();
           __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
           _mm256_storeu_si256((__m256i *)(dst + q * W + h), _mm256_permute2x128_si256(lo, hi, 0x20));
           _mm256_storeu_si256((__m256i *)(dst + q * W + h + 8),
