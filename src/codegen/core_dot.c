@@ -321,73 +321,73 @@ static _Thread_local const core_dot *running;
     bool whole = cols == nr;                                                                       \
     V reg[MAX_INS][NV];                                                                            \
     for (int64_t g0 = 0; g0 < rows; g0 += NV / nvr) {                                              \
-    int nvec = (int)min64(NV / nvr, rows - g0) * nvr;                                              \
-    for (int r = 0; r < c->n_ins; r++) {                                                           \
-      const vm_ins *in = &c->ins[r];                                                               \
-      V *o = reg[r];                                                                               \
-      const V *a = reg[in->a], *b = reg[in->b];                                                    \
-      switch ((vm_op)in->op) {                                                                     \
-      case VM_ACC:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(LOADU(tile + g0 * nr + j * W));                \
-        break;                                                                                     \
-      case VM_CONST:                                                                               \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(SET1((T)in->k));                                 \
-        break;                                                                                     \
-      case VM_SCALAR:                                                                              \
-        for (int j = 0; j < nvec; j++) o[j] = SET1(LOAD1(bufs[2 + in->read]));                       \
-        break;                                                                                     \
-      case VM_COLS: {                                                                              \
-        const void *p = bufs[2 + in->read];                                                        \
-        V cv[4];                                                                                   \
-        for (int v = 0; v < nvr; v++) cv[v] = LOADV(p, col + v * W, mask[v], whole);               \
-        for (int j = 0; j < nvec; j++) o[j] = cv[j % nvr];                                         \
-        break;                                                                                     \
+      int nvec = (int)min64(NV / nvr, rows - g0) * nvr;                                            \
+      for (int r = 0; r < c->n_ins; r++) {                                                         \
+        const vm_ins *in = &c->ins[r];                                                             \
+        V *o = reg[r];                                                                             \
+        const V *a = reg[in->a], *b = reg[in->b];                                                  \
+        switch ((vm_op)in->op) {                                                                   \
+        case VM_ACC:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(LOADU(tile + g0 * nr + j * W));              \
+          break;                                                                                   \
+        case VM_CONST:                                                                             \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(SET1((T)in->k));                             \
+          break;                                                                                   \
+        case VM_SCALAR:                                                                            \
+          for (int j = 0; j < nvec; j++) o[j] = SET1(LOAD1(bufs[2 + in->read]));                   \
+          break;                                                                                   \
+        case VM_COLS: {                                                                            \
+          const void *p = bufs[2 + in->read];                                                      \
+          V cv[4];                                                                                 \
+          for (int v = 0; v < nvr; v++) cv[v] = LOADV(p, col + v * W, mask[v], whole);             \
+          for (int j = 0; j < nvec; j++) o[j] = cv[j % nvr];                                       \
+          break;                                                                                   \
+        }                                                                                          \
+        case VM_MAT: {                                                                             \
+          const void *p = bufs[2 + in->read];                                                      \
+          for (int j = 0; j < nvec; j++)                                                           \
+            o[j] = LOADV(p, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole);   \
+          break;                                                                                   \
+        }                                                                                          \
+        case VM_ADD:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(ADD(a[j], b[j]));                            \
+          break;                                                                                   \
+        case VM_SUB:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(SUB(a[j], b[j]));                            \
+          break;                                                                                   \
+        case VM_MUL:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(MUL(a[j], b[j]));                            \
+          break;                                                                                   \
+        case VM_DIV:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(DIV(a[j], b[j]));                            \
+          break;                                                                                   \
+        case VM_MAX:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = max_##SUF(a[j], b[j]);                             \
+          break;                                                                                   \
+        case VM_MIN:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = min_##SUF(a[j], b[j]);                             \
+          break;                                                                                   \
+        case VM_NEG:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = XOR(a[j], SET1((T)-0.0));                          \
+          break;                                                                                   \
+        case VM_ABS:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = ANDNOT(SET1((T)-0.0), a[j]);                       \
+          break;                                                                                   \
+        case VM_CMP:                                                                               \
+          for (int j = 0; j < nvec; j++) o[j] = cmp_##SUF(a[j], b[j], in->cmp);                    \
+          break;                                                                                   \
+        case VM_SELECT:                                                                            \
+          for (int j = 0; j < nvec; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                 \
+          break;                                                                                   \
+        case VM_TANH:                                                                              \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(tanh_##SUF(a[j]));                           \
+          break;                                                                                   \
+        }                                                                                          \
       }                                                                                            \
-      case VM_MAT: {                                                                               \
-        const void *p = bufs[2 + in->read];                                                        \
-        for (int j = 0; j < nvec; j++)                                                             \
-          o[j] = LOADV(p, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole);     \
-        break;                                                                                     \
-      }                                                                                            \
-      case VM_ADD:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(ADD(a[j], b[j]));                                \
-        break;                                                                                     \
-      case VM_SUB:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(SUB(a[j], b[j]));                                \
-        break;                                                                                     \
-      case VM_MUL:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(MUL(a[j], b[j]));                                \
-        break;                                                                                     \
-      case VM_DIV:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(DIV(a[j], b[j]));                                \
-        break;                                                                                     \
-      case VM_MAX:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = max_##SUF(a[j], b[j]);                                 \
-        break;                                                                                     \
-      case VM_MIN:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = min_##SUF(a[j], b[j]);                                 \
-        break;                                                                                     \
-      case VM_NEG:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = XOR(a[j], SET1((T)-0.0));                              \
-        break;                                                                                     \
-      case VM_ABS:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = ANDNOT(SET1((T)-0.0), a[j]);                           \
-        break;                                                                                     \
-      case VM_CMP:                                                                                 \
-        for (int j = 0; j < nvec; j++) o[j] = cmp_##SUF(a[j], b[j], in->cmp);                        \
-        break;                                                                                     \
-      case VM_SELECT:                                                                              \
-        for (int j = 0; j < nvec; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                     \
-        break;                                                                                     \
-      case VM_TANH:                                                                                \
-        for (int j = 0; j < nvec; j++) o[j] = ROUND(tanh_##SUF(a[j]));                               \
-        break;                                                                                     \
-      }                                                                                            \
-    }                                                                                              \
-    void *out = bufs[c->plan.out_buf];                                                             \
-    const V *y = reg[c->root];                                                                     \
-    for (int j = 0; j < nvec; j++)                                                                 \
-      STOREV(out, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole, y[j]);       \
+      void *out = bufs[c->plan.out_buf];                                                           \
+      const V *y = reg[c->root];                                                                   \
+      for (int j = 0; j < nvec; j++)                                                               \
+        STOREV(out, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole, y[j]);     \
     }                                                                                              \
   }
 
