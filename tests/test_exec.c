@@ -519,6 +519,162 @@ static void test_core_epilogue_programs(void **state) {
   unsetenv("TJIT_BF16_DOT");
 }
 
+/* ---- dots whose row kernel sums their epilogue (cg_epi_plan_reduce) ------------------------------- */
+
+enum { N_RED_KINDS = 7 };
+
+/* The one-example loss of W6: mean((x_i @ w - y_i)^2), for jit_vmap. */
+static void red_example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val e = jit_sub(t, jit_matmul(t, a[0], a[1]), a[2]);
+  int axis = 0;
+  r[0] = jit_div(t, jit_reduce_sum(t, jit_mul(t, e, e), 1, &axis),
+                 jit_scalar(t, (double)jit_val_shape(t, e)[0]));
+}
+
+/* x a[0] [.., M, K] @ w a[1] [.., K, N], summed over N after an epilogue of kind *user over y
+   a[2] [.., M, N], bias a[3] [N], a row value a[4] [.., M] and a scalar a[5] */
+static void red_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  int kind = *(const int *)user;
+  if (kind == 6) { /* W6: the example's loss, vmapped */
+    jit_vmap(t, red_example, NULL, 3, a, (const int[]){0, -1, 0}, 1, r, NULL);
+    return;
+  }
+  jit_val d = jit_matmul(t, a[0], a[1]);
+  int last = jit_val_rank(t, d) - 1;
+  double n = (double)jit_val_shape(t, d)[last];
+  switch (kind) {
+  case 0: {
+    jit_val e = jit_sub(t, d, a[2]);
+    r[0] = jit_div(t, jit_reduce_sum(t, jit_mul(t, e, e), 1, &last), jit_scalar(t, n));
+    break;
+  }
+  case 1: /* post ops on a scalar and a row value */
+    r[0] = jit_add(t, jit_mul(t, jit_reduce_sum(t, jit_relu(t, jit_add(t, d, a[3])), 1, &last), a[5]), a[4]);
+    break;
+  case 2: /* a const in every lane: the edge tile's lanes past N must not count */
+    r[0] = jit_max(t, jit_reduce_sum(t, jit_add(t, jit_abs(t, d), jit_scalar(t, 0.25)), 1, &last),
+                   jit_scalar(t, 10.0));
+    break;
+  case 3: r[0] = jit_reduce_sum(t, d, 1, &last); break; /* the sums themselves, signed */
+  case 4: /* leaky relu's sum, negated */
+    r[0] = jit_neg(t, jit_reduce_sum(t, jit_select(t, jit_cmp(t, JIT_GT, d, jit_scalar(t, 0.0)), d,
+                                                   jit_mul(t, d, jit_scalar(t, 0.1))), 1, &last));
+    break;
+  default: r[0] = jit_reduce_sum(t, jit_exp(t, d), 1, &last); break; /* no program has exp */
+  }
+}
+
+/* Row i's sum of the absolute values kind's epilogue sums (from the inputs in double), times the
+   post ops' largest factor: what bounds the rounding of the sum's order. */
+static double red_scale(int kind, jit_dtype dt, void *const *h, int64_t bi, int64_t i, int64_t m,
+                        int64_t k, int64_t n) {
+  double s = 0;
+  for (int64_t j = 0; j < n; j++) {
+    double d = 0;
+    for (int64_t q = 0; q < k; q++)
+      d += ir_load_f64(dt, h[0], (bi * m + i) * k + q) * ir_load_f64(dt, h[1], (bi * k + q) * n + j);
+    double y = ir_load_f64(dt, h[2], (bi * m + i) * n + j), b = ir_load_f64(dt, h[3], j);
+    double v = kind == 0 || kind == 6 ? (d - y) * (d - y)
+               : kind == 1           ? fmax(d + b, 0.0)
+               : kind == 2           ? fabs(d) + 0.25
+               : kind == 5           ? exp(d)
+                                     : d;
+    s += fabs(v);
+  }
+  return kind == 1 ? s * fabs(ir_load_f64(dt, h[5], 0)) : s;
+}
+
+/* Each kind (0-4, 6: a program; 5: exp, which the programs lack) against the row kernel it
+   replaces (TJIT_GEMM_CORE=jit: the sum runs as a generated row kernel after the dot): the dot's
+   sums and every op are the same IEEE operations, so the two differ only by the order of the
+   sum, within 2 (N + 2) ulps of the sum of absolute values. Where the core runs, a program
+   compiles no LLVM at all and its dump shows the sum; shapes with edge tiles, a batch, several
+   K blocks (partial sums in the dot's buffer) and several column panels (N past nc). */
+static void test_core_reducing_epilogues(void **state) {
+  (void)state;
+  static const int64_t shapes[][4] = {{1, 37, 70, 45}, {1, 96, 33, 64}, {1, 5, 300, 7},
+                                      {1, 600, 40, 21}, {1, 70, 1100, 1100}, {3, 20, 50, 40}};
+  static const jit_dtype dts[] = {JIT_F32, JIT_F64};
+  bool core = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU");
+  for (int c = 0; c < 2; c++) {
+    const char *tg = jit_ctx_target(c ? ctx1 : ctx2);
+    core &= strstr(tg, "256-bit") || (strstr(tg, "512-bit") && __builtin_cpu_supports("avx512f"));
+  }
+  int checked = 0;
+  for (int kind = 0; kind < N_RED_KINDS; kind++)
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+      for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+        const int64_t *sh = shapes[si];
+        int64_t nb = sh[0], m = sh[1], k = sh[2], n = sh[3];
+        if (kind == 6 && nb > 1) continue; /* vmap over the rows of a 2-d x */
+        if ((kind == 5 || kind == 6) && k > 500) continue; /* exp of big sums overflows; time */
+        jit_dtype dt = dts[di];
+        jit_ctx *ctx = si % 2 ? ctx1 : ctx2;
+        bool b3 = nb > 1;
+        int64_t sx[3] = {nb, m, k}, sw[3] = {nb, k, n}, sy[3] = {nb, m, n}, sb[1] = {n}, sr[2] = {nb, m};
+        const int64_t *shp[6] = {b3 ? sx : sx + 1, b3 ? sw : sw + 1, b3 ? sy : sy + 1, sb, b3 ? sr : sr + 1, NULL};
+        int ranks[6] = {2 + b3, 2 + b3, 2 + b3, 1, 1 + b3, 0};
+        int n_args = kind == 6 ? 3 : 6;
+        void *h[6];
+        jit_array *args[6];
+        for (int i = 0; i < 6; i++) {
+          h[i] = random_data(dt, numel(ranks[i], shp[i]), 1300 + (uint64_t)i * 11 + (uint64_t)kind);
+          args[i] = upload(ctx, dt, ranks[i], shp[i], h[i]);
+        }
+        void *out[2];
+        double llvm_ms[2];
+        char *dump = NULL;
+        for (int mode = 0; mode < 2; mode++) {
+          if (mode) setenv("TJIT_GEMM_CORE", "jit", 1);
+          else unsetenv("TJIT_GEMM_CORE");
+          jit_fn *f = NULL;
+          jit_fn_opts o = {.name = "red", .n_args = n_args, .n_results = 1};
+          assert_int_equal(jit_compile(ctx, red_fn, &kind, &o, &f), JIT_OK);
+          jit_array *res = NULL;
+          if (jit_call(f, args, &res) != JIT_OK) fail_msg("kind %d: %s", kind, jit_last_error());
+          out[mode] = download(res);
+          jit_fn_stats st;
+          assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+          llvm_ms[mode] = st.llvm_ms;
+          if (!mode) {
+            size_t len = 0;
+            FILE *ms = open_memstream(&dump, &len);
+            assert_non_null(ms);
+            assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_LLVM, ms), JIT_OK);
+            fclose(ms);
+          }
+          jit_array_free(res);
+          jit_fn_free(f);
+        }
+        unsetenv("TJIT_GEMM_CORE");
+        bool prog = kind != 5;
+        if (core && prog && !(llvm_ms[0] == 0.0 && strstr(dump, "summed over each row's columns")))
+          fail_msg("kind %d, %lldx%lldx%lldx%lld %s: llvm %.3f ms, dump:\n%s", kind, (long long)nb,
+                   (long long)m, (long long)k, (long long)n, jit_dtype_name(dt), llvm_ms[0], dump);
+        if (core && !prog) assert_true(llvm_ms[0] > 0.0);
+        double eps = dt == JIT_F32 ? 0x1p-24 : 0x1p-53;
+        for (int64_t bi = 0; bi < nb; bi++)
+          for (int64_t i = 0; i < m; i++) {
+            double a = ir_load_f64(dt, out[0], bi * m + i), b = ir_load_f64(dt, out[1], bi * m + i);
+            double tol = 2.0 * (double)(2 * n + 4) * eps * red_scale(kind, dt, h, bi, i, m, k, n) +
+                         4 * eps * fabs(b);
+            if (!(fabs(a - b) <= tol))
+              fail_msg("kind %d, %lldx%lldx%lldx%lld %s, row %lld: %.17g, the row kernel's %.17g"
+                       " (tolerance %.3g)", kind, (long long)nb, (long long)m, (long long)k,
+                       (long long)n, jit_dtype_name(dt), (long long)(bi * m + i), a, b, tol);
+          }
+        checked += core && prog;
+        free(dump);
+        for (int i = 0; i < 2; i++) free(out[i]);
+        for (int i = 0; i < 6; i++) {
+          free(h[i]);
+          jit_array_free(args[i]);
+        }
+      }
+  if (core) assert_true(checked >= 40);
+}
+
 /* ---- a scan whose dots multiply by its consts ------------------------------------------------------ */
 
 static void scan_const_rhs(int64_t B);
@@ -1053,7 +1209,7 @@ int main(void) {
   const struct CMUnitTest dots[] = {
       cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
       cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues),
-      cmocka_unit_test(test_core_epilogue_programs),
+      cmocka_unit_test(test_core_epilogue_programs), cmocka_unit_test(test_core_reducing_epilogues),
       cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_split_modules), cmocka_unit_test(test_shared_kernels),

@@ -9,6 +9,7 @@
 #include "codegen/core_dot.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ typedef enum vm_op {
   VM_CMP,    /* all-ones lanes where `cmp` holds (ordered, unordered for ne) */
   VM_SELECT, /* a where c is all-ones, else b */
   VM_TANH,   /* f32 only: llvm_math.c's tanh, operation for operation */
+  VM_ROWS,   /* post ops: read `read` at the row ([rows], one value per row of the output) */
 } vm_op;
 
 typedef struct vm_ins {
@@ -53,6 +55,13 @@ struct core_dot {
   int n_ins;    /* 0: no epilogue */
   int root;
   vm_ins ins[MAX_INS];
+  /* a reducing epilogue (cg_epi_plan.reduces): root's values are summed over each row's valid
+     columns, tile after tile in column order, into bufs[2 + red_read] (a partial row sum until
+     the row's last tile); then the post program, one row at a time (register 0: the sum), makes
+     the row's output of it */
+  bool reduces;
+  int red_read, n_post, post_root;
+  vm_ins post[MAX_INS];
 };
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -78,6 +87,16 @@ static int emit(core_dot *c, vm_ins in) {
   return c->n_ins++;
 }
 
+static int emit_post(core_dot *c, vm_ins in) {
+  if (c->n_post >= MAX_INS) return -1;
+  c->post[c->n_post] = in;
+  return c->n_post++;
+}
+
+static const uint8_t arith[IR_N_OPS] = {
+    [IR_ADD] = VM_ADD, [IR_SUB] = VM_SUB, [IR_MUL] = VM_MUL, [IR_DIV] = VM_DIV,
+    [IR_MAX] = VM_MAX, [IR_MIN] = VM_MIN, [IR_NEG] = VM_NEG, [IR_ABS] = VM_ABS};
+
 /* The register of value v as an operand of an elementwise op (a read is loaded at the tile's
    rows and columns, as the generated epilogue does); -1: not one the programs can take. */
 static int operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v, jit_dtype want) {
@@ -89,9 +108,6 @@ static int operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v,
 }
 
 static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
-  static const uint8_t arith[IR_N_OPS] = {
-      [IR_ADD] = VM_ADD, [IR_SUB] = VM_SUB, [IR_MUL] = VM_MUL, [IR_DIV] = VM_DIV,
-      [IR_MAX] = VM_MAX, [IR_MIN] = VM_MIN, [IR_NEG] = VM_NEG, [IR_ABS] = VM_ABS};
   int reg[CG_EPI_MAX_OPS];
   const ir_func *f = pl->f;
   for (uint32_t i = 0; i < pl->n_ops; i++) {
@@ -140,6 +156,60 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
   return true;
 }
 
+static int post_index(const cg_epi_plan *pl, ir_ref v) {
+  for (uint32_t i = 0; i < pl->n_post; i++)
+    if (pl->post[i] == v) return (int)i;
+  return -1;
+}
+
+/* The register of v as an operand of a post op: the sum, an earlier post op, or a read of one
+   value per row; -1: none the programs take. */
+static int post_operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v,
+                        jit_dtype want) {
+  if (v == pl->reduce) return 0;
+  int oi = post_index(pl, v);
+  if (oi >= 0) return reg[oi];
+  int ri = read_index(pl, v);
+  if (ri < 0 || ir_type_of(pl->f, v)->dtype != want) return -1;
+  return emit_post(c, (vm_ins){.op = VM_ROWS, .read = (int8_t)ri});
+}
+
+/* The program of a reducing epilogue's post ops: arithmetic on each row's sum, consts, scalars
+   and per-row reads. */
+static bool build_post(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
+  int reg[CG_EPI_MAX_OPS];
+  const ir_func *f = pl->f;
+  c->reduces = true;
+  c->red_read = (int)pl->n_reads;
+  emit_post(c, (vm_ins){.op = VM_ACC});
+  for (uint32_t i = 0; i < pl->n_post; i++) {
+    ir_ref v = pl->post[i];
+    const ir_ins *in = &f->ins[v];
+    jit_dtype d = ir_type_of(f, v)->dtype;
+    int r = -1;
+    if (d != dt) return false;
+    if (in->op == IR_CONST) {
+      r = emit_post(c, (vm_ins){.op = VM_CONST, .k = in->attr.value});
+    } else if (in->op == IR_BROADCAST) {
+      int ai = post_index(pl, in->args[0]), ri = read_index(pl, in->args[0]);
+      if (ai >= 0) r = reg[ai];
+      else if (ri >= 0 && ir_type_of(f, in->args[0])->rank == 0 &&
+               ir_type_of(f, in->args[0])->dtype == dt)
+        r = emit_post(c, (vm_ins){.op = VM_SCALAR, .read = (int8_t)ri});
+    } else if (in->op < IR_N_OPS && arith[in->op] && in->n_args >= 1) {
+      bool unary = arith[in->op] == VM_NEG || arith[in->op] == VM_ABS;
+      int a = post_operand(c, pl, reg, in->args[0], dt);
+      int b = unary ? a : in->n_args == 2 ? post_operand(c, pl, reg, in->args[1], dt) : -1;
+      if (a >= 0 && b >= 0 && in->n_args == (unary ? 1u : 2u))
+        r = emit_post(c, (vm_ins){.op = arith[in->op], .a = (int8_t)a, .b = (int8_t)b});
+    }
+    if (r < 0) return false;
+    reg[i] = r;
+  }
+  c->post_root = pl->out == pl->reduce ? 0 : reg[pl->n_post - 1];
+  return true;
+}
+
 jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_dot **out) {
   *out = NULL;
   gemm_core_plan p;
@@ -156,7 +226,8 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
   if (sums.pairs && !gemm_core_pairs_run_here()) c->sums.pairs = 0;
   c->es = bf16 ? 4 : (int)jit_dtype_size(d->lhs.dtype);
   c->n = p.N;
-  if (pl && !build_program(c, pl, d->lhs.dtype)) {
+  if (pl && (!build_program(c, pl, d->lhs.dtype) ||
+             (pl->reduces && (bf16 || !build_post(c, pl, d->lhs.dtype))))) {
     free(c);
     return JIT_OK;
   }
@@ -176,7 +247,7 @@ const gemm_core_plan *core_dot_plan(const core_dot *c) { return &c->plan; }
 void core_dot_print(const core_dot *c, const char *name, FILE *out) {
   static const char *const names[] = {"acc", "const", "scalar", "cols", "mat",    "add",
                                       "sub", "mul",   "div",    "max",  "min",    "neg",
-                                      "abs", "cmp",   "select", "tanh"};
+                                      "abs", "cmp",   "select", "tanh", "rows"};
   static const char *const cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   const gemm_core_plan *p = &c->plan;
   const char *kind = !c->bf16       ? (c->es == 4 ? "f32" : "f64")
@@ -186,23 +257,32 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
           " no generated code; epilogue program:%s\n", name, kind,
           (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->B,
           c->n_ins ? "" : " none");
-  for (int r = 0; r < c->n_ins; r++) {
-    const vm_ins *in = &c->ins[r];
-    fprintf(out, ";   r%d = %s", r, names[in->op]);
-    switch ((vm_op)in->op) {
-    case VM_ACC: break;
-    case VM_CONST: fprintf(out, " %.17g", in->k); break;
-    case VM_SCALAR:
-    case VM_COLS:
-    case VM_MAT: fprintf(out, " read%d", in->read); break;
-    case VM_NEG:
-    case VM_ABS:
-    case VM_TANH: fprintf(out, " r%d", in->a); break;
-    case VM_CMP: fprintf(out, " %s r%d, r%d", cmps[in->cmp], in->a, in->b); break;
-    case VM_SELECT: fprintf(out, " r%d, r%d, r%d", in->c, in->a, in->b); break;
-    default: fprintf(out, " r%d, r%d", in->a, in->b); break;
+  for (int part = 0; part < 1 + c->reduces; part++) {
+    const vm_ins *ins = part ? c->post : c->ins;
+    int n = part ? c->n_post : c->n_ins, root = part ? c->post_root : c->root;
+    if (part)
+      fprintf(out, "; r%d summed over each row's columns into read%d, then per row:\n", c->root,
+              c->red_read);
+    for (int r = 0; r < n; r++) {
+      const vm_ins *in = &ins[r];
+      fprintf(out, ";   %s%d = %s", part ? "s" : "r", r, part && r == 0 ? "sum" : names[in->op]);
+      const char *p = part ? "s" : "r";
+      switch ((vm_op)in->op) {
+      case VM_ACC: break;
+      case VM_CONST: fprintf(out, " %.17g", in->k); break;
+      case VM_SCALAR:
+      case VM_COLS:
+      case VM_ROWS:
+      case VM_MAT: fprintf(out, " read%d", in->read); break;
+      case VM_NEG:
+      case VM_ABS:
+      case VM_TANH: fprintf(out, " %s%d", p, in->a); break;
+      case VM_CMP: fprintf(out, " %s r%d, r%d", cmps[in->cmp], in->a, in->b); break;
+      case VM_SELECT: fprintf(out, " r%d, r%d, r%d", in->c, in->a, in->b); break;
+      default: fprintf(out, " %s%d, %s%d", p, in->a, p, in->b); break;
+      }
+      fputs(r == root && (part || !c->reduces) ? "  (stored)\n" : "\n", out);
     }
-    fputs(r == c->root ? "  (stored)\n" : "\n", out);
   }
 }
 
@@ -282,12 +362,63 @@ CORE static void store_bf16(uint16_t *p, __m256i mask, bool whole, __m256 x) {
 /* The program of the dot this thread runs (core_dot_run), for the core's epilogue callback. */
 static _Thread_local const core_dot *running;
 
+/* A reducing epilogue's pieces: a vector's lanes summed in a fixed tree (halves, then quarters,
+   ...), and the post program on one row's sum, each op the IEEE operation of the row kernel it
+   replaces (max and min as llvm.maximum and llvm.minimum). */
+CORE static float hsum_f32(__m256 x) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+CORE static double hsum_f64(__m256d x) {
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+#define DEFINE_POST(T, SUF, ABS)                                                                   \
+  static T post_max_##SUF(T x, T y) {                                                              \
+    if (x != x || y != y) return x + y;                                                            \
+    if (x == y) return signbit(x) ? y : x;                                                         \
+    return x > y ? x : y;                                                                          \
+  }                                                                                                \
+  static T post_min_##SUF(T x, T y) {                                                              \
+    if (x != x || y != y) return x + y;                                                            \
+    if (x == y) return signbit(x) ? x : y;                                                         \
+    return x < y ? x : y;                                                                          \
+  }                                                                                                \
+  static T post_##SUF(const core_dot *c, void *const *bufs, int64_t row, T sum) {                  \
+    T r[MAX_INS];                                                                                  \
+    for (int i = 0; i < c->n_post; i++) {                                                          \
+      const vm_ins *in = &c->post[i];                                                              \
+      switch ((vm_op)in->op) {                                                                     \
+      case VM_ACC: r[i] = sum; break;                                                              \
+      case VM_CONST: r[i] = (T)in->k; break;                                                       \
+      case VM_SCALAR: r[i] = *(const T *)bufs[2 + in->read]; break;                                \
+      case VM_ROWS: r[i] = ((const T *)bufs[2 + in->read])[row]; break;                            \
+      case VM_ADD: r[i] = r[in->a] + r[in->b]; break;                                              \
+      case VM_SUB: r[i] = r[in->a] - r[in->b]; break;                                              \
+      case VM_MUL: r[i] = r[in->a] * r[in->b]; break;                                              \
+      case VM_DIV: r[i] = r[in->a] / r[in->b]; break;                                              \
+      case VM_MAX: r[i] = post_max_##SUF(r[in->a], r[in->b]); break;                               \
+      case VM_MIN: r[i] = post_min_##SUF(r[in->a], r[in->b]); break;                               \
+      case VM_NEG: r[i] = -r[in->a]; break;                                                        \
+      case VM_ABS: r[i] = ABS(r[in->a]); break;                                                    \
+      default: r[i] = 0; break; /* no post program has the others (build_post) */                 \
+      }                                                                                            \
+    }                                                                                              \
+    return r[c->post_root];                                                                        \
+  }
+
+DEFINE_POST(float, f32, fabsf)
+DEFINE_POST(double, f64, fabs)
+
 /* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = nvr W long
    (nvr: 2 or 4 ymm); the program runs over groups of NV / nvr rows, where vector j is row
    g0 + j / nvr, columns (j % nvr) W ... Lanes past the row's valid columns are loaded as zeros
    (masked loads never touch them) and never stored; rows past `rows` are not computed. */
 #define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ADD, SUB,          \
-                   MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV)                         \
+                   MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV, CASTI)                  \
   CORE static V max_##SUF(V x, V y) { /* llvm.maximum: NaN if either is, +0 over -0 */             \
     V m = BLENDV(MAXV(x, y), AND(x, y), CMP(x, y, _CMP_EQ_OQ));                                    \
     return BLENDV(m, ADD(x, y), CMP(x, y, _CMP_UNORD_Q));                                          \
@@ -382,10 +513,22 @@ static _Thread_local const core_dot *running;
         case VM_TANH:                                                                              \
           for (int j = 0; j < nvec; j++) o[j] = ROUND(tanh_##SUF(a[j]));                           \
           break;                                                                                   \
+        case VM_ROWS: break; /* post programs only */                                              \
         }                                                                                          \
       }                                                                                            \
       void *out = bufs[c->plan.out_buf];                                                           \
       const V *y = reg[c->root];                                                                   \
+      if (c->reduces) { /* invalid lanes count as +0, the sum's identity */                        \
+        T *sums = bufs[2 + c->red_read];                                                           \
+        for (int i = 0; i < nvec / nvr; i++) {                                                     \
+          V s = AND(y[i * nvr], CASTI(mask[0]));                                                   \
+          for (int v = 1; v < nvr; v++) s = ADD(s, AND(y[i * nvr + v], CASTI(mask[v])));           \
+          int64_t at = row + g0 + i;                                                               \
+          T acc = (col == 0 ? (T)0 : sums[at]) + hsum_##SUF(s);                                    \
+          sums[at] = col + nr >= n ? post_##SUF(c, bufs, at, acc) : acc;                           \
+        }                                                                                          \
+        continue;                                                                                  \
+      }                                                                                            \
       for (int j = 0; j < nvec; j++)                                                               \
         STOREV(out, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole, y[j]);     \
     }                                                                                              \
@@ -416,11 +559,13 @@ static _Thread_local const core_dot *running;
 DEFINE_EPI(float, f32, __m256, __m256i, 8, _mm256_loadu_ps, F32_LOADV, F32_LOAD1, F32_STOREV,
            F32_ROUND, _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps,
            _mm256_mul_ps, _mm256_div_ps, _mm256_max_ps, _mm256_min_ps, _mm256_and_ps,
-           _mm256_or_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_cmp_ps, _mm256_blendv_ps)
+           _mm256_or_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_cmp_ps, _mm256_blendv_ps,
+           _mm256_castsi256_ps)
 DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, F64_LOADV, F64_LOAD1, F64_STOREV,
            F64_ROUND, _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd,
            _mm256_mul_pd, _mm256_div_pd, _mm256_max_pd, _mm256_min_pd, _mm256_and_pd,
-           _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd)
+           _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd,
+           _mm256_castsi256_pd)
 
 void core_dot_run(const core_dot *c, void *const *bufs, int64_t rb, int64_t re) {
   const core_dot *was = running;

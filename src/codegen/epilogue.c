@@ -22,11 +22,77 @@ static bool add_read(cg_epi_plan *pl, ir_ref v) {
   return true;
 }
 
+static bool contains(const ir_ref *a, uint32_t n, ir_ref v) {
+  for (uint32_t i = 0; i < n; i++)
+    if (a[i] == v) return true;
+  return false;
+}
+
+/* Whether v is one of kernel k's materialized reads (k NULL: taken to be). */
+static bool is_read(const fz_kernel *k, ir_ref v) { return !k || contains(k->reads, k->n_reads, v); }
+
 static bool same_dims(const ir_type *a, const ir_type *b) {
   if (a->rank != b->rank) return false;
   for (int d = 0; d < a->rank; d++)
     if (a->dims[d] != b->dims[d]) return false;
   return true;
+}
+
+/* Appends op v of a kernel to ops (*n of them), an epilogue over values of rt's shape: an
+   elementwise op, a const, or a broadcast of a scalar (cols: or of an [N] vector along the
+   columns); operands not in ops are reads (of rt's shape), which must be among the kernel's
+   materialized `kreads` (NULL: any operand outside the kernel is one). A const operand not yet
+   in ops is appended before v. False: no program or generated epilogue has a form for v. */
+static bool add_op(cg_epi_plan *out, ir_ref *ops, uint32_t *n, ir_ref v, const ir_type *rt,
+                   bool cols, const fz_kernel *kreads) {
+  const ir_func *f = out->f;
+  const ir_ins *in = &f->ins[v];
+  if (*n >= CG_EPI_MAX_OPS) return false;
+  if (v != out->dot && in->op != IR_CONST) {
+    if (!same_dims(ir_type_of(f, v), rt)) return false;
+    if (in->op == IR_BROADCAST) {
+      ir_ref a = in->args[0];
+      const ir_type *at = ir_type_of(f, a);
+      if (kreads && f->ins[a].op == IR_CONST && at->rank == 0 && !contains(ops, *n, a) &&
+          !add_op(out, ops, n, a, rt, cols, kreads))
+        return false;
+      if (contains(ops, *n, a)) {
+        if (f->ins[a].op != IR_CONST) return false;
+      } else {
+        bool col = cols && at->rank == 1 && in->attr.dims.n == 1 && in->attr.dims.d[0] == rt->rank - 1;
+        if (!(at->rank == 0 || col) || !is_read(kreads, a) || !add_read(out, a)) return false;
+      }
+    } else if (ir_op_flags[in->op] & IR_EW) {
+      jit_dtype in_dt = ir_type_of(f, in->args[in->op == IR_SELECT ? 1 : 0])->dtype;
+      if ((ir_op_flags[in->op] & IR_UNARY_F) && in->op != IR_FLOOR && !ir_dtype_is_float(in_dt))
+        return false;
+      for (uint32_t a = 0; a < in->n_args; a++) {
+        ir_ref x = in->args[a];
+        if (kreads && f->ins[x].op == IR_CONST && same_dims(ir_type_of(f, x), rt) &&
+            !contains(ops, *n, x) && !add_op(out, ops, n, x, rt, cols, kreads))
+          return false;
+        if (contains(ops, *n, x) || (ops == out->post && x == out->reduce)) continue;
+        if (!same_dims(ir_type_of(f, x), rt) || !is_read(kreads, x) || !add_read(out, x))
+          return false;
+      }
+    } else {
+      return false;
+    }
+  }
+  if (*n >= CG_EPI_MAX_OPS) return false;
+  ops[(*n)++] = v;
+  return true;
+}
+
+/* The output's last dim is the matmul's N: exactly one free rhs dim (a conv in GEMM form has it:
+   its out features). A grouped conv writes its output through strides (one column block per
+   group): its epilogue runs as a loop kernel after it. */
+static bool dot_takes_epilogue(const ir_func *f, ir_ref d) {
+  const ir_ins *dot = &f->ins[d];
+  const ir_type *dt = ir_type_of(f, d), *rhs = ir_type_of(f, dot->args[1]);
+  return dt->rank >= 1 &&
+         !(dot->op == IR_DOT && rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1) &&
+         !(dot->op == IR_CONV && (dot->attr.conv.groups > 1 || dot->attr.conv.batch_groups > 1));
 }
 
 bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
@@ -36,52 +102,72 @@ bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
   if (k->kind != FZ_DOT || k->dot == IR_NOREF || k->n_writes != 1 || k->writes[0] != k->root ||
       k->root == k->dot || k->n_ops > CG_EPI_MAX_OPS)
     return false;
-  const ir_ins *dot = &f->ins[k->dot];
   const ir_type *dt = ir_type_of(f, k->dot), *rt = ir_type_of(f, k->root);
-  const ir_type *rhs = ir_type_of(f, dot->args[1]);
-  /* the output's last dim must be the matmul's N: exactly one free rhs dim (a conv in GEMM
-     form has it: its out features) */
-  /* a grouped conv writes its output through strides (one column block per group): its
-     epilogue runs as a loop kernel after it */
-  if (dt->rank < 1 || !same_dims(dt, rt) ||
-      (dot->op == IR_DOT && rhs->rank - dot->attr.dot.n_batch - dot->attr.dot.n_contract != 1) ||
-      (dot->op == IR_CONV && (dot->attr.conv.groups > 1 || dot->attr.conv.batch_groups > 1)))
-    return false;
+  if (!dot_takes_epilogue(f, k->dot) || !same_dims(dt, rt)) return false;
   out->f = f;
   out->dot = k->dot;
   out->root = k->root;
   out->n = dt->dims[dt->rank - 1];
-  for (uint32_t i = 0; i < k->n_ops; i++) {
-    ir_ref v = k->ops[i];
-    const ir_ins *in = &f->ins[v];
-    if (v != k->dot && in->op != IR_CONST) {
-      if (!same_dims(ir_type_of(f, v), rt)) return false;
-      if (in->op == IR_BROADCAST) {
-        ir_ref a = in->args[0];
-        int ai = op_index(out, a);
-        if (ai >= 0) {
-          if (f->ins[a].op != IR_CONST) return false;
-        } else {
-          const ir_type *at = ir_type_of(f, a);
-          bool col = at->rank == 1 && in->attr.dims.n == 1 && in->attr.dims.d[0] == rt->rank - 1;
-          if (!(at->rank == 0 || col) || !add_read(out, a)) return false;
-        }
-      } else if (ir_op_flags[in->op] & IR_EW) {
-        jit_dtype in_dt = ir_type_of(f, in->args[in->op == IR_SELECT ? 1 : 0])->dtype;
-        if ((ir_op_flags[in->op] & IR_UNARY_F) && in->op != IR_FLOOR && !ir_dtype_is_float(in_dt))
-          return false;
-        for (uint32_t a = 0; a < in->n_args; a++) {
-          ir_ref x = in->args[a];
-          if (op_index(out, x) >= 0) continue;
-          if (!same_dims(ir_type_of(f, x), rt) || !add_read(out, x)) return false;
-        }
-      } else {
-        return false;
-      }
-    }
-    out->ops[out->n_ops++] = v;
-  }
+  for (uint32_t i = 0; i < k->n_ops; i++)
+    if (!add_op(out, out->ops, &out->n_ops, k->ops[i], rt, true, NULL)) return false;
   return op_index(out, k->dot) >= 0 && op_index(out, k->root) >= 0;
+}
+
+/* Whether any instruction outside kernel r, or a result of the function, reads value v. */
+static bool read_outside(const ir_func *f, const fz_kernel *r, ir_ref v) {
+  for (uint32_t i = 0; i < f->n_results; i++)
+    if (f->results[i] == v) return true;
+  for (ir_ref u = v + 1; u < f->n_ins; u++) {
+    const ir_ins *in = &f->ins[u];
+    for (uint32_t a = 0; a < in->n_args; a++)
+      if (in->args[a] == v && !contains(r->ops, r->n_ops, u)) return true;
+  }
+  return false;
+}
+
+bool cg_epi_plan_reduce(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
+  const ir_func *f = p->f;
+  memset(out, 0, sizeof *out);
+  if (ki + 1 >= p->n_kernels) return false;
+  const fz_kernel *k = &p->kernels[ki], *r = &p->kernels[ki + 1];
+  if (k->kind != FZ_DOT || k->dot == IR_NOREF || k->root != k->dot || k->n_writes != 1 ||
+      k->writes[0] != k->dot || r->kind != FZ_ROW || r->n_writes != 1 || r->writes[0] != r->root)
+    return false;
+  const ir_type *dt = ir_type_of(f, k->dot), *ot = ir_type_of(f, r->root);
+  if (!dot_takes_epilogue(f, k->dot) || f->ins[k->dot].op != IR_DOT || dt->rank < 2 ||
+      (dt->dtype != JIT_F32 && dt->dtype != JIT_F64) || ot->rank != dt->rank - 1 ||
+      read_outside(f, r, k->dot))
+    return false;
+  for (int d = 0; d < ot->rank; d++)
+    if (ot->dims[d] != dt->dims[d]) return false;
+  for (ir_ref v = k->root + 1; v < r->root; v++) /* a scan between would run after the sum */
+    if (p->cls[v] == FZ_SCAN) return false;
+  out->f = f;
+  out->dot = k->dot;
+  out->n = dt->dims[dt->rank - 1];
+  out->reduces = true;
+  out->reduce = out->out = IR_NOREF;
+  out->ops[out->n_ops++] = k->dot;
+  for (uint32_t i = 0; i < r->n_ops; i++) {
+    ir_ref v = r->ops[i];
+    const ir_ins *in = &f->ins[v];
+    if (in->op == IR_CONST) continue; /* appended where an op reads it */
+    if (in->op == IR_REDUCE_SUM) {
+      if (out->reduce != IR_NOREF || in->attr.dims.n != 1 || in->attr.dims.d[0] != dt->rank - 1 ||
+          op_index(out, in->args[0]) < 0)
+        return false;
+      out->reduce = v;
+      out->root = in->args[0];
+      continue;
+    }
+    bool ok = out->reduce == IR_NOREF
+                  ? add_op(out, out->ops, &out->n_ops, v, dt, true, r)
+                  : add_op(out, out->post, &out->n_post, v, ot, false, r);
+    if (!ok) return false;
+  }
+  out->out = out->n_post ? out->post[out->n_post - 1] : out->reduce;
+  /* one more buffer than the reads: the sums' output */
+  return out->reduce != IR_NOREF && out->out == r->root && out->n_reads < CG_EPI_MAX_READS;
 }
 
 /* ---- emission ------------------------------------------------------------------------------- */
@@ -298,9 +384,9 @@ static LLVMValueRef epilogue(void *ctx, const cg_mm_epi *e) {
 }
 
 void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d, int vec_bytes) {
-  cg_matmul_desc_from_ir(d, pl->f, pl->dot, pl->n_reads, vec_bytes);
+  cg_matmul_desc_from_ir(d, pl->f, pl->dot, pl->n_reads + pl->reduces, vec_bytes);
   pl->m = m;
-  d->out_dtype = ir_type_of(pl->f, pl->root)->dtype;
+  d->out_dtype = ir_type_of(pl->f, pl->reduces ? pl->dot : pl->root)->dtype;
   d->epilogue = epilogue;
   d->epilogue_ctx = pl;
 }

@@ -26,10 +26,23 @@ typedef struct cg_epi_plan {
   uint32_t n_reads;
   int64_t n; /* columns */
   LLVMModuleRef m; /* set by cg_epi_desc */
+  /* a reducing epilogue (cg_epi_plan_reduce; only the core's programs run one): root is summed
+     over each row's columns into `reduce`, the post ops (in order) make `out` of each row's sum,
+     and out is written to bufs[2 + n_reads]; the dot's own buffer (bufs[3 + n_reads]) only
+     holds the sums of K blocks but the last */
+  bool reduces;
+  ir_ref reduce, out;
+  ir_ref post[CG_EPI_MAX_OPS];
+  uint32_t n_post;
 } cg_epi_plan;
 
 /* True when kernel ki (an FZ_DOT one) can run its epilogue in the matmul's store. */
 bool cg_epi_plan_make(const fz_prog *p, uint32_t ki, cg_epi_plan *out);
+/* True when kernel ki is a dot alone and kernel ki + 1 (a row kernel, the only reader of the
+   dot) sums an elementwise epilogue of it over the last axis, with elementwise ops on the sums
+   after: mean((x @ w - y)^2, axis=-1), a per-example loss. The sum then runs in the matmul's
+   store too, and the [rows, N] values between are never written. */
+bool cg_epi_plan_reduce(const fz_prog *p, uint32_t ki, cg_epi_plan *out);
 /* d for the plan's dot with the epilogue (bufs lhs, rhs, reads..., out, scratch), emitted in m. */
 void cg_epi_desc(cg_epi_plan *pl, LLVMModuleRef m, cg_matmul_desc *d, int vec_bytes);
 

@@ -253,7 +253,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
     jit_error_clear();
     return add_interp(B, &dot, 1, d->args, d->n_args, &dot, 1);
   }
-  uint32_t n_epi = epi ? epi->n_reads : 0;
+  uint32_t n_epi = epi ? epi->n_reads + epi->reduces : 0; /* a reducing one writes its sums too */
   estep *s = add_step(B, ES_DOT, 4 + n_epi);
   if (!s) return oom();
   if (epi) {
@@ -264,8 +264,10 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   desc.bf16_dot = dt == JIT_BF16 && bf16_dot(B->e); /* measures once: only for bf16 dots */
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
-  for (uint32_t i = 0; i < n_epi; i++) TRY_RET(buf_for(B, epi->reads[i], &s->bufs[2 + i]));
-  TRY_RET(buf_for(B, epi ? epi->root : dot, &s->bufs[2 + n_epi]));
+  for (uint32_t i = 0; i < (epi ? epi->n_reads : 0); i++)
+    TRY_RET(buf_for(B, epi->reads[i], &s->bufs[2 + i]));
+  if (epi && epi->reduces) TRY_RET(buf_for(B, epi->out, &s->bufs[2 + epi->n_reads]));
+  TRY_RET(buf_for(B, epi && !epi->reduces ? epi->root : dot, &s->bufs[2 + n_epi]));
   s->bufs[3 + n_epi] = EXEC_MM_SCRATCH;
   s->dot = dot;
   s->rows = nb * m;
@@ -287,6 +289,36 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
     if (s->core)
       s->team_bytes = align_up(gemm_core_team_bytes(core_dot_plan(s->core), 4, &s->team_flags));
   }
+  return JIT_OK;
+}
+
+/* Kernel ki's dot and kernel ki + 1's sum of an epilogue of it (cg_epi_plan_reduce) as one step,
+   where the core runs both as a program (the sum happens in the matmul's store and the [rows, N]
+   values between are never stored); *taken false: they stay two steps. */
+static jit_status add_reducing_dot(builder *B, uint32_t ki, bool *taken) {
+  *taken = false;
+  const fz_kernel *k = &B->p->kernels[ki];
+  cg_epi_plan epi;
+  if (B->separate_epilogues || !core_programs() || !bytes_of(B->f, k->dot) ||
+      !cg_epi_plan_reduce(B->p, ki, &epi))
+    return JIT_OK;
+  cg_matmul_desc desc;
+  cg_epi_desc(&epi, NULL, &desc, tile_vec_bytes(B->e));
+  int64_t nb = 0, m = 0, n = 0, kk = 0;
+  gemm_core_plan cp;
+  if (cg_matmul_shape(&desc, &nb, &m, &n, &kk) != JIT_OK || kk == 0) {
+    jit_error_clear();
+    return JIT_OK;
+  }
+  if (!use_gemm_core(B->e, &desc) || !cg_matmul_core_plan(&desc, &cp)) return JIT_OK;
+  core_dot *probe = NULL; /* the programs may lack one of the ops */
+  TRY_RET(core_dot_build(&desc, &epi, &probe));
+  if (!probe) return JIT_OK;
+  core_dot_free(probe);
+  TRY_RET(add_dot(B, ki, k->dot, &epi));
+  if (!B->e->steps[B->e->n_steps - 1].core)
+    return jit_error(JIT_EINTERNAL, "jit_call: a reducing dot epilogue lost its core");
+  *taken = true;
   return JIT_OK;
 }
 
@@ -478,6 +510,14 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
   for (uint32_t ki = 0; ki < p->n_kernels; ki++) {
     const fz_kernel *k = &p->kernels[ki];
     TRY(add_scans_before(B, k->root, &next_scan));
+    if (k->dot != IR_NOREF && k->root == k->dot) {
+      bool taken;
+      TRY(add_reducing_dot(B, ki, &taken));
+      if (taken) { /* kernel ki + 1 is in the dot's step: neither is lowered */
+        ki++;
+        continue;
+      }
+    }
     st = lp_lower(p, ki, &lfs[ki]);
     if (st == JIT_EUNSUPPORTED) {
       jit_error_clear(); /* not a failure of the call: the interpreter runs this kernel */

@@ -82,7 +82,7 @@ static bool in_place_safe(const lp_func *lf, int32_t rd, int32_t w) {
    it stores), and the matmul stores each element once. The matmul kernel takes no noalias
    pointers, so it keeps that load before the store as written. */
 static bool dot_in_place_safe(const estep *s, uint32_t pb, uint32_t rb, int vec_bytes) {
-  if (!s->epi || s->bufs[0] == pb || s->bufs[1] == pb) return false;
+  if (!s->epi || s->epi->reduces || s->bufs[0] == pb || s->bufs[1] == pb) return false;
   const cg_epi_plan *pl = s->epi;
   uint32_t out = 2 + pl->n_reads;
   if (s->bufs[out] != rb || only_slot(s, 2, out, pb) < 0) return false;
