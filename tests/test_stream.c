@@ -186,6 +186,8 @@ static void softmax(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = jit_div(t, e, jit_reshape(t, jit_reduce_sum(t, e, 1, &axis), 2, col));
 }
 
+static bool g_prefetched; /* run_big's last kernel prefetches (llvm.prefetch in its dump) */
+
 /* Runs fn on one f32 array of `shape`, checks every element against want(x, row, col, cols),
    and says whether its kernel streamed (the dump's nontemporal stores). */
 static bool run_big(jit_trace_fn fn, int rank, const int64_t *shape,
@@ -214,6 +216,7 @@ static bool run_big(jit_trace_fn fn, int rank, const int64_t *shape,
   }
   char *text = ot_fn_dump(f, NULL, JIT_DUMP_LLVM);
   bool streamed = strstr(text, "!nontemporal") != NULL;
+  g_prefetched = strstr(text, "@llvm.prefetch") != NULL;
   if (streamed) assert_non_null(strstr(text, "_nt("));
   free(text);
   jit_fn_free(f);
@@ -280,6 +283,57 @@ static void test_large_outputs_stream(void **state) {
   assert_false(run_big(affine, 1, (int64_t[]){(int64_t)1 << 20}, want_affine));
 }
 
+static void row_sum(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  int axis = 1;
+  r[0] = jit_reduce_sum(t, a[0], 1, &axis);
+}
+
+static double want_row_sum(const float *x, int64_t row, int64_t col, int64_t cols) {
+  (void)col;
+  double s = 0;
+  for (int64_t c = 0; c < cols; c++) s += x[row * cols + c];
+  return s;
+}
+
+/* A row kernel of several phases over an input past the caches prefetches the next row after
+   its first phase (lower.c); one phase, a loop kernel, or a small input does not. */
+static void test_next_row_prefetch(void **state) {
+  (void)state;
+  run_big(softmax, 2, (int64_t[]){8192, 1024}, want_softmax);
+  assert_true(g_prefetched);
+  run_big(center, 2, (int64_t[]){8192, 1025}, want_center);
+  assert_true(g_prefetched);
+  run_big(center, 2, (int64_t[]){64, 1024}, want_center); /* 256 KiB */
+  assert_false(g_prefetched);
+  run_big(affine, 1, (int64_t[]){(int64_t)8 << 20}, want_affine);
+  assert_false(g_prefetched);
+  /* one phase: its row's sum is a scalar, stored at row level (want checks element 0 of each
+     row of a [rows, 1] view through cols = 1) */
+  int64_t shape[2] = {8192, 1024};
+  float *x = rand_floats(shape[0] * shape[1], 7), *y = malloc(8192 * sizeof *y);
+  assert_non_null(y);
+  jit_array *xa = NULL, *ya = NULL;
+  assert_int_equal(jit_array_from_host(g_ctx, JIT_F32, 2, shape, x, &xa), JIT_OK);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "row_sum", .n_args = 1, .n_results = 1};
+  assert_int_equal(jit_compile(g_ctx, row_sum, NULL, &o, &f), JIT_OK);
+  assert_int_equal(jit_call(f, &xa, &ya), JIT_OK);
+  assert_int_equal(jit_array_to_host(ya, y, 8192 * sizeof *y), JIT_OK);
+  for (int64_t r = 0; r < 8192; r++) {
+    double w = want_row_sum(x, r, 0, 1024);
+    if (!(fabs(y[r] - w) <= 1e-4 * (1 + fabs(w)))) fail_msg("row %lld: %g, want %g", (long long)r, y[r], w);
+  }
+  char *text = ot_fn_dump(f, NULL, JIT_DUMP_LLVM);
+  assert_null(strstr(text, "@llvm.prefetch"));
+  free(text);
+  jit_fn_free(f);
+  jit_array_free(xa);
+  jit_array_free(ya);
+  free(x);
+  free(y);
+}
+
 static void double_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
                         jit_val *y, void *user) {
   (void)user;
@@ -331,6 +385,7 @@ int main(void) {
   };
   const struct CMUnitTest calls[] = {
       cmocka_unit_test(test_large_outputs_stream),
+      cmocka_unit_test(test_next_row_prefetch),
       cmocka_unit_test(test_misaligned_slices_stay_plain),
   };
   int failed = cmocka_run_group_tests_name("marker", marker, NULL, NULL);

@@ -482,6 +482,9 @@ static void put_ins(cw *w, int32_t id, int depth) {
     indent(w, depth);
     fputs("}\n", o);
     return;
+  case LP_PREFETCH: /* a hint the C text leaves out (its address may lie past the buffer) */
+    fprintf(o, "/* the next row of b%d is prefetched here */\n", in->buf);
+    return;
   default: fprintf(o, "/* ? */\n"); return;
   }
 }

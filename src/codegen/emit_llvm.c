@@ -593,6 +593,27 @@ static void emit_for(le *e, const lp_ins *in) {
   emit_loop(e, in, main, trip, true, false);
 }
 
+/* One llvm.prefetch (read, keep in all levels, data) per cache line; a plain GEP, since the
+   address may lie past the buffer. */
+#define LP_LINE 64
+
+static void emit_prefetch(le *e, const lp_ins *in, LLVMValueRef first) {
+  LLVMBuilderRef b = e->b;
+  LLVMTypeRef ptr = LLVMTypeOf(e->buf[in->buf]);
+  LLVMTypeRef ft = LLVMFunctionType(e->vd, (LLVMTypeRef[]){ptr, e->i32, e->i32, e->i32}, 4, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(e->m, "llvm.prefetch.p0");
+  if (!fn) fn = LLVMAddFunction(e->m, "llvm.prefetch.p0", ft);
+  int64_t es = (int64_t)jit_dtype_size(in->dt);
+  LLVMValueRef at = LLVMBuildMul(b, first, LLVMConstInt(e->i64, (unsigned long long)es, 0), "");
+  LLVMValueRef base = LLVMBuildGEP2(b, e->i8, e->buf[in->buf], &at, 1, "");
+  for (int64_t off = 0; off < in->imm.i * es; off += LP_LINE) {
+    LLVMValueRef o = LLVMConstInt(e->i64, (unsigned long long)off, 0);
+    LLVMValueRef args[4] = {LLVMBuildGEP2(b, e->i8, base, &o, 1, ""), LLVMConstInt(e->i32, 0, 0),
+                            LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
+    LLVMBuildCall2(b, ft, fn, args, 4, "");
+  }
+}
+
 static void emit_ins(le *e, int32_t id) {
   const lp_ins *in = &e->lf->ins[id];
   LLVMBuilderRef b = e->b;
@@ -657,6 +678,7 @@ static void emit_ins(le *e, int32_t id) {
     break;
   }
   case LP_FOR: emit_for(e, in); return;
+  case LP_PREFETCH: emit_prefetch(e, in, x); return;
   default: e->bad = true; return;
   }
   e->val[id] = r;

@@ -127,6 +127,8 @@ typedef enum lp_op {
   LP_ACC_ADD, /* accumulator a = ew(a, b) */
   LP_ACC_GET, /* accumulator a's value (rounded to dt) */
   LP_FOR,     /* run block body with LP_VAR b from 0 to trip count a - 1 */
+  LP_PREFETCH, /* a hint: bring elements [a, a + imm.i) of bufs[buf] (of dtype dt) into the cache;
+                  a may be past the buffer's end (nothing is read or faults) */
   LP_N_OPS
 } lp_op;
 

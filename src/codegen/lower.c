@@ -1140,6 +1140,83 @@ static jit_status write_scatter(lower *L) {
   return L->oom ? jit_error(JIT_ENOMEM, "codegen: out of memory") : JIT_OK;
 }
 
+/* ---- prefetching the next row ------------------------------------------------------------------
+   A row kernel of several phases (softmax: max, sum, write) reads its row from DRAM in the first
+   and computes on the cached row in the others, with no DRAM traffic in flight meanwhile: the
+   hardware prefetchers stop at the row's page and start again only on the next row's misses. So
+   after the first phase the row block prefetches the next row of every input that phase reads
+   whole (element row * C + j, j < C, of an input of at least LP_PREFETCH_TOTAL bytes), and
+   memory overlaps the compute of the later phases. */
+#define LP_PREFETCH_MIN 512          /* bytes of a row: below, the prefetchers keep up */
+#define LP_PREFETCH_MAX (16 << 10)   /* above, the row would not stay in L1 */
+#define LP_PREFETCH_TOTAL (4 << 20)  /* an input that small stays in the caches anyway */
+
+/* Whether index x is row * c + var for the row index, the loop variable var and c. */
+static bool row_major_index(const lp_func *lf, int32_t x, int32_t var, int64_t c, int32_t *row) {
+  const lp_ins *in = &lf->ins[x];
+  if (in->op != LP_IADD) return false;
+  for (int side = 0; side < 2; side++) {
+    int32_t v = side ? in->b : in->a, m = side ? in->a : in->b;
+    const lp_ins *mul = &lf->ins[m];
+    if (v != var || mul->op != LP_IMUL || lf->ins[mul->a].op != LP_ROW ||
+        lf->ins[mul->b].op != LP_CONST || lf->ins[mul->b].imm.i != c)
+      continue;
+    *row = mul->a;
+    return true;
+  }
+  return false;
+}
+
+/* Inserts instruction in (of the row block) at position *at of the row block. */
+static int32_t insert_row(lower *L, lp_ins in, uint32_t *at) {
+  int32_t id = new_ins(L, &in, 1);
+  lp_block *b = &L->lf->blocks[L->lf->row];
+  if (id < 0 || !ir_grow((void **)&b->ins, &b->cap, b->n + 1, sizeof *b->ins)) {
+    L->oom = true;
+    return -1;
+  }
+  memmove(b->ins + *at + 1, b->ins + *at, (b->n - *at) * sizeof *b->ins);
+  b->ins[(*at)++] = id;
+  b->n++;
+  return id;
+}
+
+static void add_row_prefetch(lower *L) {
+  lp_func *lf = L->lf;
+  const lp_block *row = &lf->blocks[lf->row];
+  int32_t first = -1;
+  uint32_t at = 0, phases = 0;
+  for (uint32_t i = 0; i < row->n; i++)
+    if (lf->ins[row->ins[i]].op == LP_FOR && phases++ == 0) first = row->ins[i], at = i + 1;
+  if (L->k->kind != FZ_ROW || phases < 2 || L->oom) return;
+  const lp_ins loop = lf->ins[first];
+  int64_t c;
+  if (!is_iconst(L, loop.a, &c)) return;
+  int32_t done[8];
+  int n_done = 0;
+  const lp_block *body = &lf->blocks[loop.body];
+  for (uint32_t i = 0; i < body->n && n_done < 8 && !L->oom; i++) {
+    const lp_ins ld = lf->ins[body->ins[i]];
+    int64_t bytes = c * (int64_t)jit_dtype_size(ld.dt);
+    int32_t r;
+    bool seen = false;
+    for (int j = 0; j < n_done; j++) seen |= done[j] == ld.buf;
+    if (ld.op != LP_LOAD || seen || bytes < LP_PREFETCH_MIN || bytes > LP_PREFETCH_MAX ||
+        (double)bytes * (double)lf->n_rows < LP_PREFETCH_TOTAL ||
+        !row_major_index(lf, ld.a, loop.b, c, &r))
+      continue;
+    lp_ins one = mk(LP_CONST, JIT_I64, -1, -1, -1), cc = one;
+    one.imm.i = 1;
+    cc.imm.i = c;
+    int32_t next = insert_row(L, mk(LP_IADD, JIT_I64, r, insert_row(L, one, &at), -1), &at);
+    lp_ins pf = mk(LP_PREFETCH, ld.dt, insert_row(L, mk(LP_IMUL, JIT_I64, next, insert_row(L, cc, &at), -1), &at), -1, -1);
+    pf.buf = ld.buf;
+    pf.imm.i = c;
+    insert_row(L, pf, &at);
+    done[n_done++] = ld.buf;
+  }
+}
+
 jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   jit_status st = JIT_OK;
   *out = NULL;
@@ -1175,6 +1252,8 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   else if (column_mode(&L)) TRY(write_columns(&L));
   else TRY(write_values(&L));
   L.lf->row_work = block_work(L.lf, L.lf->row);
+  add_row_prefetch(&L);
+  if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
 
   /* buffers: reads in increasing order, then the writes; LOAD/STORE name them by index */
   lp_func *lf = L.lf;
@@ -1191,9 +1270,9 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   for (uint32_t i = 0; i < nb; i++) lf->buf_dt[i] = ir_type_of(L.f, lf->buf_refs[i])->dtype;
   for (uint32_t i = 0; i < lf->n_ins; i++) {
     lp_ins *in = &lf->ins[i];
-    if (in->op != LP_LOAD && in->op != LP_STORE) continue;
+    if (in->op != LP_LOAD && in->op != LP_STORE && in->op != LP_PREFETCH) continue;
     /* a load may read a write's buffer: a value cached in the output row */
-    uint32_t lo = in->op == LP_LOAD ? 0 : lf->n_reads, hi = nb;
+    uint32_t lo = in->op == LP_STORE ? lf->n_reads : 0, hi = nb;
     int32_t found = -1;
     for (uint32_t b = lo; b < hi; b++)
       if (lf->buf_refs[b] == (ir_ref)in->buf) found = (int32_t)b;
