@@ -378,7 +378,7 @@ static void test_dot_fused_epilogues(void **state) {
 
 /* ---- epilogue programs on the precompiled core (codegen/core_dot.h) ------------------------------ */
 
-enum { N_PROG_KINDS = 11 };
+enum { N_PROG_KINDS = 12 };
 
 /* a[0] [M, K] x a[1] [K, N], then an epilogue of kind *user over bias a[2] [N], a residual
    a[3] [M, N] and a scalar a[4] */
@@ -404,6 +404,7 @@ static void prog_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   case 7: r[0] = d; break;
   case 8: r[0] = jit_tanh(t, jit_add(t, d, a[2])); break; /* f32 only: f64 generates it */
   case 9: r[0] = jit_tanh(t, jit_add(t, jit_mul(t, d, jit_scalar(t, 30.0)), a[3])); break;
+  case 10: r[0] = jit_sqrt(t, jit_add(t, jit_abs(t, d), a[2])); break; /* NaN where bias < -|d| */
   default: r[0] = jit_exp(t, d); break; /* no program has it: a generated epilogue */
   }
 }
@@ -506,7 +507,7 @@ static void test_core_epilogue_programs(void **state) {
             fail_msg("kind %d, %lldx%lldx%lld %s: the program and the generated epilogue differ",
                      kind, (long long)sh[0], (long long)sh[1], (long long)sh[2],
                      jit_dtype_name(dts[di]));
-          bool prog = kind <= 7 || (kind <= 9 && dts[di] != JIT_F64);
+          bool prog = kind <= 7 || kind == 10 || (kind <= 9 && dts[di] != JIT_F64);
           if (core && prog && !(ms_prog == 0.0 && ms_jit > 0.0))
             fail_msg("kind %d, %lldx%lldx%lld %s: llvm %.3f ms with programs, %.3f without", kind,
                      (long long)sh[0], (long long)sh[1], (long long)sh[2], jit_dtype_name(dts[di]),
@@ -521,7 +522,7 @@ static void test_core_epilogue_programs(void **state) {
 
 /* ---- dots whose row kernel sums their epilogue (cg_epi_plan_reduce) ------------------------------- */
 
-enum { N_RED_KINDS = 7 };
+enum { N_RED_KINDS = 10 };
 
 /* The one-example loss of W6: mean((x_i @ w - y_i)^2), for jit_vmap. */
 static void red_example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
@@ -561,12 +562,22 @@ static void red_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
     r[0] = jit_neg(t, jit_reduce_sum(t, jit_select(t, jit_cmp(t, JIT_GT, d, jit_scalar(t, 0.0)), d,
                                                    jit_mul(t, d, jit_scalar(t, 0.1))), 1, &last));
     break;
+  case 7: { /* the root of the mean square: sqrt after the sum */
+    jit_val e = jit_sub(t, d, a[2]);
+    r[0] = jit_sqrt(t, jit_div(t, jit_reduce_sum(t, jit_mul(t, e, e), 1, &last), jit_scalar(t, n)));
+    break;
+  }
+  case 8: r[0] = jit_reduce_sum(t, jit_sqrt(t, jit_abs(t, d)), 1, &last); break; /* sqrt before */
+  case 9: /* rsqrt after */
+    r[0] = jit_rsqrt(t, jit_add(t, jit_reduce_sum(t, jit_mul(t, d, d), 1, &last), jit_scalar(t, 1.0)));
+    break;
   default: r[0] = jit_reduce_sum(t, jit_exp(t, d), 1, &last); break; /* no program has exp */
   }
 }
 
 /* Row i's sum of the absolute values kind's epilogue sums (from the inputs in double), times the
-   post ops' largest factor: what bounds the rounding of the sum's order. */
+   largest factor by which the post ops scale a change of the sum: what bounds the effect of the
+   sum's order on the result. */
 static double red_scale(int kind, jit_dtype dt, void *const *h, int64_t bi, int64_t i, int64_t m,
                         int64_t k, int64_t n) {
   double s = 0;
@@ -575,14 +586,19 @@ static double red_scale(int kind, jit_dtype dt, void *const *h, int64_t bi, int6
     for (int64_t q = 0; q < k; q++)
       d += ir_load_f64(dt, h[0], (bi * m + i) * k + q) * ir_load_f64(dt, h[1], (bi * k + q) * n + j);
     double y = ir_load_f64(dt, h[2], (bi * m + i) * n + j), b = ir_load_f64(dt, h[3], j);
-    double v = kind == 0 || kind == 6 ? (d - y) * (d - y)
-               : kind == 1           ? fmax(d + b, 0.0)
-               : kind == 2           ? fabs(d) + 0.25
-               : kind == 5           ? exp(d)
-                                     : d;
+    double v = kind == 0 || kind == 6 || kind == 7 ? (d - y) * (d - y)
+               : kind == 1                       ? fmax(d + b, 0.0)
+               : kind == 2                       ? fabs(d) + 0.25
+               : kind == 5                       ? exp(d)
+               : kind == 8                       ? sqrt(fabs(d))
+               : kind == 9                       ? d * d
+                                                 : d;
     s += fabs(v);
   }
-  return kind == 1 ? s * fabs(ir_load_f64(dt, h[5], 0)) : s;
+  if (kind == 1) return s * fabs(ir_load_f64(dt, h[5], 0));
+  if (kind == 7) return sqrt(s / (double)n) / 2; /* d sqrt(s / n) / ds times s */
+  if (kind == 9) return s * pow(s + 1, -1.5) / 2;
+  return s;
 }
 
 /* Each kind (0-4, 6: a program; 5: exp, which the programs lack) against the row kernel it

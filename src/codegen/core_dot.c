@@ -36,6 +36,8 @@ typedef enum vm_op {
   VM_SELECT, /* a where c is all-ones, else b */
   VM_TANH,   /* f32 only: llvm_math.c's tanh, operation for operation */
   VM_ROWS,   /* post ops: read `read` at the row ([rows], one value per row of the output) */
+  VM_SQRT,
+  VM_RSQRT,  /* post ops only: 1 / sqrt in double, rounded once, as emit_llvm.c's */
 } vm_op;
 
 typedef struct vm_ins {
@@ -95,7 +97,12 @@ static int emit_post(core_dot *c, vm_ins in) {
 
 static const uint8_t arith[IR_N_OPS] = {
     [IR_ADD] = VM_ADD, [IR_SUB] = VM_SUB, [IR_MUL] = VM_MUL, [IR_DIV] = VM_DIV,
-    [IR_MAX] = VM_MAX, [IR_MIN] = VM_MIN, [IR_NEG] = VM_NEG, [IR_ABS] = VM_ABS};
+    [IR_MAX] = VM_MAX, [IR_MIN] = VM_MIN, [IR_NEG] = VM_NEG, [IR_ABS] = VM_ABS,
+    [IR_SQRT] = VM_SQRT, [IR_RSQRT] = VM_RSQRT};
+
+static bool is_unary(uint8_t op) {
+  return op == VM_NEG || op == VM_ABS || op == VM_SQRT || op == VM_RSQRT;
+}
 
 /* The register of value v as an operand of an elementwise op (a read is loaded at the tile's
    rows and columns, as the generated epilogue does); -1: not one the programs can take. */
@@ -140,8 +147,9 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
     } else if (in->op == IR_TANH && d == dt && (dt == JIT_F32 || dt == JIT_BF16)) {
       int a = operand(c, pl, reg, in->args[0], dt);
       if (a >= 0) r = emit(c, (vm_ins){.op = VM_TANH, .a = (int8_t)a});
-    } else if (in->op < IR_N_OPS && arith[in->op] && d == dt && in->n_args >= 1) {
-      bool unary = arith[in->op] == VM_NEG || arith[in->op] == VM_ABS;
+    } else if (in->op < IR_N_OPS && arith[in->op] && arith[in->op] != VM_RSQRT && d == dt &&
+               in->n_args >= 1) {
+      bool unary = is_unary(arith[in->op]);
       int a = operand(c, pl, reg, in->args[0], dt);
       int b = unary ? a : in->n_args == 2 ? operand(c, pl, reg, in->args[1], dt) : -1;
       if (a >= 0 && b >= 0 && in->n_args == (unary ? 1u : 2u))
@@ -197,7 +205,7 @@ static bool build_post(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
                ir_type_of(f, in->args[0])->dtype == dt)
         r = emit_post(c, (vm_ins){.op = VM_SCALAR, .read = (int8_t)ri});
     } else if (in->op < IR_N_OPS && arith[in->op] && in->n_args >= 1) {
-      bool unary = arith[in->op] == VM_NEG || arith[in->op] == VM_ABS;
+      bool unary = is_unary(arith[in->op]);
       int a = post_operand(c, pl, reg, in->args[0], dt);
       int b = unary ? a : in->n_args == 2 ? post_operand(c, pl, reg, in->args[1], dt) : -1;
       if (a >= 0 && b >= 0 && in->n_args == (unary ? 1u : 2u))
@@ -247,7 +255,8 @@ const gemm_core_plan *core_dot_plan(const core_dot *c) { return &c->plan; }
 void core_dot_print(const core_dot *c, const char *name, FILE *out) {
   static const char *const names[] = {"acc", "const", "scalar", "cols", "mat",    "add",
                                       "sub", "mul",   "div",    "max",  "min",    "neg",
-                                      "abs", "cmp",   "select", "tanh", "rows"};
+                                      "abs", "cmp",   "select", "tanh", "rows", "sqrt",
+                                      "rsqrt"};
   static const char *const cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   const gemm_core_plan *p = &c->plan;
   const char *kind = !c->bf16       ? (c->es == 4 ? "f32" : "f64")
@@ -276,6 +285,8 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
       case VM_MAT: fprintf(out, " read%d", in->read); break;
       case VM_NEG:
       case VM_ABS:
+      case VM_SQRT:
+      case VM_RSQRT:
       case VM_TANH: fprintf(out, " %s%d", p, in->a); break;
       case VM_CMP: fprintf(out, " %s r%d, r%d", cmps[in->cmp], in->a, in->b); break;
       case VM_SELECT: fprintf(out, " r%d, r%d, r%d", in->c, in->a, in->b); break;
@@ -376,7 +387,7 @@ CORE static double hsum_f64(__m256d x) {
   return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-#define DEFINE_POST(T, SUF, ABS)                                                                   \
+#define DEFINE_POST(T, SUF, ABS, SQRT)                                                             \
   static T post_max_##SUF(T x, T y) {                                                              \
     if (x != x || y != y) return x + y;                                                            \
     if (x == y) return signbit(x) ? y : x;                                                         \
@@ -404,21 +415,23 @@ CORE static double hsum_f64(__m256d x) {
       case VM_MIN: r[i] = post_min_##SUF(r[in->a], r[in->b]); break;                               \
       case VM_NEG: r[i] = -r[in->a]; break;                                                        \
       case VM_ABS: r[i] = ABS(r[in->a]); break;                                                    \
+      case VM_SQRT: r[i] = SQRT(r[in->a]); break;                                                  \
+      case VM_RSQRT: r[i] = (T)(1.0 / sqrt((double)r[in->a])); break;                              \
       default: r[i] = 0; break; /* no post program has the others (build_post) */                 \
       }                                                                                            \
     }                                                                                              \
     return r[c->post_root];                                                                        \
   }
 
-DEFINE_POST(float, f32, fabsf)
-DEFINE_POST(double, f64, fabs)
+DEFINE_POST(float, f32, fabsf, sqrtf)
+DEFINE_POST(double, f64, fabs, sqrt)
 
 /* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = nvr W long
    (nvr: 2 or 4 ymm); the program runs over groups of NV / nvr rows, where vector j is row
    g0 + j / nvr, columns (j % nvr) W ... Lanes past the row's valid columns are loaded as zeros
    (masked loads never touch them) and never stored; rows past `rows` are not computed. */
 #define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ADD, SUB,          \
-                   MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV, CASTI)                  \
+                   MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV, CASTI, SQRTV)           \
   CORE static V max_##SUF(V x, V y) { /* llvm.maximum: NaN if either is, +0 over -0 */             \
     V m = BLENDV(MAXV(x, y), AND(x, y), CMP(x, y, _CMP_EQ_OQ));                                    \
     return BLENDV(m, ADD(x, y), CMP(x, y, _CMP_UNORD_Q));                                          \
@@ -513,7 +526,11 @@ DEFINE_POST(double, f64, fabs)
         case VM_TANH:                                                                              \
           for (int j = 0; j < nvec; j++) o[j] = ROUND(tanh_##SUF(a[j]));                           \
           break;                                                                                   \
-        case VM_ROWS: break; /* post programs only */                                              \
+        case VM_SQRT:                                                                              \
+          for (int j = 0; j < nvec; j++) o[j] = ROUND(SQRTV(a[j]));                                \
+          break;                                                                                   \
+        case VM_ROWS:                                                                              \
+        case VM_RSQRT: break; /* post programs only */                                             \
         }                                                                                          \
       }                                                                                            \
       void *out = bufs[c->plan.out_buf];                                                           \
@@ -560,12 +577,12 @@ DEFINE_EPI(float, f32, __m256, __m256i, 8, _mm256_loadu_ps, F32_LOADV, F32_LOAD1
            F32_ROUND, _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps,
            _mm256_mul_ps, _mm256_div_ps, _mm256_max_ps, _mm256_min_ps, _mm256_and_ps,
            _mm256_or_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_cmp_ps, _mm256_blendv_ps,
-           _mm256_castsi256_ps)
+           _mm256_castsi256_ps, _mm256_sqrt_ps)
 DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, F64_LOADV, F64_LOAD1, F64_STOREV,
            F64_ROUND, _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd,
            _mm256_mul_pd, _mm256_div_pd, _mm256_max_pd, _mm256_min_pd, _mm256_and_pd,
            _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd,
-           _mm256_castsi256_pd)
+           _mm256_castsi256_pd, _mm256_sqrt_pd)
 
 void core_dot_run(const core_dot *c, void *const *bufs, int64_t rb, int64_t re) {
   const core_dot *was = running;
