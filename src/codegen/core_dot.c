@@ -114,6 +114,39 @@ static int operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v,
   return emit(c, (vm_ins){.op = VM_MAT, .read = (int8_t)ri});
 }
 
+static int post_index(const cg_epi_plan *pl, ir_ref v) {
+  for (uint32_t i = 0; i < pl->n_post; i++)
+    if (pl->post[i] == v) return (int)i;
+  return -1;
+}
+
+/* The register of v as an operand of a post op: the sum, an earlier post op, or a read of one
+   value per row; -1: none the programs take. */
+static int post_operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v,
+                        jit_dtype want) {
+  if (v == pl->reduce) return 0;
+  int oi = post_index(pl, v);
+  if (oi >= 0) return reg[oi];
+  int ri = read_index(pl, v);
+  if (ri < 0 || ir_type_of(pl->f, v)->dtype != want) return -1;
+  return emit_post(c, (vm_ins){.op = VM_ROWS, .read = (int8_t)ri});
+}
+
+/* The instruction of arithmetic op in (arith[in->op] != 0) in the tile program or, post, in the
+   post program; its register, or -1. */
+static int emit_arith(core_dot *c, const cg_epi_plan *pl, const int *reg, const ir_ins *in,
+                      jit_dtype dt, bool post) {
+  bool unary = is_unary(arith[in->op]);
+  if (in->n_args != (unary ? 1u : 2u)) return -1;
+  int a = post ? post_operand(c, pl, reg, in->args[0], dt) : operand(c, pl, reg, in->args[0], dt);
+  int b = unary ? a
+          : post ? post_operand(c, pl, reg, in->args[1], dt)
+                 : operand(c, pl, reg, in->args[1], dt);
+  if (a < 0 || b < 0) return -1;
+  vm_ins vi = {.op = arith[in->op], .a = (int8_t)a, .b = (int8_t)b};
+  return post ? emit_post(c, vi) : emit(c, vi);
+}
+
 static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
   int reg[CG_EPI_MAX_OPS];
   const ir_func *f = pl->f;
@@ -147,13 +180,8 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
     } else if (in->op == IR_TANH && d == dt && (dt == JIT_F32 || dt == JIT_BF16)) {
       int a = operand(c, pl, reg, in->args[0], dt);
       if (a >= 0) r = emit(c, (vm_ins){.op = VM_TANH, .a = (int8_t)a});
-    } else if (in->op < IR_N_OPS && arith[in->op] && arith[in->op] != VM_RSQRT && d == dt &&
-               in->n_args >= 1) {
-      bool unary = is_unary(arith[in->op]);
-      int a = operand(c, pl, reg, in->args[0], dt);
-      int b = unary ? a : in->n_args == 2 ? operand(c, pl, reg, in->args[1], dt) : -1;
-      if (a >= 0 && b >= 0 && in->n_args == (unary ? 1u : 2u))
-        r = emit(c, (vm_ins){.op = arith[in->op], .a = (int8_t)a, .b = (int8_t)b});
+    } else if (in->op < IR_N_OPS && arith[in->op] && arith[in->op] != VM_RSQRT && d == dt) {
+      r = emit_arith(c, pl, reg, in, dt, false);
     }
     if (r < 0) return false;
     reg[i] = r;
@@ -162,24 +190,6 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
   if (ri < 0 || c->ins[reg[ri]].op == VM_CMP) return false;
   c->root = reg[ri];
   return true;
-}
-
-static int post_index(const cg_epi_plan *pl, ir_ref v) {
-  for (uint32_t i = 0; i < pl->n_post; i++)
-    if (pl->post[i] == v) return (int)i;
-  return -1;
-}
-
-/* The register of v as an operand of a post op: the sum, an earlier post op, or a read of one
-   value per row; -1: none the programs take. */
-static int post_operand(core_dot *c, const cg_epi_plan *pl, const int *reg, ir_ref v,
-                        jit_dtype want) {
-  if (v == pl->reduce) return 0;
-  int oi = post_index(pl, v);
-  if (oi >= 0) return reg[oi];
-  int ri = read_index(pl, v);
-  if (ri < 0 || ir_type_of(pl->f, v)->dtype != want) return -1;
-  return emit_post(c, (vm_ins){.op = VM_ROWS, .read = (int8_t)ri});
 }
 
 /* The program of a reducing epilogue's post ops: arithmetic on each row's sum, consts, scalars
@@ -204,12 +214,8 @@ static bool build_post(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
       else if (ri >= 0 && ir_type_of(f, in->args[0])->rank == 0 &&
                ir_type_of(f, in->args[0])->dtype == dt)
         r = emit_post(c, (vm_ins){.op = VM_SCALAR, .read = (int8_t)ri});
-    } else if (in->op < IR_N_OPS && arith[in->op] && in->n_args >= 1) {
-      bool unary = is_unary(arith[in->op]);
-      int a = post_operand(c, pl, reg, in->args[0], dt);
-      int b = unary ? a : in->n_args == 2 ? post_operand(c, pl, reg, in->args[1], dt) : -1;
-      if (a >= 0 && b >= 0 && in->n_args == (unary ? 1u : 2u))
-        r = emit_post(c, (vm_ins){.op = arith[in->op], .a = (int8_t)a, .b = (int8_t)b});
+    } else if (in->op < IR_N_OPS && arith[in->op]) {
+      r = emit_arith(c, pl, reg, in, dt, true);
     }
     if (r < 0) return false;
     reg[i] = r;
