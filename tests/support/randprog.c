@@ -407,10 +407,58 @@ static void step_fft(gen *g, pv a) {
   push(g, emit_op(g, IR_REAL, 1, &y, NULL, &rt), false, a.bound * n);
 }
 
+/* a [.., K] @ w [K, N] with w made of iotas (i / 4 - j / 8; i32: i - j) and N random: the dot
+   and what later steps make of it (epilogues, sums over N: core_dot.c's programs) meet the
+   interpreter. */
+static void step_dot(gen *g, pv a) {
+  const ir_type *t = ty(g, a.r);
+  bool fl = ir_dtype_is_float(t->dtype);
+  static const int64_t ns[] = {1, 5, 16, 33, 40};
+  ir_type wt = {.dtype = t->dtype, .rank = 2};
+  wt.dims[0] = t->dims[t->rank - 1];
+  wt.dims[1] = ns[rng(&g->s) % 5];
+  double k = (double)wt.dims[0], bound = a.bound * k * (0.25 * k + 0.125 * (double)wt.dims[1]);
+  if (k == 0 || ir_type_numel(&wt) > MAX_NUMEL || (fl && bound > 1e4)) return;
+  ir_attr i0 = {0}, i1 = {0};
+  i1.axis = 1;
+  ir_type it = wt;
+  it.dtype = JIT_I32;
+  ir_ref q = emit_op(g, IR_IOTA, 0, NULL, &i0, &it), r = emit_op(g, IR_IOTA, 0, NULL, &i1, &it);
+  if (q == IR_NOREF || r == IR_NOREF) return;
+  q = emit_op(g, IR_CONVERT, 1, &q, NULL, &wt);
+  r = emit_op(g, IR_CONVERT, 1, &r, NULL, &wt);
+  ir_ref w = fl ? binary(g, IR_SUB, binary(g, IR_MUL, q, mk_const(g, &wt, 0.25)),
+                         binary(g, IR_MUL, r, mk_const(g, &wt, 0.125)))
+                : binary(g, IR_SUB, q, r);
+  ir_attr dd = {0};
+  dd.dot.n_contract = 1;
+  dd.dot.lhs_contract[0] = (uint8_t)(t->rank - 1);
+  ir_ref x[2] = {a.r, w};
+  ir_ref d = emit_op(g, IR_DOT, 2, x, &dd, NULL);
+  push(g, d, !fl && a.exact, bound);
+  if (d == IR_NOREF || !fl || rng(&g->s) % 2) return;
+  /* a per-row loss of it: sum((d - b)^2, last axis) / N, as a reducing epilogue runs it */
+  pv b = partner(g, &(pv){d, false, bound});
+  const ir_type *dt = ty(g, d);
+  double n = (double)dt->dims[dt->rank - 1], lb = n * (bound + b.bound) * (bound + b.bound);
+  if (lb > 1e4) return;
+  ir_ref e = binary(g, IR_SUB, d, b.r);
+  ir_attr ra = {0};
+  ra.dims.n = 1;
+  ra.dims.d[0] = (uint8_t)(dt->rank - 1);
+  ir_ref sq = binary(g, IR_MUL, e, e), sum = emit_op(g, IR_REDUCE_SUM, 1, &sq, &ra, NULL);
+  if (sum == IR_NOREF) return;
+  push(g, binary(g, IR_DIV, sum, mk_const(g, ty(g, sum), n)), false, lb / n);
+}
+
 static void step_window(gen *g, pv a) {
   const ir_type *t = ty(g, a.r);
   ir_attr at = {0};
   if (t->rank == 0) return;
+  if ((ir_dtype_is_float(t->dtype) || t->dtype == JIT_I32) && rng(&g->s) % 3 == 0) {
+    step_dot(g, a);
+    return;
+  }
   if ((t->dtype == JIT_F32 || t->dtype == JIT_F64) && rng(&g->s) % 4 == 0) {
     step_fft(g, a);
     return;
