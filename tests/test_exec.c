@@ -522,7 +522,7 @@ static void test_core_epilogue_programs(void **state) {
 
 /* ---- dots whose row kernel sums their epilogue (cg_epi_plan_reduce) ------------------------------- */
 
-enum { N_RED_KINDS = 10 };
+enum { N_RED_KINDS = 11 };
 
 /* The one-example loss of W6: mean((x_i @ w - y_i)^2), for jit_vmap. */
 static void red_example(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
@@ -541,6 +541,7 @@ static void red_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
     jit_vmap(t, red_example, NULL, 3, a, (const int[]){0, -1, 0}, 1, r, NULL);
     return;
   }
+  jit_val rs = jit_mul(t, a[4], jit_scalar(t, 2.0)); /* kind 10's op on rows, before the sum */
   jit_val d = jit_matmul(t, a[0], a[1]);
   int last = jit_val_rank(t, d) - 1;
   double n = (double)jit_val_shape(t, d)[last];
@@ -571,6 +572,7 @@ static void red_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   case 9: /* rsqrt after */
     r[0] = jit_rsqrt(t, jit_add(t, jit_reduce_sum(t, jit_mul(t, d, d), 1, &last), jit_scalar(t, 1.0)));
     break;
+  case 10: r[0] = jit_mul(t, rs, jit_reduce_sum(t, jit_mul(t, d, d), 1, &last)); break;
   default: r[0] = jit_reduce_sum(t, jit_exp(t, d), 1, &last); break; /* no program has exp */
   }
 }
@@ -591,13 +593,14 @@ static double red_scale(int kind, jit_dtype dt, void *const *h, int64_t bi, int6
                : kind == 2                       ? fabs(d) + 0.25
                : kind == 5                       ? exp(d)
                : kind == 8                       ? sqrt(fabs(d))
-               : kind == 9                       ? d * d
+               : kind == 9 || kind == 10         ? d * d
                                                  : d;
     s += fabs(v);
   }
   if (kind == 1) return s * fabs(ir_load_f64(dt, h[5], 0));
   if (kind == 7) return sqrt(s / (double)n) / 2; /* d sqrt(s / n) / ds times s */
   if (kind == 9) return s * pow(s + 1, -1.5) / 2;
+  if (kind == 10) return s * fabs(2 * ir_load_f64(dt, h[4], bi * m + i));
   return s;
 }
 

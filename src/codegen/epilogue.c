@@ -160,9 +160,9 @@ bool cg_epi_plan_reduce(const fz_prog *p, uint32_t ki, cg_epi_plan *out) {
       out->root = in->args[0];
       continue;
     }
-    bool ok = out->reduce == IR_NOREF
-                  ? add_op(out, out->ops, &out->n_ops, v, dt, true, r)
-                  : add_op(out, out->post, &out->n_post, v, ot, false, r);
+    /* by shape: an op on the rows' values may come before the sum (it cannot read it) */
+    bool ok = same_dims(ir_type_of(f, v), dt) ? add_op(out, out->ops, &out->n_ops, v, dt, true, r)
+                                              : add_op(out, out->post, &out->n_post, v, ot, false, r);
     if (!ok) return false;
   }
   out->out = out->n_post ? out->post[out->n_post - 1] : out->reduce;
