@@ -752,18 +752,17 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
     goto done;
   }
 
-  /* the entry: void NAME(void *const *bufs, int64_t row_begin, int64_t row_end), and its
-     twin NAME_nt, whose stores codegen/stream.c may make streaming after O3 (each gets its own
-     copy of the body when it is inlined) */
+  /* the entry: void NAME(void *const *bufs, int64_t row_begin, int64_t row_end), whose stores
+     codegen/stream.c may make streaming after O3 when lf->stream_mask (the runtime then hands
+     it aligned buffers) */
   LLVMValueRef *vargs = malloc((nb + 2) * sizeof *vargs);
   if (!vargs) {
     st = jit_error(JIT_ENOMEM, "codegen: out of memory");
     goto done;
   }
-  for (int twin = 0; twin < (lf->stream_mask ? 2 : 1); twin++) {
+  {
     LLVMTypeRef eparams[3] = {e->ptr, e->i64, e->i64};
-    snprintf(name, sizeof name, "%s%s", lf->name, twin ? "_nt" : "");
-    LLVMValueRef fn = LLVMAddFunction(e->m, name, LLVMFunctionType(e->vd, eparams, 3, 0));
+    LLVMValueRef fn = LLVMAddFunction(e->m, lf->name, LLVMFunctionType(e->vd, eparams, 3, 0));
     cg_set_nounwind(fn);
     LLVMPositionBuilderAtEnd(e->b, LLVMAppendBasicBlockInContext(c, fn, "entry"));
     for (uint32_t i = 0; i < nb; i++) {

@@ -7,14 +7,16 @@
  * (they would not stay there anyway); the runtime picks which kernels (exec.c).
  *
  * The vectorizer cannot emit them itself (it refuses a nontemporal store whose scalar alignment
- * is below the vector's), and an under-aligned one is lowered to four movntsd. So the kernel's
- * streaming twin NAME_nt is marked here, store by store: a vector store of 16, 32 or 64 bytes is
+ * is below the vector's), and an under-aligned one is lowered to four movntsd. So the kernel is
+ * marked here, store by store, after O3: a vector store of 16, 32 or 64 bytes is
  * marked when its address is base + offset with base = bufs[k] for a buffer k of the mask that
  * the kernel does not also read, and offset a proven multiple of the store's size (from the
- * index expression: constants, add, sub, or, mul, shl, extensions, selects, and induction phis). The caller runs NAME_nt only when those
- * bases are 64-byte aligned. Anything not proven stays a plain store, so a pattern this file does
- * not know costs speed, never correctness. Streaming stores are weakly ordered: NAME_nt ends
- * with an sfence, before the runtime's join publishes the output to other threads. */
+ * index expression: constants, add, sub, or, mul, shl, extensions, selects, and induction phis).
+ * The runtime hands the kernel those buffers 64-byte aligned (an unaligned one, a scan's slice,
+ * through an aligned copy: exec.c aligned_copies), so there is no plain twin of it to compile.
+ * Anything not proven stays a plain store, so a pattern this file does not know costs speed,
+ * never correctness. Streaming stores are weakly ordered: the kernel ends with an sfence, before
+ * the runtime's join publishes the output to other threads. */
 #include "codegen/stream.h"
 
 #include <stdint.h>

@@ -862,20 +862,13 @@ static bool has_native(const exec *e) {
   return false;
 }
 
-/* The symbol of s's streaming twin (see emit_llvm.c). */
-static const char *twin_name(const estep *s, char *buf, size_t n) {
-  snprintf(buf, n, "%s_nt", s->name);
-  return buf;
-}
-
-/* Makes the stores of each streaming kernel's twin streaming, in the optimized module. */
+/* Makes the stores of each streaming kernel streaming, in the optimized module. */
 static jit_status mark_streams(const exec *e, LLVMModuleRef m) {
-  char nt[40];
   for (uint32_t i = 0; i < e->n_steps; i++) {
     const estep *s = &e->steps[i];
-    LLVMValueRef twin = s->stream_mask ? LLVMGetNamedFunction(m, twin_name(s, nt, sizeof nt)) : NULL;
-    if (twin && !LLVMIsDeclaration(twin)) /* in this part */
-      TRY_RET(cg_stream_stores(m, twin_name(s, nt, sizeof nt), s->stream_mask, NULL));
+    LLVMValueRef fn = s->stream_mask ? LLVMGetNamedFunction(m, s->name) : NULL;
+    if (fn && !LLVMIsDeclaration(fn)) /* in this part */
+      TRY_RET(cg_stream_stores(m, s->name, s->stream_mask, NULL));
   }
   return JIT_OK;
 }
@@ -913,11 +906,6 @@ static jit_status compile(exec *e, const ir_func *f, lp_func **lfs, uint32_t n, 
     if (s->kind == ES_SCAN) memcpy(&s->loop, &fn, sizeof fn);
     else if (s->kind == ES_COND || s->kind == ES_WHILE) memcpy(&s->native, &fn, sizeof fn);
     else s->fn = (kernel_fn)fn;
-    if (s->stream_mask) {
-      char nt[40];
-      TRY(cg_lookup(e->lib, twin_name(s, nt, sizeof nt), &fn));
-      s->fn_nt = (kernel_fn)fn;
-    }
   }
   if (e->n_params + e->n_results + 1 <= FFI_ENTRY_MAX_ARGS) {
     void *fn = NULL;
@@ -1101,14 +1089,34 @@ static void prof_step(uint64_t t0, const exec *e, const estep *s, int64_t lo, in
   prof_end(t0, s->kind == ES_COPY ? "copy" : "kernel", name, 2, a);
 }
 
-/* Whether s's streaming twin may run on these buffers: its streamed stores are aligned to their
-   size only when the buffers they write start EXEC_ALIGN-aligned (a scan body's slice may not). */
+/* Whether s's streamed stores may run on these buffers: they are aligned to their size only
+   when the buffers they write start EXEC_ALIGN-aligned (a scan body's slice may not). */
 static bool streams_aligned(const estep *s, void *const *bufs) {
-  if (!s->fn_nt) return false;
   uintptr_t low = 0;
   for (uint32_t k = 0; k < s->n_bufs && k < 64; k++)
     if (s->stream_mask >> k & 1) low |= (uintptr_t)bufs[k];
   return (low & (EXEC_ALIGN - 1)) == 0;
+}
+
+/* A streaming kernel's buffers as it may run on them (kb): each streamed buffer that is not
+   EXEC_ALIGN-aligned (a scan's slice) replaced by an aligned copy of it (copies[k], which the
+   caller copies back and frees; taken from the buffer, since the kernel need not write every
+   byte). False: out of memory (nothing left allocated). */
+static bool aligned_copies(const exec *e, const estep *s, void *const *bufs, void **kb,
+                           void **copies) {
+  for (uint32_t k = 0; k < s->n_bufs; k++) {
+    kb[k] = bufs[k];
+    size_t bytes = e->bufs[s->bufs[k]].bytes;
+    if (!(s->stream_mask >> k & 1) || ((uintptr_t)bufs[k] & (EXEC_ALIGN - 1)) == 0 || !bytes)
+      continue;
+    copies[k] = aligned_alloc(EXEC_ALIGN, align_up(bytes));
+    if (!copies[k]) {
+      for (uint32_t q = 0; q < k; q++) free(copies[q]);
+      return false;
+    }
+    kb[k] = memcpy(copies[k], bufs[k], bytes);
+  }
+  return true;
 }
 
 static void run_rows(void *arg, int ith, int nth) {
@@ -1118,7 +1126,7 @@ static void run_rows(void *arg, int ith, int nth) {
   if (t0 && ith > 0) prof_name_thread("worker", ith);
   if (s->kind == ES_KERNEL) {
     int64_t lo = s->rows * ith / nth, hi = s->rows * (ith + 1) / nth;
-    if (lo < hi) (streams_aligned(s, j->bufs) ? s->fn_nt : s->fn)(j->bufs, lo, hi);
+    if (lo < hi) s->fn(j->bufs, lo, hi);
     prof_step(t0, j->e, s, lo, hi);
     return;
   }
@@ -1327,10 +1335,21 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (nth > pieces) nth = (int)pieces;
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
   if (s->inline_run || serial_thread) nth = 1;
-  rows_job j = {e, s, bufs, rt->mm_scratch, e->mm_bytes, NULL};
+  void *kb[64], *copies[64] = {NULL};
+  bool realign = s->kind == ES_KERNEL && s->stream_mask && !streams_aligned(s, bufs);
+  if (realign && !aligned_copies(e, s, bufs, kb, copies)) {
+    rt->status = jit_error(JIT_ENOMEM, "jit_call: out of memory");
+    return;
+  }
+  rows_job j = {e, s, realign ? kb : bufs, rt->mm_scratch, e->mm_bytes, NULL};
   if (s->kind == ES_DOT && s->team_bytes) j.team = team_area(rt, &e->steps[i], bufs, nth);
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
+  for (uint32_t k = 0; realign && k < s->n_bufs; k++)
+    if (copies[k]) {
+      memcpy(bufs[k], copies[k], e->bufs[s->bufs[k]].bytes);
+      free(copies[k]);
+    }
 }
 
 /* The steps from C, for an executable with no entry (nothing compiled, or too many params). */

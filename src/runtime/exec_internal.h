@@ -73,9 +73,8 @@ typedef struct estep {
                          results (a GET's buffer, or scratch), then two sets of carry buffers */
   uint32_t n_bufs, n_args;
   kernel_fn fn;       /* ES_KERNEL, ES_DOT */
-  kernel_fn fn_nt;    /* ES_KERNEL with stream_mask: fn with streaming stores (name + "_nt") */
-  uint64_t stream_mask; /* ES_KERNEL: bit k: bufs[k] is written past the cache (fn_nt streams
-                         it; run it only when those buffers are EXEC_ALIGN-aligned) */
+  uint64_t stream_mask; /* ES_KERNEL: bit k: bufs[k] is written past the cache (fn's stores to
+                         it may be streaming: fn runs only on EXEC_ALIGN-aligned such buffers) */
   char name[32];      /* ES_KERNEL, ES_DOT: the function's symbol */
   uint32_t kernel;    /* ES_KERNEL: the fused kernel (index into the lowered functions) */
   int64_t rows, row_work; /* rows of a whole call; work per row (elements, or MACs of a dot) */
