@@ -470,14 +470,22 @@ DEFINE_POST(double, f64, fabs, sqrt)
     }                                                                                              \
     bool whole = cols == nr;                                                                       \
     V reg[MAX_INS][NV];                                                                            \
+    /* where each register's vectors are read: its own, or (the sums of an f32/f64 dot) the       \
+       tile itself, whose group of rows is NV whole vectors, 64-byte aligned (DEFINE_TILE) */     \
+    const V *src[MAX_INS];                                                                         \
+    for (int r = 0; r < c->n_ins; r++) src[r] = reg[r];                                            \
     for (int64_t g0 = 0; g0 < rows; g0 += NV / nvr) {                                              \
       int nvec = (int)min64(NV / nvr, rows - g0) * nvr;                                            \
       for (int r = 0; r < c->n_ins; r++) {                                                         \
         const vm_ins *in = &c->ins[r];                                                             \
         V *o = reg[r];                                                                             \
-        const V *a = reg[in->a], *b = reg[in->b];                                                  \
+        const V *a = src[in->a], *b = src[in->b];                                                  \
         switch ((vm_op)in->op) {                                                                   \
         case VM_ACC:                                                                               \
+          if (!c->bf16) {                                                                          \
+            src[r] = (const V *)(tile + g0 * nr);                                                  \
+            break;                                                                                 \
+          }                                                                                        \
           for (int j = 0; j < nvec; j++) o[j] = ROUND(LOADU(tile + g0 * nr + j * W));              \
           break;                                                                                   \
         case VM_CONST:                                                                             \
@@ -527,7 +535,7 @@ DEFINE_POST(double, f64, fabs, sqrt)
           for (int j = 0; j < nvec; j++) o[j] = cmp_##SUF(a[j], b[j], in->cmp);                    \
           break;                                                                                   \
         case VM_SELECT:                                                                            \
-          for (int j = 0; j < nvec; j++) o[j] = BLENDV(b[j], a[j], reg[in->c][j]);                 \
+          for (int j = 0; j < nvec; j++) o[j] = BLENDV(b[j], a[j], src[in->c][j]);                 \
           break;                                                                                   \
         case VM_TANH:                                                                              \
           for (int j = 0; j < nvec; j++) o[j] = ROUND(tanh_##SUF(a[j]));                           \
@@ -540,7 +548,7 @@ DEFINE_POST(double, f64, fabs, sqrt)
         }                                                                                          \
       }                                                                                            \
       void *out = bufs[c->plan.out_buf];                                                           \
-      const V *y = reg[c->root];                                                                   \
+      const V *y = src[c->root];                                                                   \
       if (c->reduces) { /* invalid lanes count as +0, the sum's identity */                        \
         T *sums = bufs[2 + c->red_read];                                                           \
         for (int i = 0; i < nvec / nvr; i++) {                                                     \
