@@ -599,10 +599,7 @@ static void emit_for(le *e, const lp_ins *in) {
 
 static void emit_prefetch(le *e, const lp_ins *in, LLVMValueRef first) {
   LLVMBuilderRef b = e->b;
-  LLVMTypeRef ptr = LLVMTypeOf(e->buf[in->buf]);
-  LLVMTypeRef ft = LLVMFunctionType(e->vd, (LLVMTypeRef[]){ptr, e->i32, e->i32, e->i32}, 4, 0);
-  LLVMValueRef fn = LLVMGetNamedFunction(e->m, "llvm.prefetch.p0");
-  if (!fn) fn = LLVMAddFunction(e->m, "llvm.prefetch.p0", ft);
+  LLVMTypeRef ptr = e->ptr;
   int64_t es = (int64_t)jit_dtype_size(in->dt);
   LLVMValueRef at = LLVMBuildMul(b, first, LLVMConstInt(e->i64, (unsigned long long)es, 0), "");
   LLVMValueRef base = LLVMBuildGEP2(b, e->i8, e->buf[in->buf], &at, 1, "");
@@ -610,7 +607,7 @@ static void emit_prefetch(le *e, const lp_ins *in, LLVMValueRef first) {
     LLVMValueRef o = LLVMConstInt(e->i64, (unsigned long long)off, 0);
     LLVMValueRef args[4] = {LLVMBuildGEP2(b, e->i8, base, &o, 1, ""), LLVMConstInt(e->i32, 0, 0),
                             LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
-    LLVMBuildCall2(b, ft, fn, args, 4, "");
+    intrinsic(e, "llvm.prefetch", &ptr, 1, args, 4);
   }
 }
 
