@@ -304,13 +304,12 @@ static jit_status add_reducing_dot(builder *B, uint32_t ki, bool *taken) {
     return JIT_OK;
   cg_matmul_desc desc;
   cg_epi_desc(&epi, NULL, &desc, tile_vec_bytes(B->e));
-  int64_t nb = 0, m = 0, n = 0, kk = 0;
-  gemm_core_plan cp;
+  int64_t nb = 0, m = 0, n = 0, kk = 0; /* add_dot interprets a dot with nothing to contract */
   if (cg_matmul_shape(&desc, &nb, &m, &n, &kk) != JIT_OK || kk == 0) {
     jit_error_clear();
     return JIT_OK;
   }
-  if (!use_gemm_core(B->e, &desc) || !cg_matmul_core_plan(&desc, &cp)) return JIT_OK;
+  if (!use_gemm_core(B->e, &desc)) return JIT_OK;
   core_dot *probe = NULL; /* the programs may lack one of the ops */
   TRY_RET(core_dot_build(&desc, &epi, &probe));
   if (!probe) return JIT_OK;
