@@ -1105,6 +1105,7 @@ static bool aligned_copies(const exec *e, const estep *s, void *const *bufs, voi
                            void **copies) {
   for (uint32_t k = 0; k < s->n_bufs; k++) {
     kb[k] = bufs[k];
+    copies[k] = NULL;
     size_t bytes = e->bufs[s->bufs[k]].bytes;
     if (!(s->stream_mask >> k & 1) || ((uintptr_t)bufs[k] & (EXEC_ALIGN - 1)) == 0 || !bytes)
       continue;
@@ -1334,7 +1335,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   if (nth > pieces) nth = (int)pieces;
   if (s->kind == ES_DOT && nth > e->mm_threads) nth = e->mm_threads;
   if (s->inline_run || serial_thread) nth = 1;
-  void *kb[64], *copies[64] = {NULL};
+  void *kb[64], *copies[64]; /* set by aligned_copies, only where a stream needs them */
   bool realign = s->kind == ES_KERNEL && s->stream_mask && !streams_aligned(s, bufs);
   if (realign && !aligned_copies(e, s, bufs, kb, copies)) {
     rt->status = jit_error(JIT_ENOMEM, "jit_call: out of memory");
