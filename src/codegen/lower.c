@@ -1183,12 +1183,13 @@ static int32_t insert_row(lower *L, lp_ins in, uint32_t *at) {
 
 static void add_row_prefetch(lower *L) {
   lp_func *lf = L->lf;
+  if (L->k->kind != FZ_ROW || L->oom) return;
   const lp_block *row = &lf->blocks[lf->row];
   int32_t first = -1;
   uint32_t at = 0, phases = 0;
   for (uint32_t i = 0; i < row->n; i++)
     if (lf->ins[row->ins[i]].op == LP_FOR && phases++ == 0) first = row->ins[i], at = i + 1;
-  if (L->k->kind != FZ_ROW || phases < 2 || L->oom) return;
+  if (phases < 2) return;
   const lp_ins loop = lf->ins[first];
   int64_t c;
   if (!is_iconst(L, loop.a, &c)) return;
@@ -1205,11 +1206,15 @@ static void add_row_prefetch(lower *L) {
         (double)bytes * (double)lf->n_rows < LP_PREFETCH_TOTAL ||
         !row_major_index(lf, ld.a, loop.b, c, &r))
       continue;
+    /* (row + 1) * c, then the prefetch, right after the first phase */
     lp_ins one = mk(LP_CONST, JIT_I64, -1, -1, -1), cc = one;
     one.imm.i = 1;
     cc.imm.i = c;
-    int32_t next = insert_row(L, mk(LP_IADD, JIT_I64, r, insert_row(L, one, &at), -1), &at);
-    lp_ins pf = mk(LP_PREFETCH, ld.dt, insert_row(L, mk(LP_IMUL, JIT_I64, next, insert_row(L, cc, &at), -1), &at), -1, -1);
+    int32_t k1 = insert_row(L, one, &at);
+    int32_t next = insert_row(L, mk(LP_IADD, JIT_I64, r, k1, -1), &at);
+    int32_t kc = insert_row(L, cc, &at);
+    int32_t start = insert_row(L, mk(LP_IMUL, JIT_I64, next, kc, -1), &at);
+    lp_ins pf = mk(LP_PREFETCH, ld.dt, start, -1, -1);
     pf.buf = ld.buf;
     pf.imm.i = c;
     insert_row(L, pf, &at);
