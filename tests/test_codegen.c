@@ -147,24 +147,17 @@ static size_t type_bytes(const ir_type *t) {
   return (size_t)ir_type_numel(t) * jit_dtype_size(t->dtype);
 }
 
-/* Runs f through the interpreter and the compiled path on the same random args. exact[r] (NULL:
-   all) says which results must match bit for bit. Returns false (after printing f) on a mismatch. */
-static bool check_exact(ir_func *f, uint64_t seed, const bool *exact, bool special, const char *what) {
-  uint32_t np = f->n_params, nr = f->n_results;
-  void *args[64], *want[64], *got[64];
-  uint64_t s = seed;
+/* Runs f through the interpreter and the compiled path on args. exact[r] (NULL: all) says which
+   results must match bit for bit. Returns false (after printing f) on a mismatch. */
+static bool check_args(ir_func *f, void *const *args, const bool *exact, const char *what) {
+  uint32_t nr = f->n_results;
+  void *want[64], *got[64];
   bool ok = true;
-  assert_true(np <= 64 && nr <= 64);
+  assert_true(nr <= 64);
   if (ir_verify(f, "test") != JIT_OK) {
     fprintf(stderr, "%s: invalid IR: %s\n", what, jit_last_error());
     ir_print(f, stderr);
     fail();
-  }
-  for (uint32_t i = 0; i < np; i++) {
-    const ir_type *t = ir_type_of(f, i);
-    args[i] = malloc(type_bytes(t) + 1);
-    assert_non_null(args[i]);
-    fill(t->dtype, args[i], ir_type_numel(t), &s, special);
   }
   for (uint32_t r = 0; r < nr; r++) {
     size_t b = type_bytes(ir_type_of(f, f->results[r])) + 1;
@@ -199,11 +192,27 @@ static bool check_exact(ir_func *f, uint64_t seed, const bool *exact, bool speci
   exec_free(e);
   collect_c(f);
   n_progs++;
-  for (uint32_t i = 0; i < np; i++) free(args[i]);
   for (uint32_t r = 0; r < nr; r++) {
     free(want[r]);
     free(got[r]);
   }
+  return ok;
+}
+
+/* check_args on random args (special: with NaN, inf, zeros and extremes among them). */
+static bool check_exact(ir_func *f, uint64_t seed, const bool *exact, bool special, const char *what) {
+  uint32_t np = f->n_params;
+  void *args[64];
+  uint64_t s = seed;
+  assert_true(np <= 64);
+  for (uint32_t i = 0; i < np; i++) {
+    const ir_type *t = ir_type_of(f, i);
+    args[i] = malloc(type_bytes(t) + 1);
+    assert_non_null(args[i]);
+    fill(t->dtype, args[i], ir_type_numel(t), &s, special);
+  }
+  bool ok = check_args(f, args, exact, what);
+  for (uint32_t i = 0; i < np; i++) free(args[i]);
   return ok;
 }
 
@@ -543,6 +552,130 @@ static void test_dot_epilogue(void **state) {
       "  %y2 = add %y, %bb2 : f32[8,4]\n"
       "  return %y2, %h\n}\n",
       false, true, false, 101); /* matmul kernels accumulate in f32 (interpreter: double) */
+}
+
+/* f's C dump (every kernel), for what lowering chose. */
+static char *c_dump(const ir_func *f) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  assert_non_null(m);
+  assert_int_equal(exec_dump(ctx, f, JIT_DUMP_C, m), JIT_OK);
+  fclose(m);
+  return text;
+}
+
+/* A row kernel keeps a transcendental value its reduction loop computed for the write loop in a
+   row scratch array when the row fits (its output is then only written), else in the output. */
+static void test_row_scratch(void **state) {
+  (void)state;
+  static const struct { int64_t r, c; bool scratch; } cases[] = {{64, 700, true}, {3, 8192, false}};
+  for (size_t i = 0; i < 2; i++) {
+    char *t = subst(softmax_ir, "f32", cases[i].r, cases[i].c);
+    ir_func *f = parse1(t);
+    free(t);
+    assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+    char *c = c_dump(f), decl[32];
+    snprintf(decl, sizeof decl, "float b2[%lld];", (long long)cases[i].c);
+    assert_int_equal(strstr(c, decl) != NULL, cases[i].scratch);
+    assert_int_equal(strstr(c, "= b1[") != NULL, !cases[i].scratch); /* the output read back */
+    free(c);
+    bool ok = check_exact(f, 131 + i, (bool[]){false}, false, f->name);
+    ir_func_free(f);
+    assert_true(ok);
+  }
+}
+
+/* ---- division by a row's divisor (lower.c gen_quot) -------------------------------------------- */
+static const char quot_ir[] =
+    "func @quot(%x: DT[ROWS,COLS], %s: DT[ROWS]) -> (DT[ROWS,COLS], DT[ROWS,COLS]) {\n"
+    "  %sb = broadcast %s dims=[0] : DT[ROWS,COLS]\n"
+    "  %y = div %x, %sb : DT[ROWS,COLS]\n"
+    "  %c = const 3 : DT[ROWS,COLS]\n"
+    "  %z = div %x, %c : DT[ROWS,COLS]\n"
+    "  return %y, %z\n}\n";
+
+static double random_bits_float(jit_dtype dt, uint64_t *s) {
+  uint64_t u = rng(s);
+  if (dt == JIT_F64) {
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+  }
+  uint32_t w = (uint32_t)u;
+  float f;
+  memcpy(&f, &w, sizeof f);
+  return f;
+}
+
+/* Row r's dividends and divisor, by r % 10: in LP_QUOT's ranges (0, 2, 8: near their edges), or
+   with one value outside them (a subnormal, inf, NaN, a zero or tiny divisor, ...). */
+static void quot_row(jit_dtype dt, int64_t r, int64_t cols, uint64_t *s, double *x, double *sv) {
+  bool wide = dt == JIT_F64;
+  int qa = wide ? LP_QUOT_QA64 : LP_QUOT_QA32, qb = wide ? LP_QUOT_QB64 : LP_QUOT_QB32;
+  double tiny = wide ? 0x1p-1030 : 0x1p-130; /* times unit(s): subnormal */
+  int kind = (int)(r % 10);
+  *sv = 0.5 + 2.5 * unit(s);
+  for (int64_t c = 0; c < cols; c++) {
+    double v = -2 + 4 * unit(s);
+    if (kind == 1) v = ldexp(v, (int)irange(s, -qa - 12, qa + 12)); /* some past 2^+-QA */
+    if (kind == 2 && rng(s) % 2) v = rng(s) % 2 ? 0.0 : -0.0;
+    if (kind == 7) v = random_bits_float(dt, s);
+    if (kind == 8) v = ldexp(1 + unit(s), rng(s) % 2 ? -qa : qa - 1) * (rng(s) % 2 ? 1 : -1);
+    x[c] = v;
+  }
+  int64_t at = (int64_t)(rng(s) % (uint64_t)cols);
+  switch (kind) {
+  case 2: *sv = r / 10 % 2 ? -*sv : *sv; break;
+  case 3:
+    for (int64_t c = at % 7; c < cols; c += 7) x[c] = tiny * unit(s) * (rng(s) % 2 ? 1 : -1);
+    break;
+  case 4: x[at] = rng(s) % 2 ? INFINITY : NAN; break;
+  case 5: *sv = 0.0; break;
+  case 6: *sv = rng(s) % 2 ? ldexp(1, -qb - 1) : NAN; break;
+  case 7: *sv = random_bits_float(dt, s); break;
+  case 8: *sv = ldexp(1 + unit(s), rng(s) % 2 ? -qb : qb - 1) * (rng(s) % 2 ? 1 : -1); break;
+  case 9: *sv = -INFINITY; break;
+  default: break;
+  }
+}
+
+/* Quotients by a row's divisor and by a constant take three FMAs, not a division; the results
+   are the divisions' bit for bit, in rows where every value is in range and in rows where one
+   is not (which are written again, dividing). */
+static void test_row_divisor_quotients(void **state) {
+  (void)state;
+  static const struct { jit_dtype dt; int64_t r, c; } cases[] = {
+      {JIT_F32, 40, 203}, {JIT_F64, 40, 203}, {JIT_F32, 10, 4100}, {JIT_F32, 2, 20000}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    jit_dtype dt = cases[i].dt;
+    int64_t rows = cases[i].r, cols = cases[i].c;
+    char *t = subst(quot_ir, jit_dtype_name(dt), rows, cols);
+    ir_func *f = parse1(t);
+    free(t);
+    assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+    char *c = c_dump(f);
+    assert_non_null(strstr(c, dt == JIT_F64 ? "tjit_quot_f64(v" : "tjit_quot_f32(v"));
+    free(c);
+    size_t es = jit_dtype_size(dt);
+    void *args[2] = {malloc((size_t)(rows * cols) * es), malloc((size_t)rows * es)};
+    double *row = malloc((size_t)cols * sizeof *row);
+    assert_true(args[0] && args[1] && row);
+    uint64_t s = 141 + i;
+    for (int64_t r = 0; r < rows; r++) {
+      double sv;
+      /* the split case's two rows: in range, then not */
+      quot_row(dt, rows == 2 ? 3 * r : r, cols, &s, row, &sv);
+      for (int64_t k = 0; k < cols; k++) ir_store_f64(dt, args[0], r * cols + k, row[k]);
+      ir_store_f64(dt, args[1], r, sv);
+    }
+    bool ok = check_args(f, args, NULL, f->name);
+    free(args[0]);
+    free(args[1]);
+    free(row);
+    ir_func_free(f);
+    assert_true(ok);
+  }
 }
 
 static void test_results_and_views(void **state) {
@@ -892,6 +1025,7 @@ int main(void) {
       cmocka_unit_test(test_movement),          cmocka_unit_test(test_softmax_layernorm),
       cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
+      cmocka_unit_test(test_row_scratch),       cmocka_unit_test(test_row_divisor_quotients),
       cmocka_unit_test(test_threads),           cmocka_unit_test(test_run_twice),
       cmocka_unit_test(test_api_softmax),       cmocka_unit_test(test_api_threads),
       cmocka_unit_test(test_random_programs),   cmocka_unit_test(test_regress_corpus),

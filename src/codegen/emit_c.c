@@ -10,6 +10,7 @@
 #include "codegen/kernel.h"
 #include "runtime/error.h"
 
+
 static const char prelude[] =
     "#include <math.h>\n"
     "#include <stdint.h>\n"
@@ -62,6 +63,16 @@ static const char prelude[] =
     "  if (a != b) return a < b ? a : b;\n"
     "  return signbit(a) ? a : b;\n"
     "}\n"
+    "/* a / b given c = 1 / b where a and b are in range (codegen/kernel.h LP_QUOT) */\n"
+    "static inline float tjit_quot_f32(float a, float b, float c) {\n"
+    "  float q = a * c;\n"
+    "  return copysignf(fmaf(fmaf(-q, b, a), c, q), q);\n"
+    "}\n"
+    "static inline double tjit_quot_f64(double a, double b, double c) {\n"
+    "  double q = a * c;\n"
+    "  return copysign(fma(fma(-q, b, a), c, q), q);\n"
+    "}\n"
+    "static inline uint64_t tjit_bits64(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }\n"
     "/* float -> int truncates toward zero and saturates; NaN -> 0 */\n"
     "static inline int64_t tjit_f2i(double v, double lo, double hi, int64_t ilo, int64_t ihi) {\n"
     "  if (v != v) return 0;\n"
@@ -482,6 +493,16 @@ static void put_ins(cw *w, int32_t id, int depth) {
     indent(w, depth);
     fputs("}\n", o);
     return;
+  case LP_QUOT:
+    fprintf(o, "%s v%d = tjit_quot_%s(v%d, v%d, v%d);\n", ctype(d), id,
+            d == JIT_F64 ? "f64" : "f32", in->a, in->b, in->c);
+    return;
+  case LP_MAG_BITS:
+    if (in->in_dt == JIT_F64)
+      fprintf(o, "uint64_t v%d = tjit_bits64(v%d) & UINT64_C(0x7fffffffffffffff);\n", id, in->a);
+    else
+      fprintf(o, "uint32_t v%d = tjit_bits(v%d) & 0x7fffffffu;\n", id, in->a);
+    return;
   case LP_PREFETCH: /* a hint the C text leaves out (its address may lie past the buffer) */
     fprintf(o, "/* the next row of b%d is prefetched here */\n", in->buf);
     return;
@@ -539,6 +560,9 @@ jit_status lp_emit_c_kernel(const lp_func *lf, bool exported, FILE *out) {
     fprintf(out, "  %s%s *restrict b%u = (%s%s *)bufs[%u];\n", rd ? "const " : "", t, i,
             rd ? "const " : "", t, i);
   }
+  for (uint32_t s = 0; s < lf->n_scratch; s++) /* row scratch (see lp_func) */
+    fprintf(out, "  %s b%u[%lld];\n", stype(lf->scratch_dt[s]), lf->n_bufs + s,
+            (long long)lf->scratch_len[s]);
   /* a read whose value folded away leaves its buffer unused */
   for (uint32_t i = 0; i < lf->n_reads; i++) {
     bool used = false;

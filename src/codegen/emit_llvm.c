@@ -74,6 +74,12 @@ static LLVMValueRef intr2(le *e, const char *name, LLVMValueRef x, LLVMValueRef 
   return intrinsic(e, name, &t, 1, a, 2);
 }
 
+static LLVMValueRef intr3(le *e, const char *name, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef a[3] = {x, y, z};
+  return intrinsic(e, name, &t, 1, a, 3);
+}
+
 /* A libm function of doubles, declared in the module (the JIT resolves it in the process). */
 static LLVMValueRef libm2(le *e, const char *name, LLVMValueRef x, LLVMValueRef y) {
   LLVMTypeRef params[2] = {e->f64, e->f64};
@@ -611,6 +617,14 @@ static void emit_prefetch(le *e, const lp_ins *in, LLVMValueRef first) {
   }
 }
 
+/* LP_QUOT (see kernel.h). */
+static LLVMValueRef quot(le *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMBuilderRef bl = e->b;
+  LLVMValueRef q = LLVMBuildFMul(bl, a, c, "");
+  LLVMValueRef r = intr3(e, "llvm.fma", LLVMBuildFNeg(bl, q, ""), b, a);
+  return intr2(e, "llvm.copysign", intr3(e, "llvm.fma", r, c, q), q);
+}
+
 static void emit_ins(le *e, int32_t id) {
   const lp_ins *in = &e->lf->ins[id];
   LLVMBuilderRef b = e->b;
@@ -676,6 +690,14 @@ static void emit_ins(le *e, int32_t id) {
   }
   case LP_FOR: emit_for(e, in); return;
   case LP_PREFETCH: emit_prefetch(e, in, x); return;
+  case LP_QUOT: r = quot(e, x, y, e->val[in->c]); break;
+  case LP_MAG_BITS: {
+    bool wide = in->in_dt == JIT_F64;
+    LLVMTypeRef it = wide ? e->i64 : e->i32;
+    r = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, ""),
+                     LLVMConstInt(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull, 0), "");
+    break;
+  }
   default: e->bad = true; return;
   }
   e->val[id] = r;
@@ -695,7 +717,7 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
   LLVMTypeRef *params = malloc((nb + 2) * sizeof *params);
   e->val = calloc(lf->n_ins ? lf->n_ins : 1, sizeof *e->val);
   e->slot = calloc(lf->n_ins ? lf->n_ins : 1, sizeof *e->slot);
-  e->buf = malloc((nb ? nb : 1) * sizeof *e->buf);
+  e->buf = malloc((nb + lf->n_scratch + 1) * sizeof *e->buf);
   if (!params || !e->val || !e->slot || !e->buf) {
     st = jit_error(JIT_ENOMEM, "codegen: out of memory");
     goto done;
@@ -721,6 +743,11 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c, body, "entry");
   e->alloca_bb = entry;
   LLVMPositionBuilderAtEnd(e->b, entry);
+  for (uint32_t s = 0; s < lf->n_scratch; s++) {
+    LLVMTypeRef at = LLVMArrayType2(stype(e, lf->scratch_dt[s]), (uint64_t)lf->scratch_len[s]);
+    e->buf[nb + s] = LLVMBuildAlloca(e->b, at, "row.scratch");
+    LLVMSetAlignment(e->buf[nb + s], 64);
+  }
   emit_block(e, lf->entry);
 
   LLVMValueRef rb = LLVMGetParam(body, nb), re = LLVMGetParam(body, nb + 1);

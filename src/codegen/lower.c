@@ -6,7 +6,9 @@
  *   - a reduction read per row opens its own inner loop nest (a phase) in the row block, before
  *     the loop being generated when it is needed: softmax becomes max loop, sum loop, write loop;
  *   - a transcendental value a reduction loop computes and the write loop needs again is
- *     cached in the output row by the former and loaded back by the latter;
+ *     cached by the former and loaded back by the latter: in a row scratch array on the stack
+ *     when the row is small (the output is then only written, and may stream), else in the
+ *     output row;
  *   - index arithmetic is folded and CSE'd; LLVM strength-reduces what is left.
  * A 1-d space with few rows is split into rows of LP_BLOCK elements so that threads share it;
  * a reduction over leading axes runs in column mode (see write_columns).
@@ -22,6 +24,7 @@
 #define LP_SPLIT_ROWS 16  /* split when the kernel has fewer rows than this */
 #define LP_COLUMNS 256    /* output elements per row of a column reduction */
 #define MAX_DEPTH (2 + IR_MAX_RANK)
+#define LP_SCRATCH_BYTES (16 << 10) /* row scratch of a kernel: stays in L1 beside its rows */
 
 typedef struct memo_ent {
   int32_t id;       /* -1: empty */
@@ -65,6 +68,11 @@ typedef struct lower {
   uint32_t write_phase;   /* the write loop's nest (0: none yet) */
   bool column;            /* column mode (write_columns) */
   bool cached[64];        /* cached[w]: write w's row holds a value cached by a reduction loop */
+  int64_t scratch_bytes;  /* of the row scratch arrays so far */
+  bool quot_on;           /* the write loop divides by a row's divisor with LP_QUOT (gen_quot) */
+  bool quot_used;
+  int32_t quot_max[2], quot_min[2]; /* f32, f64: accumulators of |a|'s bits and of those - 1 */
+  int32_t quot_b_ok;      /* whether every divisor is in LP_QUOT's range (bool) */
   bool collecting;        /* prewalk's first pass: finding candidates, generating nothing */
   uint32_t walking;       /* the write whose value prewalk is walking */
   bool oom;
@@ -445,6 +453,7 @@ typedef struct cand {
   fz_map m;
   uint32_t owner;       /* a write whose value needs v: it loads v before storing itself */
   int32_t w;            /* the write caching it (owner), or -1 */
+  int32_t scratch;      /* the row scratch array caching it, or -1 */
 } cand;
 
 static bool expensive(ir_op op) {
@@ -478,16 +487,59 @@ static void add_cand(lower *L, ir_ref v, const fz_map *m, uint32_t owner) {
     L->oom = true;
     return;
   }
-  L->cand[L->n_cand++] = (cand){v, *m, owner, -1};
+  L->cand[L->n_cand++] = (cand){v, *m, owner, -1, -1};
 }
 
-/* Inside a reduction loop: v (just computed as id) is a candidate; store it into an output
-   with its type and map, if one is free. */
+/* Elements of the row's part of a value of type t read at m: its dims that follow inner loops. */
+static int64_t row_len(const ir_type *t, const fz_map *m) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (m->src[d] != FZ_CONST && m->src[d] < 0) n *= t->dims[d];
+  return n;
+}
+
+/* The offset of the element of v at m in a row scratch array of row_len elements. */
+static int32_t row_offset(lower *L, ir_ref v, const fz_map *m) {
+  const ir_type *t = ir_type_of(L->f, v);
+  int32_t a = iconst(L, 0);
+  int64_t stride = 1;
+  for (int d = t->rank; d-- > 0;) {
+    if (m->src[d] == FZ_CONST || m->src[d] >= 0) continue;
+    if (t->dims[d] != 1) a = iop(L, LP_IADD, a, iop(L, LP_IMUL, dim_index(L, m, d), iconst(L, stride)));
+    stride *= t->dims[d];
+  }
+  return a;
+}
+
+/* Scratch array s is named by buffer -2 - s until lp_lower numbers the buffers. */
+static int32_t scratch_buf(int32_t s) { return -2 - s; }
+
+/* Inside a reduction loop: caches v (just computed as id) in a new row scratch array when the
+   kernel's scratch has room for it. */
+static bool scratch_store(lower *L, cand *c, const ir_type *t, int32_t id) {
+  lp_func *lf = L->lf;
+  int64_t len = row_len(t, &c->m), bytes = len * (int64_t)jit_dtype_size(t->dtype);
+  if (lf->n_scratch == LP_MAX_SCRATCH || bytes > LP_SCRATCH_BYTES - L->scratch_bytes)
+    return false;
+  int32_t s = (int32_t)lf->n_scratch++;
+  lf->scratch_len[s] = len;
+  lf->scratch_dt[s] = t->dtype;
+  L->scratch_bytes += bytes;
+  lp_ins st = mk(LP_STORE, t->dtype, row_offset(L, c->v, &c->m), id, -1);
+  st.buf = scratch_buf(s);
+  emit_at(L, st, L->depth - 1);
+  c->scratch = s;
+  return true;
+}
+
+/* Inside a reduction loop: v (just computed as id) is a candidate; store it into a row scratch
+   array, else into an output with its type and map, if one is free. */
 static void cache_store(lower *L, ir_ref v, const fz_map *m, int32_t id) {
   cand *c = find_cand(L, v, m);
-  if (!c || c->w >= 0) return;
+  if (!c || c->w >= 0 || c->scratch >= 0) return;
   const fz_kernel *k = L->k;
   const ir_type *t = ir_type_of(L->f, v);
+  if (scratch_store(L, c, t, id)) return;
   uint32_t w = c->owner;
   ir_ref wr = k->writes[w];
   if (w >= 64 || wr == k->dot || L->cached[w] || !ir_type_equal(ir_type_of(L->f, wr), t) ||
@@ -503,6 +555,11 @@ static void cache_store(lower *L, ir_ref v, const fz_map *m, int32_t id) {
 /* In the write loop: v at m loaded back from the output that cached it, or -1. */
 static int32_t from_cache(lower *L, ir_ref v, const fz_map *m) {
   cand *c = find_cand(L, v, m);
+  if (c && c->scratch >= 0) {
+    lp_ins ld = mk(LP_LOAD, ir_type_of(L->f, v)->dtype, row_offset(L, v, m), -1, -1);
+    ld.buf = scratch_buf(c->scratch);
+    return emit(L, ld);
+  }
   if (!c || c->w < 0) return -1;
   ir_ref wr = L->k->writes[c->w];
   lp_ins ld = mk(LP_LOAD, ir_type_of(L->f, v)->dtype, address(L, wr, m), -1, -1);
@@ -708,6 +765,89 @@ static jit_status gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32
   return JIT_OK;
 }
 
+static int32_t ew2(lower *L, ir_op op, jit_dtype dt, jit_dtype in_dt, int32_t a, int32_t b) {
+  lp_ins in = mk(LP_EW, dt, a, b, -1);
+  in.ew = (uint8_t)op;
+  in.in_dt = (uint8_t)in_dt;
+  return emit(L, in);
+}
+
+static int32_t bits_const(lower *L, jit_dtype ut, uint64_t v) {
+  lp_ins in = mk(LP_CONST, ut, -1, -1, -1);
+  in.imm.i = (int64_t)v;
+  return emit(L, in);
+}
+
+static int32_t cmp_u(lower *L, jit_cmp_op c, jit_dtype ut, int32_t a, int32_t b) {
+  lp_ins in = mk(LP_EW, JIT_BOOL, a, b, -1);
+  in.ew = IR_CMP;
+  in.in_dt = (uint8_t)ut;
+  in.cmp = (uint8_t)c;
+  return emit(L, in);
+}
+
+/* The bits of 2^e for a float of the width of unsigned dtype ut. */
+static uint64_t pow2_bits(jit_dtype ut, int e) {
+  return ut == JIT_U64 ? (uint64_t)(1023 + e) << 52 : (uint64_t)(127 + e) << 23;
+}
+
+/* a / b in the first write loop, for a divisor b of the row: a times 1 / b refined by one FMA
+   step (3 FMAs where a vector division takes ~8 cycles of one divider; softmax's write loop was
+   bound by it). The loop also gathers the largest and the smallest nonzero |a| so that
+   write_values can redo, dividing, the rows where a or b is outside LP_QUOT's ranges. */
+static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b) {
+  bool wide = dt == JIT_F64;
+  jit_dtype ut = wide ? JIT_U64 : JIT_U32;
+  int qb = wide ? LP_QUOT_QB64 : LP_QUOT_QB32;
+  int32_t c = ew2(L, IR_DIV, dt, dt, value_const(L, dt, 1.0), b);
+  int32_t q = emit(L, mk(LP_QUOT, dt, a, b, c));
+  lp_ins mag = mk(LP_MAG_BITS, ut, a, -1, -1);
+  mag.in_dt = (uint8_t)dt;
+  int32_t ma = emit(L, mag);
+  lp_ins mb_in = mag;
+  mb_in.a = b;
+  int32_t mb = emit(L, mb_in); /* b's check is the row's: it lands before the loop */
+  int32_t off = ew2(L, IR_SUB, ut, ut, mb, bits_const(L, ut, pow2_bits(ut, -qb)));
+  int32_t width = bits_const(L, ut, pow2_bits(ut, qb) - pow2_bits(ut, -qb));
+  int32_t b_ok = cmp_u(L, JIT_LT, ut, off, width);
+  L->quot_b_ok = L->quot_b_ok < 0 ? b_ok : ew2(L, IR_AND, JIT_BOOL, JIT_BOOL, L->quot_b_ok, b_ok);
+  if (L->quot_max[wide] < 0) { /* in the row block, before the loop (placed when it closes) */
+    lp_ins hi = mk(LP_ACC, ut, bits_const(L, ut, 0), -1, -1), lo = hi;
+    hi.ew = IR_MAX;
+    lo.a = bits_const(L, ut, wide ? UINT64_MAX : UINT32_MAX);
+    lo.ew = IR_MIN;
+    L->quot_max[wide] = emit_at(L, hi, 1);
+    L->quot_min[wide] = emit_at(L, lo, 1);
+  }
+  /* a = 0 passes: its m - 1 wraps to the largest value */
+  int32_t m1 = ew2(L, IR_SUB, ut, ut, ma, bits_const(L, ut, 1));
+  lp_ins add = mk(LP_ACC_ADD, ut, L->quot_max[wide], ma, -1);
+  add.ew = IR_MAX;
+  emit_at(L, add, L->depth - 1);
+  add.a = L->quot_min[wide];
+  add.b = m1;
+  add.ew = IR_MIN;
+  emit_at(L, add, L->depth - 1);
+  L->quot_used = true;
+  return q;
+}
+
+/* After the first write loop: whether the row must be written again, dividing. */
+static int32_t quot_redo(lower *L) {
+  int32_t bad = ew2(L, IR_NOT, JIT_BOOL, JIT_BOOL, L->quot_b_ok, -1);
+  for (int wide = 0; wide < 2; wide++) {
+    if (L->quot_max[wide] < 0) continue;
+    jit_dtype ut = wide ? JIT_U64 : JIT_U32;
+    int qa = wide ? LP_QUOT_QA64 : LP_QUOT_QA32;
+    int32_t hi = emit_at(L, mk(LP_ACC_GET, ut, L->quot_max[wide], -1, -1), 1);
+    int32_t lo = emit_at(L, mk(LP_ACC_GET, ut, L->quot_min[wide], -1, -1), 1);
+    int32_t big = cmp_u(L, JIT_GE, ut, hi, bits_const(L, ut, pow2_bits(ut, qa)));
+    int32_t small = cmp_u(L, JIT_LT, ut, lo, bits_const(L, ut, pow2_bits(ut, -qa) - 1));
+    bad = ew2(L, IR_OR, JIT_BOOL, JIT_BOOL, bad, ew2(L, IR_OR, JIT_BOOL, JIT_BOOL, big, small));
+  }
+  return bad;
+}
+
 static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out) {
   jit_status st = JIT_OK;
   /* row-level values are shared by a row's loops, except in column mode where a row dim
@@ -752,6 +892,12 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
     if (same && in->op == IR_CMP && !ir_dtype_is_float(in_dt)) {
       jit_cmp_op c = in->attr.cmp;
       id = value_const(L, JIT_BOOL, c == JIT_EQ || c == JIT_LE || c == JIT_GE);
+      goto done;
+    }
+    if (in->op == IR_DIV && L->quot_on && phase == L->write_phase && in_dt == t->dtype &&
+        (t->dtype == JIT_F32 || t->dtype == JIT_F64) && level_of(L, x[1]) <= 1 &&
+        level_of(L, x[0]) > 1) {
+      id = gen_quot(L, t->dtype, x[0], x[1]);
       goto done;
     }
     lp_ins ew = mk(LP_EW, t->dtype, x[0], x[1], x[2]);
@@ -878,8 +1024,12 @@ bool lp_same_code(const lp_func *a, const lp_func *b) {
   if (a->n_bufs != b->n_bufs || a->n_reads != b->n_reads || a->n_ins != b->n_ins ||
       a->n_blocks != b->n_blocks || a->entry != b->entry || a->row != b->row ||
       a->n_rows != b->n_rows || a->row_work != b->row_work || a->stream_mask != b->stream_mask ||
+      a->n_scratch != b->n_scratch ||
       memcmp(a->buf_dt, b->buf_dt, a->n_bufs * sizeof *a->buf_dt) != 0)
     return false;
+  for (uint32_t s = 0; s < a->n_scratch; s++)
+    if (a->scratch_len[s] != b->scratch_len[s] || a->scratch_dt[s] != b->scratch_dt[s])
+      return false;
   for (uint32_t i = 0; i < a->n_ins; i++)
     if (!same_ins(&a->ins[i], &b->ins[i])) return false;
   for (uint32_t i = 0; i < a->n_blocks; i++)
@@ -900,12 +1050,60 @@ static int cmp_ref(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static jit_status write_values(lower *L) {
+/* Opens the write loop (trip iterations; blk: the split's block, or -1) and stores every
+   element-level write in it. */
+static jit_status write_loop(lower *L, int32_t trip, int32_t blk) {
   jit_status st = JIT_OK;
   const fz_kernel *k = L->k;
-  const fz_map rm = k->write_maps[k->n_writes - 1]; /* the root's: the kernel's loop space */
   saved_nest sv;
-  bool open = false, split = false;
+  open_nest(L, 1, &trip, &sv);
+  L->write_phase = L->phase;
+  if (blk >= 0) /* the split's block: element blk * LP_BLOCK + i */
+    L->inner_idx[0] = iop(L, LP_IADD, iop(L, LP_IMUL, blk, iconst(L, LP_BLOCK)), L->inner_idx[0]);
+  for (uint32_t w = 0; w < k->n_writes; w++) {
+    ir_ref v = k->writes[w];
+    const fz_map *m = &k->write_maps[w];
+    if (v == k->dot || fz_map_row_level(m)) continue;
+    int32_t x;
+    TRY(gen(L, v, m, false, &x));
+    lp_ins stv = mk(LP_STORE, ir_type_of(L->f, v)->dtype, address(L, v, m), x, -1);
+    stv.buf = (int32_t)v;
+    emit_at(L, stv, L->depth - 1);
+  }
+fail:
+  close_nest(L, &sv);
+  return st;
+}
+
+/* Whether the write loop may divide by LP_QUOT: it then runs a second time, with divisions, on
+   the rows it flags, so it must not read what it writes (a value cached in the output row). */
+static bool quot_allowed(const lower *L) {
+  for (uint32_t i = 0; i < L->n_cand; i++)
+    if (L->cand[i].w >= 0) return false;
+  return true;
+}
+
+/* Stores the row-level writes (in the row block, after the write loop if any). */
+static jit_status write_row_values(lower *L) {
+  const fz_kernel *k = L->k;
+  for (uint32_t w = 0; w < k->n_writes; w++) {
+    ir_ref v = k->writes[w];
+    const fz_map *m = &k->write_maps[w];
+    if (v == k->dot || !fz_map_row_level(m)) continue;
+    int32_t x;
+    jit_status st = gen(L, v, m, false, &x);
+    if (st != JIT_OK) return st;
+    lp_ins stv = mk(LP_STORE, ir_type_of(L->f, v)->dtype, address(L, v, m), x, -1);
+    stv.buf = (int32_t)v;
+    emit_at(L, stv, 1);
+  }
+  return JIT_OK;
+}
+
+static jit_status write_values(lower *L) {
+  const fz_kernel *k = L->k;
+  const fz_map rm = k->write_maps[k->n_writes - 1]; /* the root's: the kernel's loop space */
+  bool split = false;
   int64_t n_inner = rm.n_inner ? rm.inner_ext[0] : 1;
   if (rm.n_inner == 1 && !has_reduce(k, L->f)) {
     int64_t rows = 1;
@@ -920,7 +1118,10 @@ static jit_status write_values(lower *L) {
     L->collecting = pass == 0;
     for (uint32_t w = 0; w < k->n_writes; w++) {
       L->walking = w;
-      if (k->writes[w] != k->dot) TRY(prewalk(L, k->writes[w], &k->write_maps[w]));
+      if (k->writes[w] != k->dot) {
+        jit_status st = prewalk(L, k->writes[w], &k->write_maps[w]);
+        if (st != JIT_OK) return st;
+      }
     }
   }
   L->collecting = false;
@@ -930,8 +1131,7 @@ static jit_status write_values(lower *L) {
   for (uint32_t w = 0; w < k->n_writes; w++)
     if (k->writes[w] != k->dot && !fz_map_row_level(&k->write_maps[w])) any_elem = true;
   if (any_elem) {
-    int32_t trip;
-    int32_t blk = -1;
+    int32_t trip, blk = -1;
     if (split) {
       blk = row_val(L, L->n_row - 1);
       int32_t start = iop(L, LP_IMUL, blk, iconst(L, LP_BLOCK));
@@ -939,38 +1139,23 @@ static jit_status write_values(lower *L) {
     } else {
       trip = iconst(L, n_inner);
     }
-    open_nest(L, 1, &trip, &sv);
-    open = true;
-    L->write_phase = L->phase;
-    if (split) L->inner_idx[0] = iop(L, LP_IADD, iop(L, LP_IMUL, blk, iconst(L, LP_BLOCK)), L->inner_idx[0]);
-  }
-  for (uint32_t w = 0; w < k->n_writes; w++) {
-    ir_ref v = k->writes[w];
-    const fz_map *m = &k->write_maps[w];
-    if (v == k->dot || fz_map_row_level(m) == any_elem) continue;
-    int32_t x;
-    TRY(gen(L, v, m, false, &x));
-    lp_ins stv = mk(LP_STORE, ir_type_of(L->f, v)->dtype, address(L, v, m), x, -1);
-    stv.buf = (int32_t)v;
-    emit_at(L, stv, L->depth - 1);
-  }
-  if (open) close_nest(L, &sv);
-  open = false;
-  if (any_elem)
-    for (uint32_t w = 0; w < k->n_writes; w++) {
-      ir_ref v = k->writes[w];
-      const fz_map *m = &k->write_maps[w];
-      if (v == k->dot || !fz_map_row_level(m)) continue;
-      int32_t x;
-      TRY(gen(L, v, m, false, &x));
-      lp_ins stv = mk(LP_STORE, ir_type_of(L->f, v)->dtype, address(L, v, m), x, -1);
-      stv.buf = (int32_t)v;
-      emit_at(L, stv, 1);
+    L->quot_on = quot_allowed(L);
+    L->quot_max[0] = L->quot_max[1] = L->quot_b_ok = -1;
+    L->quot_used = false;
+    jit_status st = write_loop(L, trip, blk);
+    L->quot_on = false;
+    if (st == JIT_OK && L->quot_used) {
+      /* the rows where a quotient may be off are written again, dividing: trip * redo */
+      lp_ins cv = mk(LP_EW, JIT_I64, quot_redo(L), -1, -1);
+      cv.ew = IR_CONVERT;
+      cv.in_dt = JIT_BOOL;
+      st = write_loop(L, iop(L, LP_IMUL, emit(L, cv), trip), blk);
     }
+    if (st != JIT_OK) return st;
+  }
+  jit_status st = write_row_values(L);
+  if (st != JIT_OK) return st;
   return L->oom ? jit_error(JIT_ENOMEM, "codegen: out of memory") : JIT_OK;
-fail:
-  if (open) close_nest(L, &sv);
-  return st;
 }
 
 /* ---- column reductions ------------------------------------------------------------------------
@@ -1202,7 +1387,8 @@ static void add_row_prefetch(lower *L) {
     int32_t r;
     bool seen = false;
     for (int j = 0; j < n_done; j++) seen |= done[j] == ld.buf;
-    if (ld.op != LP_LOAD || seen || bytes < LP_PREFETCH_MIN || bytes > LP_PREFETCH_MAX ||
+    if (ld.op != LP_LOAD || ld.buf < 0 || seen || bytes < LP_PREFETCH_MIN ||
+        bytes > LP_PREFETCH_MAX ||
         (double)bytes * (double)lf->n_rows < LP_PREFETCH_TOTAL ||
         !row_major_index(lf, ld.a, loop.b, c, &r))
       continue;
@@ -1219,6 +1405,39 @@ static void add_row_prefetch(lower *L) {
     pf.imm.i = c;
     insert_row(L, pf, &at);
     done[n_done++] = ld.buf;
+  }
+}
+
+/* A value cached in a row scratch array that the write loop never loaded back (it loaded a
+   value computed from it, cached too) loses its stores and its array. */
+static void drop_unread_scratch(lower *L) {
+  lp_func *lf = L->lf;
+  bool read[LP_MAX_SCRATCH] = {false};
+  for (uint32_t i = 0; i < lf->n_ins; i++)
+    if (lf->ins[i].op == LP_LOAD && lf->ins[i].buf <= -2) read[-2 - lf->ins[i].buf] = true;
+  int32_t to[LP_MAX_SCRATCH];
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < lf->n_scratch; s++) {
+    to[s] = read[s] ? (int32_t)n : -1;
+    if (read[s]) {
+      lf->scratch_len[n] = lf->scratch_len[s];
+      lf->scratch_dt[n++] = lf->scratch_dt[s];
+    }
+  }
+  lf->n_scratch = n;
+  for (uint32_t bi = 0; bi < lf->n_blocks; bi++) {
+    lp_block *b = &lf->blocks[bi];
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < b->n; j++) {
+      lp_ins *in = &lf->ins[b->ins[j]];
+      if ((in->op == LP_LOAD || in->op == LP_STORE) && in->buf <= -2) {
+        int32_t s = to[-2 - in->buf];
+        if (s < 0) continue; /* a store nothing reads */
+        in->buf = scratch_buf(s);
+      }
+      b->ins[k++] = b->ins[j];
+    }
+    b->n = k;
   }
 }
 
@@ -1256,6 +1475,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   if (p->f->ins[k->root].op == IR_SCATTER) TRY(write_scatter(&L));
   else if (column_mode(&L)) TRY(write_columns(&L));
   else TRY(write_values(&L));
+  drop_unread_scratch(&L);
   L.lf->row_work = block_work(L.lf, L.lf->row);
   add_row_prefetch(&L);
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
@@ -1276,6 +1496,10 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   for (uint32_t i = 0; i < lf->n_ins; i++) {
     lp_ins *in = &lf->ins[i];
     if (in->op != LP_LOAD && in->op != LP_STORE && in->op != LP_PREFETCH) continue;
+    if (in->buf < 0) { /* row scratch s: after the buffers */
+      in->buf = (int32_t)nb + (-2 - in->buf);
+      continue;
+    }
     /* a load may read a write's buffer: a value cached in the output row */
     uint32_t lo = in->op == LP_STORE ? lf->n_reads : 0, hi = nb;
     int32_t found = -1;

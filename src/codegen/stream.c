@@ -151,9 +151,10 @@ jit_status cg_stream_stores(LLVMModuleRef m, const char *fn_name, uint64_t buf_m
   LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 1, 0));
   LLVMValueRef nt_md = LLVMMetadataAsValue(c, LLVMMDNodeInContext2(c, &one, 1));
   LLVMTargetDataRef td = LLVMGetModuleDataLayout(m);
-  /* a buffer the kernel also reads (softmax keeps exp(x - max) in its output and divides it in
-     place) is left alone: streaming its stores would send them to memory just before they are
-     read back (W2 0.45 -> 0.61 ns per element); the gain is only for lines written and not read */
+  /* a buffer the kernel also reads (a softmax over rows too long for a row scratch array keeps
+     exp(x - max) in its output and divides it in place) is left alone: streaming its stores
+     would send them to memory just before they are read back (W2 0.45 -> 0.61 ns per element);
+     the gain is only for lines written and not read */
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
     for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
       uint64_t align = 0;

@@ -469,21 +469,10 @@ static jit_status add_scans_before(builder *B, ir_ref before, ir_ref *next) {
   return JIT_OK;
 }
 
-/* Per-element math that makes a kernel compute-bound wherever it was measured (W1: 1.6 ns of
-   tanh and exp per element on a Zen 3 core against 0.25 ns to move its bytes). */
-static bool is_transcendental(uint8_t op) {
-  switch (op) {
-  case IR_EXP: case IR_LOG: case IR_TANH: case IR_LOGISTIC: case IR_SIN: case IR_COS:
-  case IR_ERF: case IR_POW: case IR_LOG1P: case IR_EXPM1: case IR_ERF_INV: case IR_ATAN2:
-  case IR_REM: return true;
-  default: return false;
-  }
-}
-
 /* The written buffers of lf whose stores may stream (bit k: bufs[k]): when it writes
-   EXEC_STREAM_MIN bytes or more, those it does not read back (softmax keeps exp(x - max) in its
-   output), unless its math bounds it anyway. A candidate costs a second copy of the kernel for
-   LLVM (W1's compile took 36 instead of 21 ms), so only kernels that can gain get one. */
+   EXEC_STREAM_MIN bytes or more, those it does not read back (a row too long for a row scratch
+   array keeps a value in its output row, lower.c). Kernels bound by their math stream too: W1
+   measured the same both ways, and the bandwidth they leave is the other core's. */
 static uint64_t stream_candidates(const ir_func *f, const lp_func *lf) {
   if (lf->n_bufs > 64) return 0;
   size_t written = 0;
@@ -496,7 +485,6 @@ static uint64_t stream_candidates(const ir_func *f, const lp_func *lf) {
   for (uint32_t i = 0; i < lf->n_ins; i++) {
     const lp_ins *in = &lf->ins[i];
     if (in->op == LP_LOAD && in->buf >= 0 && in->buf < 64) mask &= ~((uint64_t)1 << in->buf);
-    if (in->op == LP_EW && is_transcendental(in->ew)) return 0;
   }
   return mask;
 }
