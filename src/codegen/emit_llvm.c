@@ -524,10 +524,11 @@ static LLVMValueRef combine(le *e, const lp_ins *in, LLVMValueRef acc, LLVMValue
    interleaving doubles or quadruples loops whose bodies hold inline polynomials (and the time to
    compile them) for no gain in memory-bound loops; measured on W1-W3, one vector per iteration
    was as fast or faster (folding the tail into masked iterations instead was 2-3x slower). A
-   loop that accumulates is the exception: with one vector of partial sums it runs at the add's
-   latency (3-4 cycles a vector), so it keeps REDUCE_IC vectors of them, enough to cover the
-   latency on two add pipes (one Zen 3 core, rows in L2: W3 0.38 -> 0.26 ns per element, W2
-   0.78 -> 0.66; 8 vectors were no faster for W3 and slower for W2). A tail loop is neither
+   loop that accumulates floats is the exception: with one vector of partial sums it runs at
+   the add's latency (3-4 cycles a vector), so it keeps REDUCE_IC vectors of them, enough to
+   cover the latency on two add pipes (one Zen 3 core, rows in L2: W3 0.38 -> 0.26 ns per
+   element, W2 0.78 -> 0.66; 8 vectors were no faster for W3 and slower for W2); integer max and
+   min (LP_QUOT's range checks) take a cycle and keep one. A tail loop is neither
    vectorized nor unrolled. Nor does a loop of fewer than REDUCE_MIN_TRIP iterations known at
    compile time keep several vectors: it has too few elements for them, and LLVM 19 then folds
    the tail into masked lanes whose scalar code it sinks lane by lane, for minutes on a long body
@@ -587,9 +588,14 @@ static void emit_for(le *e, const lp_ins *in) {
   bool innermost = true, reduces = false;
   for (uint32_t k = 0; k < bl->n; k++) {
     innermost &= e->lf->ins[bl->ins[k]].op != LP_FOR;
-    reduces |= e->lf->ins[bl->ins[k]].op == LP_ACC_ADD;
+    /* float accumulators, bound by the add's latency; LP_QUOT's integer max/min are not */
+    reduces |= e->lf->ins[bl->ins[k]].op == LP_ACC_ADD && is_f(e->lf->ins[bl->ins[k]].dt);
   }
   LLVMValueRef zero = LLVMConstInt(e->i64, 0, 0), trip = e->val[in->a];
+  if (in->imm.i == 1) { /* seldom run: one scalar loop, as a tail */
+    emit_loop(e, in, zero, trip, true, false);
+    return;
+  }
   if (!innermost || LLVMIsConstant(trip)) {
     emit_loop(e, in, zero, trip, false, innermost && reduces);
     return;

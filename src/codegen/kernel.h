@@ -126,7 +126,8 @@ typedef enum lp_op {
   LP_ACC,     /* an accumulator of dtype dt combining with ew (add/max/min), set to a */
   LP_ACC_ADD, /* accumulator a = ew(a, b) */
   LP_ACC_GET, /* accumulator a's value (rounded to dt) */
-  LP_FOR,     /* run block body with LP_VAR b from 0 to trip count a - 1 */
+  LP_FOR,     /* run block body with LP_VAR b from 0 to trip count a - 1; imm.i = 1: a loop that
+                 seldom runs (a row written again, lower.c), compiled small, not vectorized */
   LP_PREFETCH, /* a hint: bring elements [a, a + imm.i) of bufs[buf] (of dtype dt) into the cache;
                   a may be past the buffer's end (nothing is read or faults) */
   LP_QUOT,    /* a / b given c = 1 / b (dt f32 or f64): q = a c refined by one FMA step, q + (a -

@@ -1050,13 +1050,14 @@ static int cmp_ref(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Opens the write loop (trip iterations; blk: the split's block, or -1) and stores every
-   element-level write in it. */
-static jit_status write_loop(lower *L, int32_t trip, int32_t blk) {
+/* Opens the write loop (trip iterations; blk: the split's block, or -1; seldom: it seldom runs)
+   and stores every element-level write in it. */
+static jit_status write_loop(lower *L, int32_t trip, int32_t blk, bool seldom) {
   jit_status st = JIT_OK;
   const fz_kernel *k = L->k;
   saved_nest sv;
   open_nest(L, 1, &trip, &sv);
+  if (seldom && !L->oom) L->lf->ins[L->fors[2]].imm.i = 1;
   L->write_phase = L->phase;
   if (blk >= 0) /* the split's block: element blk * LP_BLOCK + i */
     L->inner_idx[0] = iop(L, LP_IADD, iop(L, LP_IMUL, blk, iconst(L, LP_BLOCK)), L->inner_idx[0]);
@@ -1142,14 +1143,14 @@ static jit_status write_values(lower *L) {
     L->quot_on = quot_allowed(L);
     L->quot_max[0] = L->quot_max[1] = L->quot_b_ok = -1;
     L->quot_used = false;
-    jit_status st = write_loop(L, trip, blk);
+    jit_status st = write_loop(L, trip, blk, false);
     L->quot_on = false;
     if (st == JIT_OK && L->quot_used) {
       /* the rows where a quotient may be off are written again, dividing: trip * redo */
       lp_ins cv = mk(LP_EW, JIT_I64, quot_redo(L), -1, -1);
       cv.ew = IR_CONVERT;
       cv.in_dt = JIT_BOOL;
-      st = write_loop(L, iop(L, LP_IMUL, emit(L, cv), trip), blk);
+      st = write_loop(L, iop(L, LP_IMUL, emit(L, cv), trip), blk, true);
     }
     if (st != JIT_OK) return st;
   }
