@@ -115,14 +115,21 @@ static bool compare(const char *what, const ir_type *t, const void *got, const v
   return bad == 0;
 }
 
-/* Appends f's C dump to c_all with its kernels renamed p<N>_k<i>. */
-static void collect_c(const ir_func *f) {
+/* f's C dump (every kernel), for what lowering chose. */
+static char *c_dump(const ir_func *f) {
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&text, &len);
   assert_non_null(m);
   assert_int_equal(exec_dump(ctx, f, JIT_DUMP_C, m), JIT_OK);
   fclose(m);
+  return text;
+}
+
+/* Appends f's C dump to c_all with its kernels renamed p<N>_k<i>. */
+static void collect_c(const ir_func *f) {
+  char *text = c_dump(f);
+  size_t len = strlen(text);
   assert_true(len >= prelude_len);
   char pre[16];
   snprintf(pre, sizeof pre, "p%d_k", n_progs);
@@ -552,17 +559,6 @@ static void test_dot_epilogue(void **state) {
       "  %y2 = add %y, %bb2 : f32[8,4]\n"
       "  return %y2, %h\n}\n",
       false, true, false, 101); /* matmul kernels accumulate in f32 (interpreter: double) */
-}
-
-/* f's C dump (every kernel), for what lowering chose. */
-static char *c_dump(const ir_func *f) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&text, &len);
-  assert_non_null(m);
-  assert_int_equal(exec_dump(ctx, f, JIT_DUMP_C, m), JIT_OK);
-  fclose(m);
-  return text;
 }
 
 /* A row kernel keeps a transcendental value its reduction loop computed for the write loop in a
