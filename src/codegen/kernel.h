@@ -192,10 +192,11 @@ typedef struct lp_func {
   jit_dtype scratch_dt[LP_MAX_SCRATCH];
 } lp_func;
 
-/* Lowers kernel ki of p. *out is NULL when the kernel has nothing to loop over (a dot without
+/* Lowers kernel ki of p. fma: the target has fused multiply-add (LP_QUOT, which needs it exact,
+   is used only then). *out is NULL when the kernel has nothing to loop over (a dot without
    epilogue). JIT_EUNSUPPORTED when an op/dtype has no compiled form (the kernel is then
    interpreted); JIT_ENOMEM. */
-jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out);
+jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out);
 void lp_free(lp_func *lf);
 /* Whether a and b are the same code but for their names (and the IR values their buffers hold):
    one function can run both. */

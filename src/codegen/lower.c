@@ -69,6 +69,7 @@ typedef struct lower {
   bool column;            /* column mode (write_columns) */
   bool cached[64];        /* cached[w]: write w's row holds a value cached by a reduction loop */
   int64_t scratch_bytes;  /* of the row scratch arrays so far */
+  bool fma;               /* the target has exact fused multiply-adds (LP_QUOT needs them) */
   bool quot_on;           /* the write loop divides by a row's divisor with LP_QUOT (gen_quot) */
   bool quot_used;
   int32_t quot_max[2], quot_min[2]; /* f32, f64: accumulators of |a|'s bits and of those - 1 */
@@ -1077,8 +1078,10 @@ fail:
 }
 
 /* Whether the write loop may divide by LP_QUOT: it then runs a second time, with divisions, on
-   the rows it flags, so it must not read what it writes (a value cached in the output row). */
+   the rows it flags, so it must not read what it writes (a value cached in the output row).
+   Without FMA instructions llvm.fma is emulated to within an ulp (fma_expand.c): no LP_QUOT. */
 static bool quot_allowed(const lower *L) {
+  if (!L->fma) return false;
   for (uint32_t i = 0; i < L->n_cand; i++)
     if (L->cand[i].w >= 0) return false;
   return true;
@@ -1442,7 +1445,7 @@ static void drop_unread_scratch(lower *L) {
   }
 }
 
-jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
+jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
   jit_status st = JIT_OK;
   *out = NULL;
   const fz_kernel *k = &p->kernels[ki];
@@ -1472,6 +1475,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, lp_func **out) {
   L.stack[0] = L.lf->entry;
   L.stack[1] = L.lf->row;
   L.depth = 2;
+  L.fma = fma;
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
   if (p->f->ins[k->root].op == IR_SCATTER) TRY(write_scatter(&L));
   else if (column_mode(&L)) TRY(write_columns(&L));

@@ -505,7 +505,7 @@ static jit_status make_steps(builder *B, lp_func **lfs) {
         continue;
       }
     }
-    st = lp_lower(p, ki, &lfs[ki]);
+    st = lp_lower(p, ki, B->e->ctx->jit && cg_jit_target(B->e->ctx->jit)->fma, &lfs[ki]);
     if (st == JIT_EUNSUPPORTED) {
       jit_error_clear(); /* not a failure of the call: the interpreter runs this kernel */
       /* the whole kernel through the interpreter (its dot, if any, with it) */
