@@ -585,12 +585,13 @@ static void test_row_scratch(void **state) {
 
 /* ---- division by a row's divisor (lower.c gen_quot) -------------------------------------------- */
 static const char quot_ir[] =
-    "func @quot(%x: DT[ROWS,COLS], %s: DT[ROWS]) -> (DT[ROWS,COLS], DT[ROWS,COLS]) {\n"
+    "func @quot(%x: DT[ROWS,COLS], %s: DT[ROWS]) -> (DT[ROWS,COLS], DT[ROWS,COLS], DT[ROWS,COLS]) {\n"
     "  %sb = broadcast %s dims=[0] : DT[ROWS,COLS]\n"
     "  %y = div %x, %sb : DT[ROWS,COLS]\n"
     "  %c = const 3 : DT[ROWS,COLS]\n"
     "  %z = div %x, %c : DT[ROWS,COLS]\n"
-    "  return %y, %z\n}\n";
+    "  %w = sub %y, %x : DT[ROWS,COLS]\n" /* a quotient read by another op, not only stored */
+    "  return %y, %z, %w\n}\n";
 
 static double random_bits_float(jit_dtype dt, uint64_t *s) {
   uint64_t u = rng(s);
@@ -637,13 +638,30 @@ static void quot_row(jit_dtype dt, int64_t r, int64_t cols, uint64_t *s, double 
   }
 }
 
+/* f16/bf16 quotients are f32 quotients rounded to the dtype (kernel.h): quot_ir's results as
+   the compiled code defines them, where the interpreter divides in double. */
+static void want_narrow_quot(jit_dtype dt, int64_t rows, int64_t cols, void *const *args,
+                             void **want) {
+  for (int64_t r = 0; r < rows; r++) {
+    float b = (float)ir_load_f64(dt, args[1], r);
+    for (int64_t k = 0; k < cols; k++) {
+      float a = (float)ir_load_f64(dt, args[0], r * cols + k);
+      ir_store_f64(dt, want[0], r * cols + k, a / b);
+      float y = (float)ir_load_f64(dt, want[0], r * cols + k);
+      ir_store_f64(dt, want[1], r * cols + k, a / 3.0f);
+      ir_store_f64(dt, want[2], r * cols + k, y - a);
+    }
+  }
+}
+
 /* Quotients by a row's divisor and by a constant take three FMAs, not a division; the results
    are the divisions' bit for bit, in rows where every value is in range and in rows where one
    is not (which are written again, dividing). */
 static void test_row_divisor_quotients(void **state) {
   (void)state;
   static const struct { jit_dtype dt; int64_t r, c; } cases[] = {
-      {JIT_F32, 40, 203}, {JIT_F64, 40, 203}, {JIT_F32, 10, 4100}, {JIT_F32, 2, 20000}};
+      {JIT_F32, 40, 203}, {JIT_F64, 40, 203}, {JIT_F32, 10, 4100}, {JIT_F32, 2, 20000},
+      {JIT_BF16, 40, 203}, {JIT_F16, 40, 203}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     jit_dtype dt = cases[i].dt;
     int64_t rows = cases[i].r, cols = cases[i].c;
@@ -655,6 +673,7 @@ static void test_row_divisor_quotients(void **state) {
     char *c = c_dump(f);
     bool fma = ctx->jit && cg_jit_target(ctx->jit)->fma;
     assert_int_equal(strstr(c, dt == JIT_F64 ? "tjit_quot_f64(v" : "tjit_quot_f32(v") != NULL, fma);
+    if (fma && dt == JIT_BF16) assert_non_null(strstr(c, "tjit_rnd_bf16(tjit_quot_f32(v"));
     free(c);
     size_t es = jit_dtype_size(dt);
     void *args[2] = {malloc((size_t)(rows * cols) * es), malloc((size_t)rows * es)};
@@ -668,7 +687,30 @@ static void test_row_divisor_quotients(void **state) {
       for (int64_t k = 0; k < cols; k++) ir_store_f64(dt, args[0], r * cols + k, row[k]);
       ir_store_f64(dt, args[1], r, sv);
     }
-    bool ok = check_args(f, args, NULL, f->name);
+    bool ok;
+    if (dt == JIT_F32 || dt == JIT_F64) {
+      ok = check_args(f, args, NULL, f->name);
+    } else {
+      const ir_type *t = ir_type_of(f, f->results[0]);
+      void *want[3], *got[3];
+      for (int k = 0; k < 3; k++) {
+        want[k] = malloc(type_bytes(t));
+        got[k] = malloc(type_bytes(t));
+        assert_true(want[k] && got[k]);
+      }
+      want_narrow_quot(dt, rows, cols, args, want);
+      exec *e = NULL;
+      exec_stats st;
+      assert_int_equal(exec_build(ctx, f, &e, &st), JIT_OK);
+      assert_int_equal(exec_run(e, (const void *const *)args, got), JIT_OK);
+      exec_free(e);
+      ok = compare("quot: y", t, got[0], want[0], true) &&
+           compare("quot: z", t, got[1], want[1], true) && compare("quot: w", t, got[2], want[2], true);
+      for (int k = 0; k < 3; k++) {
+        free(want[k]);
+        free(got[k]);
+      }
+    }
     free(args[0]);
     free(args[1]);
     free(row);

@@ -494,8 +494,11 @@ static void put_ins(cw *w, int32_t id, int depth) {
     fputs("}\n", o);
     return;
   case LP_QUOT:
-    fprintf(o, "%s v%d = tjit_quot_%s(v%d, v%d, v%d);\n", ctype(d), id,
-            d == JIT_F64 ? "f64" : "f32", in->a, in->b, in->c);
+    fprintf(o, "%s v%d = ", ctype(d), id);
+    open_round(w, d);
+    fprintf(o, "tjit_quot_%s(v%d, v%d, v%d)", d == JIT_F64 ? "f64" : "f32", in->a, in->b, in->c);
+    close_round(w, d);
+    fputs(";\n", o);
     return;
   case LP_MAG_BITS:
     if (in->in_dt == JIT_F64)

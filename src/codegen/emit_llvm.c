@@ -696,7 +696,7 @@ static void emit_ins(le *e, int32_t id) {
   }
   case LP_FOR: emit_for(e, in); return;
   case LP_PREFETCH: emit_prefetch(e, in, x); return;
-  case LP_QUOT: r = quot(e, x, y, e->val[in->c]); break;
+  case LP_QUOT: r = round_to(e, d, quot(e, x, y, e->val[in->c])); break;
   case LP_MAG_BITS: {
     bool wide = in->in_dt == JIT_F64;
     LLVMTypeRef it = wide ? e->i64 : e->i32;

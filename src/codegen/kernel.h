@@ -130,9 +130,10 @@ typedef enum lp_op {
                  seldom runs (a row written again, lower.c), compiled small, not vectorized */
   LP_PREFETCH, /* a hint: bring elements [a, a + imm.i) of bufs[buf] (of dtype dt) into the cache;
                   a may be past the buffer's end (nothing is read or faults) */
-  LP_QUOT,    /* a / b given c = 1 / b (dt f32 or f64): q = a c refined by one FMA step, q + (a -
-                 b q) c (Markstein), with q's sign; equal to a / b where a and b are in
-                 LP_QUOT's ranges (below), not always elsewhere */
+  LP_QUOT,    /* a / b given c = 1 / b (f32 or f64; for dt f16/bf16 computed in f32 and rounded):
+                 q = a c refined by one FMA step, q + (a - b q) c (Markstein), with q's sign;
+                 equal to a / b where a and b are in LP_QUOT's ranges (below), not always
+                 elsewhere */
   LP_MAG_BITS, /* the bits of |a| (in_dt f32 or f64) as an unsigned integer of its width (dt) */
   LP_N_OPS
 } lp_op;

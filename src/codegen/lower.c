@@ -798,12 +798,12 @@ static uint64_t pow2_bits(jit_dtype ut, int e) {
    write_values can redo, dividing, the rows where a or b is outside LP_QUOT's ranges. */
 static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b) {
   bool wide = dt == JIT_F64;
-  jit_dtype ut = wide ? JIT_U64 : JIT_U32;
+  jit_dtype ut = wide ? JIT_U64 : JIT_U32, ft = wide ? JIT_F64 : JIT_F32; /* f16/bf16: in f32 */
   int qb = wide ? LP_QUOT_QB64 : LP_QUOT_QB32;
-  int32_t c = ew2(L, IR_DIV, dt, dt, value_const(L, dt, 1.0), b);
+  int32_t c = ew2(L, IR_DIV, ft, ft, value_const(L, ft, 1.0), b);
   int32_t q = emit(L, mk(LP_QUOT, dt, a, b, c));
   lp_ins mag = mk(LP_MAG_BITS, ut, a, -1, -1);
-  mag.in_dt = (uint8_t)dt;
+  mag.in_dt = (uint8_t)ft;
   int32_t ma = emit(L, mag);
   lp_ins mb_in = mag;
   mb_in.a = b;
@@ -896,7 +896,7 @@ static jit_status gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
       goto done;
     }
     if (in->op == IR_DIV && L->quot_on && phase == L->write_phase && in_dt == t->dtype &&
-        (t->dtype == JIT_F32 || t->dtype == JIT_F64) && level_of(L, x[1]) <= 1 &&
+        ir_dtype_is_float(t->dtype) && level_of(L, x[1]) <= 1 &&
         level_of(L, x[0]) > 1) {
       id = gen_quot(L, t->dtype, x[0], x[1]);
       goto done;
