@@ -10,7 +10,6 @@
 #include "codegen/kernel.h"
 #include "runtime/error.h"
 
-
 static const char prelude[] =
     "#include <math.h>\n"
     "#include <stdint.h>\n"

@@ -71,8 +71,8 @@ typedef struct lower {
   int64_t scratch_bytes;  /* of the row scratch arrays so far */
   bool fma;               /* the target has exact fused multiply-adds (LP_QUOT needs them) */
   bool quot_on;           /* the write loop divides by a row's divisor with LP_QUOT (gen_quot) */
-  bool quot_used;
-  int32_t quot_max[2], quot_min[2]; /* f32, f64: accumulators of |a|'s bits and of those - 1 */
+  int32_t quot_max[2], quot_min[2]; /* f32, f64: accumulators of |a|'s bits and of those - 1,
+                                       or -1 (no LP_QUOT of that width yet) */
   int32_t quot_b_ok;      /* whether every divisor is in LP_QUOT's range (bool) */
   bool collecting;        /* prewalk's first pass: finding candidates, generating nothing */
   uint32_t walking;       /* the write whose value prewalk is walking */
@@ -829,7 +829,6 @@ static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b) {
   add.b = m1;
   add.ew = IR_MIN;
   emit_at(L, add, L->depth - 1);
-  L->quot_used = true;
   return q;
 }
 
@@ -1145,10 +1144,9 @@ static jit_status write_values(lower *L) {
     }
     L->quot_on = quot_allowed(L);
     L->quot_max[0] = L->quot_max[1] = L->quot_b_ok = -1;
-    L->quot_used = false;
     jit_status st = write_loop(L, trip, blk, false);
     L->quot_on = false;
-    if (st == JIT_OK && L->quot_used) {
+    if (st == JIT_OK && (L->quot_max[0] >= 0 || L->quot_max[1] >= 0)) {
       /* the rows where a quotient may be off are written again, dividing: trip * redo */
       lp_ins cv = mk(LP_EW, JIT_I64, quot_redo(L), -1, -1);
       cv.ew = IR_CONVERT;
