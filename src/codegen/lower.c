@@ -279,17 +279,22 @@ static int32_t dim_index(lower *L, const fz_map *m, int d) {
   return iop(L, LP_IADD, iop(L, LP_IMUL, base, iconst(L, m->scale[d])), iconst(L, m->off[d]));
 }
 
-/* The element offset of value v (of v's own shape) read at m. */
-static int32_t address(lower *L, ir_ref v, const fz_map *m) {
+/* The element offset of value v (of v's own shape) read at m; row_part: within the row's part
+   of v only (its dims that follow inner loops, as one array of their extents: a row scratch
+   array's index). */
+static int32_t offset_in(lower *L, ir_ref v, const fz_map *m, bool row_part) {
   const ir_type *t = ir_type_of(L->f, v);
   int32_t a = iconst(L, 0);
   int64_t stride = 1;
   for (int d = t->rank; d-- > 0;) {
+    if (row_part && (m->src[d] == FZ_CONST || m->src[d] >= 0)) continue;
     if (t->dims[d] != 1) a = iop(L, LP_IADD, a, iop(L, LP_IMUL, dim_index(L, m, d), iconst(L, stride)));
     stride *= t->dims[d];
   }
   return a;
 }
+
+static int32_t address(lower *L, ir_ref v, const fz_map *m) { return offset_in(L, v, m, false); }
 
 /* ---- loop nests -------------------------------------------------------------------------------- */
 
@@ -499,19 +504,6 @@ static int64_t row_len(const ir_type *t, const fz_map *m) {
   return n;
 }
 
-/* The offset of the element of v at m in a row scratch array of row_len elements. */
-static int32_t row_offset(lower *L, ir_ref v, const fz_map *m) {
-  const ir_type *t = ir_type_of(L->f, v);
-  int32_t a = iconst(L, 0);
-  int64_t stride = 1;
-  for (int d = t->rank; d-- > 0;) {
-    if (m->src[d] == FZ_CONST || m->src[d] >= 0) continue;
-    if (t->dims[d] != 1) a = iop(L, LP_IADD, a, iop(L, LP_IMUL, dim_index(L, m, d), iconst(L, stride)));
-    stride *= t->dims[d];
-  }
-  return a;
-}
-
 /* Scratch array s is named by buffer -2 - s until lp_lower numbers the buffers. */
 static int32_t scratch_buf(int32_t s) { return -2 - s; }
 
@@ -526,7 +518,7 @@ static bool scratch_store(lower *L, cand *c, const ir_type *t, int32_t id) {
   lf->scratch_len[s] = len;
   lf->scratch_dt[s] = t->dtype;
   L->scratch_bytes += bytes;
-  lp_ins st = mk(LP_STORE, t->dtype, row_offset(L, c->v, &c->m), id, -1);
+  lp_ins st = mk(LP_STORE, t->dtype, offset_in(L, c->v, &c->m, true), id, -1);
   st.buf = scratch_buf(s);
   emit_at(L, st, L->depth - 1);
   c->scratch = s;
@@ -557,7 +549,7 @@ static void cache_store(lower *L, ir_ref v, const fz_map *m, int32_t id) {
 static int32_t from_cache(lower *L, ir_ref v, const fz_map *m) {
   cand *c = find_cand(L, v, m);
   if (c && c->scratch >= 0) {
-    lp_ins ld = mk(LP_LOAD, ir_type_of(L->f, v)->dtype, row_offset(L, v, m), -1, -1);
+    lp_ins ld = mk(LP_LOAD, ir_type_of(L->f, v)->dtype, offset_in(L, v, m, true), -1, -1);
     ld.buf = scratch_buf(c->scratch);
     return emit(L, ld);
   }
