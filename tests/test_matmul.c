@@ -20,6 +20,7 @@
 
 #include "codegen/core_dot.h"
 #include "codegen/gemm_core.h"
+#include "codegen/gemm_skinny.h"
 #include "codegen/llvm_jit.h"
 #include "codegen/matmul.h"
 #include "ir/ir.h"
@@ -34,6 +35,7 @@ static int g_vec_bytes; /* the register tile's vector size under test; 0: the ta
 static int g_core_checks[2]; /* kernels of the precompiled core checked against generated ones */
 static int g_team_checks[2]; /* of them, run by a team sharing its packed rhs (gemm_core.h) */
 static int g_pairs_checks;    /* bf16 dots by vdpbf16ps checked against the f32 kernel's */
+static int g_skinny_checks;   /* AVX-512 core kernels of a few columns, unpacked (gemm_skinny.h) */
 static bool g_core_expected[2]; /* a group ran where the core's kernels are checked */
 
 /* The vector size of the target the JIT generates for ($TJIT_CPU, $TJIT_VECTOR_WIDTH). */
@@ -241,6 +243,9 @@ static void check_core_same(const cg_matmul_desc *d, void **bufs, int out, const
   build_core(d, &lib, &fn);
   if (!fn) return;
   g_core_checks[d->vec_bytes == 64]++;
+  gemm_core_plan cp;
+  if (cg_matmul_core_plan(d, &cp) && gemm_skinny_applies(&cp, (int)jit_dtype_size(d->lhs.dtype)))
+    g_skinny_checks++;
   check_bits(d, fn, bufs, out, want, ob, rows);
   cg_dylib_free(lib);
   core_dot_free(g_core_dot);
@@ -511,6 +516,37 @@ static void test_team_shapes(void **state) {
   }
 }
 
+/* Up to two strips of columns (NR < N <= 2 NR: the AVX-512 core runs them unpacked, as
+   gemm_skinny.h): edge rows of its 6-row tiles and 48-row groups, partial last vectors (one or
+   two of four), k past its 128-k passes and past a K block (partial sums in the output), a
+   batch, f32 and f64. */
+static void test_skinny_shapes(void **state) {
+  (void)state;
+  static const int64_t f32[][3] = {{1, 1, 33},     {5, 7, 48},     {6, 129, 49},  {47, 300, 64},
+                                   {100, 1100, 40}, {13, 2100, 64}, {55, 128, 63}};
+  static const int64_t f64[][3] = {{7, 13, 17}, {49, 1030, 32}, {30, 129, 24}, {2, 300, 31}};
+  for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++) {
+    mcase c = mat(JIT_F32, f32[i][0], f32[i][1], f32[i][2]);
+    run_case(&c);
+  }
+  for (size_t i = 0; i < sizeof f64 / sizeof *f64; i++) {
+    mcase c = mat(JIT_F64, f64[i][0], f64[i][1], f64[i][2]);
+    run_case(&c);
+  }
+  mcase c;
+  memset(&c, 0, sizeof c);
+  c.dt = JIT_F32;
+  c.lt = ty(JIT_F32, 3, (int64_t[]){3, 50, 140});
+  c.rt = ty(JIT_F32, 3, (int64_t[]){3, 140, 45});
+  c.dd.n_batch = 1;
+  c.dd.lhs_batch[0] = 0;
+  c.dd.rhs_batch[0] = 0;
+  c.dd.n_contract = 1;
+  c.dd.lhs_contract[0] = 2;
+  c.dd.rhs_contract[0] = 1;
+  run_case(&c);
+}
+
 static void test_large(void **state) {
   (void)state;
   mcase c = mat(JIT_F32, 512, 1024, 512);
@@ -721,6 +757,8 @@ static void test_epilogue(void **state) {
   run_epilogue(5, 7, 3, JIT_F32);
   run_epilogue(530, 1030, 35, JIT_BF16); /* partial sums in scratch, rows in chunks */
   run_epilogue(20, 30, 40, JIT_BOOL);
+  run_epilogue(53, 1100, 40, JIT_F32); /* unpacked on AVX-512 (gemm_skinny.h), two K blocks */
+  run_epilogue(50, 200, 64, JIT_F32);
 }
 
 /* ---- bad descriptions
@@ -896,7 +934,7 @@ int main(void) {
   const struct CMUnitTest tiles[] = {
       cmocka_unit_test(test_small_shapes), cmocka_unit_test(test_primes_and_blocks),
       cmocka_unit_test(test_large),        cmocka_unit_test(test_layouts),
-      cmocka_unit_test(test_team_shapes),
+      cmocka_unit_test(test_team_shapes),  cmocka_unit_test(test_skinny_shapes),
       cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_epilogue),
   };
   static const struct {
@@ -916,6 +954,10 @@ int main(void) {
               g_core_checks[wide], wide ? "AVX-512" : "AVX2", g_team_checks[wide]);
       failed++;
     }
+  if (g_core_expected[1] && g_skinny_checks < 12) {
+    fprintf(stderr, "only %d dots of a few columns (gemm_skinny.h) were checked\n", g_skinny_checks);
+    failed++;
+  }
   if (g_core_expected[1] && gemm_core_pairs_run_here() && g_pairs_checks < 4) {
     fprintf(stderr, "only %d bf16 dots by vdpbf16ps were checked\n", g_pairs_checks);
     failed++;

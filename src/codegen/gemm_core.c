@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen/gemm_skinny.h"
 #include "ir/ir.h"
 
 #define CORE __attribute__((target("avx2,fma")))
@@ -498,16 +499,19 @@ DEFINE_CORE(CORE512, float, float, uint16_t, bf16_512, tile_f32_512, MR512, 32, 
 DEFINE_CORE(CORE512BF, uint32_t, float, uint16_t, bf16dp_512, tile_bf16dp_512, MR512, 32,
             KSTEPS_PAIRS)
 
-/* The entries pick the core of the plan's vector width (matmul.c made the plan for it). */
+/* The entries pick the core of the plan's vector width (matmul.c made the plan for it), and for
+   64-byte vectors the unpacked one for dots of a few columns (gemm_skinny.h). */
 void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
                         gemm_core_epi epi) {
-  if (p->vec_bytes == 64) core_f32_512(p, NULL, bufs, rb, re, epi);
+  if (gemm_skinny_applies(p, 4)) gemm_skinny_f32(p, bufs, rb, re, epi);
+  else if (p->vec_bytes == 64) core_f32_512(p, NULL, bufs, rb, re, epi);
   else core_f32(p, NULL, bufs, rb, re, epi);
 }
 
 void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,
                         gemm_core_epi epi) {
-  if (p->vec_bytes == 64) core_f64_512(p, NULL, bufs, rb, re, epi);
+  if (gemm_skinny_applies(p, 8)) gemm_skinny_f64(p, bufs, rb, re, epi);
+  else if (p->vec_bytes == 64) core_f64_512(p, NULL, bufs, rb, re, epi);
   else core_f64(p, NULL, bufs, rb, re, epi);
 }
 

@@ -56,7 +56,8 @@ typedef void (*gemm_core_epi)(void *const *bufs, const void *tile, int64_t row, 
 
 /* The core: rows [row_begin, row_end) of the [B * M, N] output, as a generated dot kernel does
    (matmul.h), for f32 and f64 operands and output. epi NULL: the sums are stored as they are.
-   Runs only where gemm_core_runs_here(p->vec_bytes). */
+   Runs only where gemm_core_runs_here(p->vec_bytes). 64-byte plans of a few columns
+   (gemm_skinny_applies) run unpacked, with the same bits. */
 void tjit_gemm_core_f32(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
                         int64_t row_end, gemm_core_epi epi);
 void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_begin,
