@@ -13,7 +13,7 @@
  * the kernel does not also read, and offset a proven multiple of the store's size (from the
  * index expression: constants, add, sub, or, mul, shl, extensions, selects, and induction phis).
  * The runtime hands the kernel those buffers 64-byte aligned (an unaligned one, a scan's slice,
- * through an aligned copy: exec.c aligned_copies), so there is no plain twin of it to compile.
+ * through an aligned copy: exec_run.c aligned_copies), so there is no plain twin of it to compile.
  * Anything not proven stays a plain store, so a pattern this file does not know costs speed,
  * never correctness. Streaming stores are weakly ordered: the kernel ends with an sfence, before
  * the runtime's join publishes the output to other threads. */

@@ -1,5 +1,6 @@
-/* exec_internal.h: the executable's structures, shared by exec.c (building, running, the C step
- * loop) and exec_entry.c (the signature's typed LLVM entry that runs the same steps natively). */
+/* exec_internal.h: the executable's structures, shared by exec.c (building), exec_run.c (running,
+ * the C step loop) and exec_entry.c (the signature's typed LLVM entry that runs the same steps
+ * natively). */
 #ifndef TJIT_RUNTIME_EXEC_INTERNAL_H
 #define TJIT_RUNTIME_EXEC_INTERNAL_H
 
@@ -25,6 +26,7 @@ struct cg_epi_plan;
 struct ffi_entry;
 
 #define EXEC_ALIGN 64
+static inline size_t exec_align_up(size_t n) { return (n + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1); }
 /* A step's buffer id that stands for the running thread's matmul scratch block. */
 #define EXEC_MM_SCRATCH UINT32_MAX
 
