@@ -516,37 +516,6 @@ static void test_team_shapes(void **state) {
   }
 }
 
-/* Up to two strips of columns (NR < N <= 2 NR: the AVX-512 core runs them unpacked, as
-   gemm_skinny.h): edge rows of its 6-row tiles and 48-row groups, partial last vectors (one or
-   two of four), k past its 128-k passes and past a K block (partial sums in the output), a
-   batch, f32 and f64. */
-static void test_skinny_shapes(void **state) {
-  (void)state;
-  static const int64_t f32[][3] = {{1, 1, 33},     {5, 7, 48},     {6, 129, 49},  {47, 300, 64},
-                                   {100, 1100, 40}, {13, 2100, 64}, {55, 128, 63}};
-  static const int64_t f64[][3] = {{7, 13, 17}, {49, 1030, 32}, {30, 129, 24}, {2, 300, 31}};
-  for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++) {
-    mcase c = mat(JIT_F32, f32[i][0], f32[i][1], f32[i][2]);
-    run_case(&c);
-  }
-  for (size_t i = 0; i < sizeof f64 / sizeof *f64; i++) {
-    mcase c = mat(JIT_F64, f64[i][0], f64[i][1], f64[i][2]);
-    run_case(&c);
-  }
-  mcase c;
-  memset(&c, 0, sizeof c);
-  c.dt = JIT_F32;
-  c.lt = ty(JIT_F32, 3, (int64_t[]){3, 50, 140});
-  c.rt = ty(JIT_F32, 3, (int64_t[]){3, 140, 45});
-  c.dd.n_batch = 1;
-  c.dd.lhs_batch[0] = 0;
-  c.dd.rhs_batch[0] = 0;
-  c.dd.n_contract = 1;
-  c.dd.lhs_contract[0] = 2;
-  c.dd.rhs_contract[0] = 1;
-  run_case(&c);
-}
-
 static void test_large(void **state) {
   (void)state;
   mcase c = mat(JIT_F32, 512, 1024, 512);
@@ -574,6 +543,26 @@ static void transposed_and_batched(jit_dtype dt, int64_t B, int64_t K) {
   c.dd.lhs_contract[0] = 2;
   c.dd.rhs_contract[0] = 1;
   run_case(&c);
+}
+
+/* Up to two strips of columns (NR < N <= 2 NR: the AVX-512 core runs them unpacked, as
+   gemm_skinny.h): edge rows of its 6-row tiles and 48-row groups, partial last vectors (one or
+   two of four), k past its 128-k passes and past a K block (partial sums in the output), a
+   batch, f32 and f64. */
+static void test_skinny_shapes(void **state) {
+  (void)state;
+  static const int64_t f32[][3] = {{1, 1, 33},     {5, 7, 48},     {6, 129, 49},  {47, 300, 64},
+                                   {100, 1100, 40}, {13, 2100, 64}, {55, 128, 63}};
+  static const int64_t f64[][3] = {{7, 13, 17}, {49, 1030, 32}, {30, 129, 24}, {2, 300, 31}};
+  for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++) {
+    mcase c = mat(JIT_F32, f32[i][0], f32[i][1], f32[i][2]);
+    run_case(&c);
+  }
+  for (size_t i = 0; i < sizeof f64 / sizeof *f64; i++) {
+    mcase c = mat(JIT_F64, f64[i][0], f64[i][1], f64[i][2]);
+    run_case(&c);
+  }
+  transposed_and_batched(JIT_F32, 3, 140); /* its batch has N = 41 */
 }
 
 static void test_layouts(void **state) {
