@@ -24,37 +24,42 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
          p->lhs_ks == 1 && p->rhs_ns == 1;
 }
 
-/* PASS: kn steps of k for one tile of `rows` rows (lhs row i at a + i * lda, rhs row k at
-   b + k * ldb, the lanes of its third and fourth vectors in m2 and m3), its accumulators taken from and left in sums
+/* PASS: kn steps of k for one tile of `rows` rows and nv vectors (lhs row i at a + i * lda, rhs
+   row k at b + k * ldb, the lanes of its last vector in `last`), its accumulators taken from and left in sums
    (SK_MR x SK_NV vectors; from zero when !cont). Rows past `rows` read row 0 and are not used.
    FINISH: the tile's sums of a finished K block into the output: plus the earlier blocks' sums
    when !first, then through the epilogue (NR columns at a time, as the packed core's tiles) or
    stored. */
 #define DEFINE_SKINNY(T, SUF, V, W, MASK, LOADU, MASKZ_LOADU, STOREU, MASK_STOREU, SET1, FMADD,    \
                       ADD, ZERO)                                                                   \
-  SKINNY static void pass_##SUF(int64_t kn, const T *a, int64_t lda, const T *b, int64_t ldb,     \
-                                MASK m2, MASK m3, int rows, T *restrict sums, int cont) {          \
+  SKINNY static inline __attribute__((always_inline)) void pass_of_##SUF(                         \
+      const int nv, int64_t kn, const T *a, int64_t lda, const T *b, int64_t ldb, MASK last,       \
+      int rows, T *restrict sums, int cont) {                                                      \
     const T *ar[SK_MR];                                                                            \
     for (int i = 0; i < SK_MR; i++) ar[i] = a + (i < rows ? i : 0) * lda;                          \
     V c[SK_MR][SK_NV];                                                                             \
     _Pragma("GCC unroll 6") for (int i = 0; i < SK_MR; i++)                                        \
-      _Pragma("GCC unroll 4") for (int j = 0; j < SK_NV; j++)                                      \
+      _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++)                                         \
         c[i][j] = cont ? LOADU(sums + (i * SK_NV + j) * W) : ZERO();                               \
     for (int64_t k = 0; k < kn; k++) {                                                             \
       const T *bk = b + k * ldb;                                                                   \
-      V b0 = LOADU(bk), b1 = LOADU(bk + W);                                                        \
-      V b2 = MASKZ_LOADU(m2, bk + 2 * W), b3 = MASKZ_LOADU(m3, bk + 3 * W);                        \
+      V bv[SK_NV];                                                                                 \
+      _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++)                                         \
+        bv[j] = j < nv - 1 ? LOADU(bk + j * W) : MASKZ_LOADU(last, bk + j * W);                    \
       _Pragma("GCC unroll 6") for (int i = 0; i < SK_MR; i++) {                                    \
         V ai = SET1(ar[i][k]);                                                                     \
-        c[i][0] = FMADD(ai, b0, c[i][0]);                                                          \
-        c[i][1] = FMADD(ai, b1, c[i][1]);                                                          \
-        c[i][2] = FMADD(ai, b2, c[i][2]);                                                          \
-        c[i][3] = FMADD(ai, b3, c[i][3]);                                                          \
+        _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++) c[i][j] = FMADD(ai, bv[j], c[i][j]);  \
       }                                                                                            \
     }                                                                                              \
     _Pragma("GCC unroll 6") for (int i = 0; i < SK_MR; i++)                                        \
-      _Pragma("GCC unroll 4") for (int j = 0; j < SK_NV; j++)                                      \
+      _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++)                                         \
         STOREU(sums + (i * SK_NV + j) * W, c[i][j]);                                               \
+  }                                                                                                \
+  /* 3 or 4 vectors across (N past 3 W or not): no multiply-adds of a vector of zeros */          \
+  SKINNY static void pass_##SUF(int nv, int64_t kn, const T *a, int64_t lda, const T *b,          \
+                                int64_t ldb, MASK last, int rows, T *restrict sums, int cont) {    \
+    if (nv == 4) pass_of_##SUF(4, kn, a, lda, b, ldb, last, rows, sums, cont);                     \
+    else pass_of_##SUF(3, kn, a, lda, b, ldb, last, rows, sums, cont);                             \
   }                                                                                                \
   SKINNY static void finish_##SUF(const gemm_core_plan *p, void *const *bufs, T *sums, int rows,   \
                                   T *out, int64_t row, int first, gemm_core_epi epi) {             \
@@ -102,9 +107,8 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
             for (int64_t i = g; i < g1; i += SK_MR) {                                              \
               int rows = (int)min64(SK_MR, g1 - i);                                                \
               T *s = sums[(i - g) / SK_MR];                                                        \
-              pass_##SUF(kn, lhs_b + i * p->lhs_ms + pc + k0, p->lhs_ms,                           \
-                         rhs_b + (pc + k0) * p->rhs_ks, p->rhs_ks, nv == 4 ? (MASK)~0 : last,      \
-                         nv == 4 ? last : 0, rows, s, k0 > 0);                                     \
+              pass_##SUF(nv, kn, lhs_b + i * p->lhs_ms + pc + k0, p->lhs_ms,                       \
+                         rhs_b + (pc + k0) * p->rhs_ks, p->rhs_ks, last, rows, s, k0 > 0);         \
               if (k0 + kn == kc)                                                                   \
                 finish_##SUF(p, bufs, s, rows, out_b + i * p->out_ld, brow + i, pc == 0,           \
                              last_epi);                                                            \
