@@ -25,8 +25,9 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
 }
 
 /* PASS: kn steps of k for one tile of `rows` rows and nv vectors (lhs row i at a + i * lda, rhs
-   row k at b + k * ldb, the lanes of its last vector in `last`), its accumulators taken from and left in sums
-   (SK_MR x SK_NV vectors; from zero when !cont). Rows past `rows` read row 0 and are not used.
+   row k at b + k * ldb, the lanes of its last vector in `last`), its accumulators taken from
+   and left in sums (SK_MR x SK_NV vectors; from zero when !cont). Rows past `rows` read row 0
+   and are not used.
    FINISH: the tile's sums of a finished K block into the output: plus the earlier blocks' sums
    when !first, then through the epilogue (NR columns at a time, as the packed core's tiles) or
    stored. */
@@ -61,29 +62,27 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
     if (nv == 4) pass_of_##SUF(4, kn, a, lda, b, ldb, last, rows, sums, cont);                     \
     else pass_of_##SUF(3, kn, a, lda, b, ldb, last, rows, sums, cont);                             \
   }                                                                                                \
-  SKINNY static void finish_##SUF(const gemm_core_plan *p, void *const *bufs, T *sums, int rows,   \
-                                  T *out, int64_t row, int first, gemm_core_epi epi) {             \
-    int nv = (int)((p->N + W - 1) / W);                                                            \
-    MASK last = (MASK)(~0ull >> (64 - (p->N - (nv - 1) * W)));                                     \
+  SKINNY static void finish_##SUF(const gemm_core_plan *p, void *const *bufs, const T *sums,     \
+                                  int nv, MASK last, int rows, T *out, int64_t row, int first,     \
+                                  gemm_core_epi epi) {                                             \
+    /* for the epilogue, the packed core's tiles: MR512 rows of NR, one a strip, past N zero */    \
+    _Alignas(64) T tile[2][GEMM_CORE512_MR * 2 * W];                                               \
     for (int i = 0; i < rows; i++)                                                                 \
-      for (int j = 0; j < nv; j++) {                                                               \
+      for (int j = 0; j < SK_NV; j++) {                                                            \
+        T *t = tile[j / 2] + (i * 2 + j % 2) * W, *o = out + i * p->out_ld + j * W;                \
+        if (j >= nv) {                                                                             \
+          if (epi) STOREU(t, ZERO());                                                              \
+          continue;                                                                                \
+        }                                                                                          \
         MASK m = j == nv - 1 ? last : (MASK)~0;                                                    \
-        T *s = sums + (i * SK_NV + j) * W, *o = out + i * p->out_ld + j * W;                       \
-        V v = LOADU(s);                                                                            \
+        V v = LOADU(sums + (i * SK_NV + j) * W);                                                   \
         if (!first) v = ADD(v, MASKZ_LOADU(m, o));                                                 \
-        if (epi) STOREU(s, v);                                                                     \
+        if (epi) STOREU(t, v);                                                                     \
         else MASK_STOREU(o, m, v);                                                                 \
       }                                                                                            \
-    if (!epi) return;                                                                              \
-    /* the packed core's tiles: MR512 rows of NR, a strip at a time, columns past N zero */        \
-    _Alignas(64) T tile[GEMM_CORE512_MR * 2 * W];                                                  \
-    for (int strip = 0; strip < 2; strip++) {                                                      \
-      for (int i = 0; i < rows; i++)                                                               \
-        for (int h = 0; h < 2; h++) {                                                              \
-          int j = 2 * strip + h;                                                                   \
-          STOREU(tile + (i * 2 + h) * W, j < nv ? LOADU(sums + (i * SK_NV + j) * W) : ZERO());     \
-        }                                                                                          \
-      if (strip * 2 * W < p->N) epi(bufs, tile, row, rows, strip * 2 * W);                         \
+    if (epi) { /* column order within each row, as the packed core: a reducing epilogue's sum */  \
+      epi(bufs, tile[0], row, rows, 0);                                                            \
+      epi(bufs, tile[1], row, rows, 2 * W);                                                        \
     }                                                                                              \
   }                                                                                                \
   void gemm_skinny_##SUF(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,      \
@@ -110,8 +109,8 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
               pass_##SUF(nv, kn, lhs_b + i * p->lhs_ms + pc + k0, p->lhs_ms,                       \
                          rhs_b + (pc + k0) * p->rhs_ks, p->rhs_ks, last, rows, s, k0 > 0);         \
               if (k0 + kn == kc)                                                                   \
-                finish_##SUF(p, bufs, s, rows, out_b + i * p->out_ld, brow + i, pc == 0,           \
-                             last_epi);                                                            \
+                finish_##SUF(p, bufs, s, nv, last, rows, out_b + i * p->out_ld, brow + i,          \
+                             pc == 0, last_epi);                                                   \
             }                                                                                      \
           }                                                                                        \
         }                                                                                          \
