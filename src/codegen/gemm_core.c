@@ -421,6 +421,19 @@ static void team_done(atomic_int *flag) {
   atomic_store_explicit(flag, CLAIM_PACKED, memory_order_release);
 }
 
+/* The strip of a panel (strips first .. first + n - 1) where a team's thread starts packing
+   it: the threads arrive at a panel together, and packing its groups in one order on demand,
+   one packed each group while the others waited for it. Before computing a panel, each now
+   packs (or finds packed) all its groups, starting at the group its share of the rows points
+   to (its rows begin at rb of M), so they pack different groups at once. The tiles still run
+   in column order, which a reducing epilogue relies on. */
+static int64_t team_rotation(const team_layout *t, int64_t rb, int64_t M, int64_t first,
+                             int64_t n) {
+  int64_t s = (int64_t)((double)rb / (double)M * (double)n);
+  s -= (first + s) % t->group; /* to the start of its group */
+  return s < 0 ? 0 : s;
+}
+
 /* matmul.c's emit_body, in C: chunks of rows never across a batch; the epilogue runs in the last
    K block only (and is given the finished sums). T is the packed (compute) type, S the operands'
    (bf16 operands are packed as f32: a bf16 is the upper half of its float, so the f32
@@ -470,6 +483,12 @@ static void team_done(atomic_int *flag) {
           if (!team)                                                                               \
             pack_rhs_##SUF(bp, rhs_b + pc * p->rhs_ks + jc * p->rhs_ns, p->rhs_ns, p->rhs_ks, kc,  \
                            nc);                                                                    \
+          if (team) {                                                                              \
+            int64_t n_strips = (nc + NR - 1) / NR;                                                 \
+            int64_t rot = team_rotation(&t, rb, p->M, jc / NR, n_strips);                          \
+            for (int64_t s = 0; s < n_strips; s++)                                                 \
+              team_strip_##SUF(&t, team, p, rhs_b, pc / p->kc, kc, jc / NR + (s + rot) % n_strips); \
+          }                                                                                        \
           for (int64_t ic = m0; ic < m1; ic += p->mc) {                                            \
             int64_t mc = min64(p->mc, m1 - ic);                                                    \
             pack_lhs_##SUF(ap, lhs_b + ic * p->lhs_ms + pc * p->lhs_ks, p->lhs_ms, p->lhs_ks, kc,  \
