@@ -587,6 +587,67 @@ static void test_row_scratch(void **state) {
   }
 }
 
+/* ---- exp only added to a constant (emit_llvm.c lp_exp_only_summed) ------------------------------ */
+/* 1 / (1 + exp(-x)), exp(x) - 1, and programs whose exp must stay exact: (1 + e) e scaled up (its
+   results under the normal range then show), e also returned (a kernel of its own), added to 2^-50
+   or to 0. The exact exp scales by 2^-64 (f64 2^-512) for x < 0, cg_math_emit_exp_summand never:
+   that constant in the kernel's LLVM IR tells which one was emitted. x spans [-110, -80] (f32 exp's
+   subnormal range and the summand's clamp), and [-2, 2] but where the results scale exp's smallest
+   up; results against the interpreter. */
+static void test_exp_summands(void **state) {
+  (void)state;
+  static const struct {
+    const char *body, *results;
+    bool summand, low; /* low: every x in [-110, -80] */
+  } cases[] = {
+      {"%n = neg %x : DT[512]\n  %e = exp %n : DT[512]\n  %c = const 1 : DT[512]\n"
+       "  %d = add %c, %e : DT[512]\n  %y = div %c, %d : DT[512]\n",
+       "%y", true, false},
+      {"%e = exp %x : DT[512]\n  %c = const 1 : DT[512]\n  %y = sub %e, %c : DT[512]\n", "%y", true,
+       false},
+      {"%e = exp %x : DT[512]\n  %c = const 1 : DT[512]\n  %d = add %c, %e : DT[512]\n"
+       "  %p = mul %d, %e : DT[512]\n  %k = const 1e30 : DT[512]\n  %y = mul %p, %k : DT[512]\n",
+       "%y", false, true},
+      {"%e = exp %x : DT[512]\n  %c = const 1 : DT[512]\n  %d = add %c, %e : DT[512]\n", "%d, %e",
+       false, false},
+      {"%e = exp %x : DT[512]\n  %c = const 8.8817841970012523e-16 : DT[512]\n"
+       "  %y = add %e, %c : DT[512]\n",
+       "%y", false, false},
+      {"%e = exp %x : DT[512]\n  %c = const 0 : DT[512]\n  %y = add %c, %e : DT[512]\n", "%y",
+       false, false},
+  };
+  for (int d = 0; d < 2; d++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      char tmpl[1024], *text;
+      int nres = cases[i].results[2] == ',' ? 2 : 1;
+      snprintf(tmpl, sizeof tmpl, "func @summand(%%x: DT[512]) -> (%s) {\n  %s  return %s\n}\n",
+               nres == 2 ? "DT[512], DT[512]" : "DT[512]", cases[i].body, cases[i].results);
+      text = subst(tmpl, d ? "f64" : "f32", 0, 0);
+      ir_func *f = parse1(text);
+      free(text);
+      char *llvm = NULL;
+      size_t len = 0;
+      FILE *m = open_memstream(&llvm, &len);
+      assert_non_null(m);
+      assert_int_equal(exec_dump(ctx, f, JIT_DUMP_LLVM, m), JIT_OK);
+      fclose(m);
+      bool exact_scale = strstr(llvm, d ? "0x1FF0000000000000" : "0x3BF0000000000000") != NULL;
+      if (exact_scale == cases[i].summand) fprintf(stderr, "case %zu f%d:\n%s", i, d ? 64 : 32, llvm);
+      assert_int_equal(exact_scale, !cases[i].summand);
+      free(llvm);
+      void *x = malloc(512 * (d ? 8 : 4));
+      assert_non_null(x);
+      for (int k = 0; k < 512; k++)
+        ir_store_f64(d ? JIT_F64 : JIT_F32, x, k,
+                     k < 256 || cases[i].low ? -110 + 30.0 * (k % 256) / 255
+                                             : -2 + 4.0 * (k - 256) / 255);
+      bool ok = check_args(f, (void *const[]){x}, NULL, (bool[]){false, false}, "summand");
+      free(x);
+      ir_func_free(f);
+      assert_true(ok);
+    }
+}
+
 /* ---- division by a row's divisor (lower.c gen_quot) -------------------------------------------- */
 static const char quot_ir[] =
     "func @quot(%x: DT[ROWS,COLS], %s: DT[ROWS]) -> (DT[ROWS,COLS], DT[ROWS,COLS], DT[ROWS,COLS]) {\n"
@@ -1057,6 +1118,7 @@ int main(void) {
       cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
       cmocka_unit_test(test_row_scratch),       cmocka_unit_test(test_row_divisor_quotients),
+      cmocka_unit_test(test_exp_summands),
       cmocka_unit_test(test_threads),           cmocka_unit_test(test_run_twice),
       cmocka_unit_test(test_api_softmax),       cmocka_unit_test(test_api_threads),
       cmocka_unit_test(test_random_programs),   cmocka_unit_test(test_regress_corpus),

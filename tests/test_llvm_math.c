@@ -61,6 +61,7 @@ typedef struct {
   cg_dylib *lib;
   void *fn[2][CG_MATH_COUNT]; /* [f64][op] */
   void *vec5;                 /* exp on a <5 x float> operand, no loop */
+  void *summand[2];           /* cg_math_emit_exp_summand's map, [f64] */
   double ms_build, ms_opt, ms_emit, ms_load;
   size_t obj_len;
 } jitted;
@@ -75,7 +76,7 @@ static void add_noalias(LLVMContextRef c, LLVMValueRef fn, unsigned param) {
 /* void NAME(T *restrict y, const T *restrict x, int64_t n): y[i] = op(x[i]); for the binary
    atan2, void NAME(T *restrict y, const T *restrict a, const T *restrict b, int64_t n). */
 static void build_map(LLVMModuleRef m, LLVMContextRef c, const char *name, cg_math_fn op,
-                      LLVMTypeRef t) {
+                      bool summand, LLVMTypeRef t) {
   LLVMTypeRef i64 = LLVMInt64TypeInContext(c), ptr = LLVMPointerTypeInContext(c, 0);
   unsigned nin = op == CG_MATH_ATAN2 ? 2 : 1;
   LLVMTypeRef params[4] = {ptr, ptr, ptr, i64};
@@ -98,7 +99,7 @@ static void build_map(LLVMModuleRef m, LLVMContextRef c, const char *name, cg_ma
     LLVMValueRef xb = LLVMBuildLoad2(b, t, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 2), &i, 1, ""), "");
     yi = cg_math_emit2(b, op, xi, xb);
   } else {
-    yi = cg_math_emit(b, op, xi);
+    yi = summand ? cg_math_emit_exp_summand(b, xi) : cg_math_emit(b, op, xi);
   }
   assert_non_null(yi);
   LLVMBuildStore(b, yi, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 0), &i, 1, ""));
@@ -152,8 +153,10 @@ static int setup(void **state) {
   for (int d = 0; d < 2; d++)
     for (int op = 0; op < CG_MATH_COUNT; op++) {
       snprintf(name, sizeof name, "%s_f%d", cg_math_name(op), d ? 64 : 32);
-      build_map(m, c, name, op, d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
+      build_map(m, c, name, op, false, d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
     }
+  build_map(m, c, "exp_summand_f32", CG_MATH_EXP, true, LLVMFloatTypeInContext(c));
+  build_map(m, c, "exp_summand_f64", CG_MATH_EXP, true, LLVMDoubleTypeInContext(c));
   build_vec5(m, c);
   double t1 = now_ms();
   int ok = cg_optimize(J.jit, m) == JIT_OK;
@@ -188,6 +191,8 @@ static int setup(void **state) {
       ok = cg_lookup(J.lib, name, &J.fn[d][op]) == JIT_OK;
     }
   if (ok) ok = cg_lookup(J.lib, "vec5", &J.vec5) == JIT_OK;
+  if (ok) ok = cg_lookup(J.lib, "exp_summand_f32", &J.summand[0]) == JIT_OK;
+  if (ok) ok = cg_lookup(J.lib, "exp_summand_f64", &J.summand[1]) == JIT_OK;
   double t4 = now_ms();
   free(obj);
   LLVMDisposeModule(m);
@@ -579,6 +584,66 @@ static void test_atan2(void **state) {
   assert_int_equal(failed, 0);
 }
 
+/* cg_math_emit_exp_summand: exp's bits from -86.5 (f64 -707) up, NaN for NaN, a positive normal
+   under 2^-124 (2^-1019) below, and c + it, c - it, it - c as with exp for constants c of
+   magnitude 2^-40 and more: every 257th f32 bit pattern, 1M random f64 patterns and 1M f64 over
+   [-800, 800]. */
+static const double SUMMAND_C[] = {1.0, -1.0, 0x1p-40, -0x1p-40, 0.5, 3.25, 1e30, -1e30};
+enum { N_SUMMAND_C = sizeof SUMMAND_C / sizeof *SUMMAND_C };
+
+static void test_exp_summand(void **state) {
+  (void)state;
+  enum { N = 1 << 16 };
+  float *x32 = malloc(N * sizeof *x32), *e32 = malloc(N * sizeof *e32), *s32 = malloc(N * sizeof *s32);
+  double *x64 = malloc(N * sizeof *x64), *e64 = malloc(N * sizeof *e64), *s64 = malloc(N * sizeof *s64);
+  assert_true(x32 && e32 && s32 && x64 && e64 && s64);
+  long bad = 0, below = 0;
+  for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)N * 257) {
+    int n = 0;
+    for (uint64_t bits = base; n < N && bits < (1ull << 32); bits += 257) {
+      uint32_t u = (uint32_t)bits;
+      memcpy(&x32[n++], &u, 4);
+    }
+    ((map32_fn)(uintptr_t)J.fn[0][CG_MATH_EXP])(e32, x32, n);
+    ((map32_fn)(uintptr_t)J.summand[0])(s32, x32, n);
+    for (int i = 0; i < n; i++) {
+      float x = x32[i], e = e32[i], v = s32[i];
+      bool ok = isnan(x) ? isnan(v) : x >= -86.5f ? memcmp(&e, &v, 4) == 0
+                                                   : isnormal(v) && v > 0 && v < 0x1p-124f;
+      for (int k = 0; k < N_SUMMAND_C && ok && !isnan(x); k++) {
+        float c = (float)SUMMAND_C[k];
+        ok = c + v == c + e && c - v == c - e && v - c == e - c;
+      }
+      below += x < -86.5f;
+      if (!ok && bad++ < 5) fprintf(stderr, "f32 x %a: exp %a, summand %a\n", x, e, v);
+    }
+  }
+  for (int part = 0; part < 2; part++)
+    for (int chunk = 0; chunk < (1 << 20) / N; chunk++) {
+      for (int i = 0; i < N; i++) {
+        uint64_t u = next_u64();
+        if (part) x64[i] = -800.0 + 1600.0 * (double)(u >> 11) * 0x1p-53;
+        else memcpy(&x64[i], &u, 8);
+      }
+      ((map64_fn)(uintptr_t)J.fn[1][CG_MATH_EXP])(e64, x64, N);
+      ((map64_fn)(uintptr_t)J.summand[1])(s64, x64, N);
+      for (int i = 0; i < N; i++) {
+        double x = x64[i], e = e64[i], v = s64[i];
+        bool ok = isnan(x) ? isnan(v) : x >= -707.0 ? memcmp(&e, &v, 8) == 0
+                                                    : isnormal(v) && v > 0 && v < 0x1p-1019;
+        for (int k = 0; k < N_SUMMAND_C && ok && !isnan(x); k++) {
+          double c = SUMMAND_C[k];
+          ok = c + v == c + e && c - v == c - e && v - c == e - c;
+        }
+        below += x < -707.0;
+        if (!ok && bad++ < 5) fprintf(stderr, "f64 x %a: exp %a, summand %a\n", x, e, v);
+      }
+    }
+  free(x32), free(e32), free(s32), free(x64), free(e64), free(s64);
+  assert_true(below > 1000000); /* the clamped range was reached, in both widths */
+  assert_int_equal(bad, 0);
+}
+
 /* cg_math_emit on a <5 x float> operand gives the loop's scalar results lane for lane. */
 static void test_vector_operand(void **state) {
   (void)state;
@@ -607,6 +672,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_vector_operand),
+      cmocka_unit_test(test_exp_summand),
       cmocka_unit_test(test_atan2),
       cmocka_unit_test(test_sweep_f32),
       cmocka_unit_test(test_sweep_f64),

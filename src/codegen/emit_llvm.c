@@ -3,6 +3,7 @@
  * taking one noalias pointer per buffer (inlining turns noalias into alias scopes, which is what
  * lets the vectorizer use full-width vectors). Semantics are ir_eval_elementwise's; see kernel.h.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -449,6 +450,29 @@ LLVMValueRef lp_emit_ew(LLVMBuilderRef b, LLVMModuleRef m, const lp_ins *in, LLV
   return e.bad ? NULL : r;
 }
 
+/* Whether instruction id, an f32 or f64 exp, is only ever an operand of adds and subtracts whose
+   other operand is a constant of magnitude 2^-40 or more (or inf, or NaN): then its results below
+   the normal range never show, and cg_math_emit_exp_summand computes it with fewer ops (W1's
+   1 / (1 + exp(-x)), written out as users write the logistic). */
+bool lp_exp_only_summed(const lp_func *lf, int32_t id) {
+  const lp_ins *x = &lf->ins[id];
+  if (x->op != LP_EW || x->ew != IR_EXP || (x->dt != JIT_F32 && x->dt != JIT_F64)) return false;
+  bool used = false;
+  for (uint32_t i = 0; i < lf->n_ins; i++) {
+    const lp_ins *in = &lf->ins[i];
+    if (in->a != id && in->b != id && in->c != id) continue;
+    if (in->op != LP_EW || (in->ew != IR_ADD && in->ew != IR_SUB) || in->dt != x->dt || in->c >= 0)
+      return false;
+    int32_t other = in->a == id ? in->b : in->a;
+    if (other < 0 || other == id) return false;
+    const lp_ins *k = &lf->ins[other];
+    if (k->op != LP_CONST || k->dt != x->dt || !(fabs(k->imm.f) >= 0x1p-40 || isnan(k->imm.f)))
+      return false;
+    used = true;
+  }
+  return used;
+}
+
 /* ---- instructions and loops ------------------------------------------------------------------- */
 
 static void emit_block(le *e, int32_t block);
@@ -670,7 +694,13 @@ static void emit_ins(le *e, int32_t id) {
     LLVMSetAlignment(s, (unsigned)jit_dtype_size(d));
     return;
   }
-  case LP_EW: r = ew(e, in); break;
+  case LP_EW:
+    r = lp_exp_only_summed(e->lf, id) ? cg_math_emit_exp_summand(b, x) : ew(e, in);
+    if (!r) {
+      e->bad = true;
+      r = LLVMGetUndef(ctype(e, d));
+    }
+    break;
   case LP_ACC: {
     /* an alloca in the entry block: mem2reg makes it the loop's reduction phi */
     LLVMBasicBlockRef here = LLVMGetInsertBlock(b);

@@ -221,5 +221,9 @@ struct LLVMOpaqueModule;
 /* Builds one module holding every non-NULL fns[i] in context c. */
 jit_status lp_emit_llvm(lp_func *const *fns, uint32_t n, struct LLVMOpaqueContext *c,
                         const char *module_name, struct LLVMOpaqueModule **out);
+/* Whether instruction id of lf is an f32/f64 exp whose every use adds it to (or subtracts it from,
+   or subtracts it from it) a constant of magnitude >= 2^-40: lp_emit_llvm then computes it with
+   cg_math_emit_exp_summand (the same sums; the C emitters keep the exact exp). */
+bool lp_exp_only_summed(const lp_func *lf, int32_t id);
 
 #endif /* TJIT_CODEGEN_KERNEL_H */

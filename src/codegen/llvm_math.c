@@ -141,9 +141,17 @@ static const double EXP64_P[] = {1.0,
                                  2.7632942641482864e-07,
                                  2.511027050068687e-08};
 
-static LLVMValueRef emit_exp(em *e, LLVMValueRef x) {
+/* summand: exp(x) for a value that is only ever added to a constant c with |c| >= 2^-40
+   (1 + exp(-x), the logistic a user writes out). There results below the normal range round away
+   in the sum, so x is clamped at -86.5 (f64 -707), where 2^(n - 1) is still normal, and the
+   result is (2 p) 2^(n - 1) in one multiply: 2 p comes exactly from the doubled coefficients, the
+   product is exact or overflows to inf as the two factors below do. So it is bit for bit exp(x)
+   from the clamp up (every result there is normal), and a normal number under 2^-124.6 (f64
+   2^-1019.9) below it, far under half an ulp of c, so c + it = c + exp(x). */
+static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, bool summand) {
   const fmt_info *f = e->f64 ? &FMT64 : &FMT32;
-  double lo = e->f64 ? -746.0 : -104.0, hi = e->f64 ? 710.0 : 89.0;
+  double lo = summand ? (e->f64 ? -707.0 : -86.5) : (e->f64 ? -746.0 : -104.0);
+  double hi = e->f64 ? 710.0 : 89.0;
   double log2e = e->f64 ? 1.4426950408889634 : 1.4426950216293335;
   double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
   double ln2_lo = e->f64 ? 2.3190468138462996e-17 : -1.9046542121259336e-09;
@@ -153,14 +161,23 @@ static LLVMValueRef emit_exp(em *e, LLVMValueRef x) {
   LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
   LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
   r = fma3(e, nf, kf(e, -ln2_lo), r);
-  LLVMValueRef p = e->f64 ? poly(e, r, EXP64_P, 11) : poly(e, r, EXP32_P, 6);
-  p = fma3(e, p, r, kf(e, 1.0));
+  const double *coef = e->f64 ? EXP64_P : EXP32_P;
+  int n_coef = e->f64 ? 11 : 6;
+  if (summand) {
+    double twice[11];
+    for (int i = 0; i < n_coef; i++) twice[i] = 2 * coef[i];
+    LLVMValueRef p2 = fma3(e, poly(e, r, twice, n_coef), r, kf(e, 2.0));
+    return mul(e, p2, pow2i(e, f, LLVMBuildAdd(e->b, n, ki(e, -1), "")));
+  }
+  LLVMValueRef p = fma3(e, poly(e, r, coef, n_coef), r, kf(e, 1.0));
   LLVMValueRef neg = fcmp(e, LLVMRealOLT, xc, kf(e, 0.0));
   int down = e->f64 ? 512 : 64;
   LLVMValueRef s1 = pow2i(e, f, LLVMBuildAdd(e->b, n, sel(e, neg, ki(e, down), ki(e, -1)), ""));
   LLVMValueRef s2 = sel(e, neg, kf(e, e->f64 ? 0x1p-512 : 0x1p-64), kf(e, 2.0));
   return mul(e, mul(e, p, s1), s2);
 }
+
+static LLVMValueRef emit_exp(em *e, LLVMValueRef x) { return emit_exp_as(e, x, false); }
 
 /* ---- log ---------------------------------------------------------------------------------
    x = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormals are scaled up first), f = m - 1,
@@ -566,6 +583,11 @@ static bool em_init(em *e, LLVMBuilderRef b, LLVMValueRef x) {
   e->iety = LLVMIntTypeInContext(e->c, e->f64 ? 64 : 32);
   e->ity = e->lanes ? LLVMVectorType(e->iety, e->lanes) : e->iety;
   return true;
+}
+
+LLVMValueRef cg_math_emit_exp_summand(LLVMBuilderRef b, LLVMValueRef x) {
+  em e;
+  return em_init(&e, b, x) ? emit_exp_as(&e, x, true) : NULL;
 }
 
 LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x) {

@@ -33,6 +33,11 @@ typedef enum {
    docs/MATH.md). NaN inputs give NaN. Returns NULL (and emits nothing) for any other type or an
    unknown FN: a bug in the caller, not a user error. */
 LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x);
+/* exp(x) as cg_math_emit, for a value that is only ever added to (or subtracted from, or
+   subtracted) a constant c with |c| >= 2^-40: the same bits for x >= -86.5 (f64: -707), and below
+   it a positive normal number under 2^-124 (f64: 2^-1019), so that c plus it is c plus exp(x) for
+   every x. Without the selects that round subnormal results once. */
+LLVMValueRef cg_math_emit_exp_summand(LLVMBuilderRef b, LLVMValueRef x);
 /* The binary functions (CG_MATH_ATAN2: atan2(y, x), C's argument order) as cg_math_emit; y and
    x have one type. NULL for a unary FN. */
 LLVMValueRef cg_math_emit2(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef y, LLVMValueRef x);
