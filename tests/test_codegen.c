@@ -116,16 +116,18 @@ static bool compare(const char *what, const ir_type *t, const void *got, const v
   return bad == 0;
 }
 
-/* f's C dump (every kernel), for what lowering chose. */
-static char *c_dump(const ir_func *f) {
+/* f's dump at stage (JIT_DUMP_C, JIT_DUMP_LLVM: every kernel), for what lowering chose. */
+static char *dump_text(const ir_func *f, unsigned stage) {
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&text, &len);
   assert_non_null(m);
-  assert_int_equal(exec_dump(ctx, f, JIT_DUMP_C, m), JIT_OK);
+  assert_int_equal(exec_dump(ctx, f, stage, m), JIT_OK);
   fclose(m);
   return text;
 }
+
+static char *c_dump(const ir_func *f) { return dump_text(f, JIT_DUMP_C); }
 
 /* Appends f's C dump to c_all with its kernels renamed p<N>_k<i>. */
 static void collect_c(const ir_func *f) {
@@ -625,12 +627,7 @@ static void test_exp_summands(void **state) {
       text = subst(tmpl, d ? "f64" : "f32", 0, 0);
       ir_func *f = parse1(text);
       free(text);
-      char *llvm = NULL;
-      size_t len = 0;
-      FILE *m = open_memstream(&llvm, &len);
-      assert_non_null(m);
-      assert_int_equal(exec_dump(ctx, f, JIT_DUMP_LLVM, m), JIT_OK);
-      fclose(m);
+      char *llvm = dump_text(f, JIT_DUMP_LLVM);
       bool exact_scale = strstr(llvm, d ? "0x1FF0000000000000" : "0x3BF0000000000000") != NULL;
       if (exact_scale == cases[i].summand) fprintf(stderr, "case %zu f%d:\n%s", i, d ? 64 : 32, llvm);
       assert_int_equal(exact_scale, !cases[i].summand);
