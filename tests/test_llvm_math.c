@@ -35,7 +35,7 @@ static const double BOUND32[CG_MATH_COUNT] = {
     [CG_MATH_EXPM1] = 2, [CG_MATH_ERF_INV] = 4, [CG_MATH_ATAN2] = 2.5};
 static const double BOUND64[CG_MATH_COUNT] = {
     [CG_MATH_EXP] = 1.5, [CG_MATH_LOG] = 1.5, [CG_MATH_TANH] = 3, [CG_MATH_LOGISTIC] = 3,
-    [CG_MATH_ERF] = 1,   [CG_MATH_SIN] = 2,   [CG_MATH_COS] = 2,  [CG_MATH_LOG1P] = 2,
+    [CG_MATH_ERF] = 1.5, [CG_MATH_SIN] = 2,   [CG_MATH_COS] = 2,  [CG_MATH_LOG1P] = 2,
     [CG_MATH_EXPM1] = 2, [CG_MATH_ERF_INV] = 4.5, [CG_MATH_ATAN2] = 2.5};
 /* sin/cos keep their bound for |x| below this; beyond, results are only finite and in [-1,1]
    (f32: <= 2.5 ulp up to 2^24, measured, not asserted). */
@@ -598,6 +598,7 @@ static void test_exp_summand(void **state) {
   double *x64 = malloc(N * sizeof *x64), *e64 = malloc(N * sizeof *e64), *s64 = malloc(N * sizeof *s64);
   assert_true(x32 && e32 && s32 && x64 && e64 && s64);
   long bad = 0, below = 0;
+  uint64_t seed = 0x5eed5u; /* its own numbers: the sweeps' draws stay as they were */
   for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)N * 257) {
     int n = 0;
     for (uint64_t bits = base; n < N && bits < (1ull << 32); bits += 257) {
@@ -621,7 +622,7 @@ static void test_exp_summand(void **state) {
   for (int part = 0; part < 2; part++)
     for (int chunk = 0; chunk < (1 << 20) / N; chunk++) {
       for (int i = 0; i < N; i++) {
-        uint64_t u = next_u64();
+        uint64_t u = xorshift(&seed);
         if (part) x64[i] = -800.0 + 1600.0 * (double)(u >> 11) * 0x1p-53;
         else memcpy(&x64[i], &u, 8);
       }
