@@ -1,9 +1,12 @@
 /* test_buffers.c: the per-context buffer cache: reuse by size class, bounds, alignment, and
  * arrays that outlive their context. */
+#define _GNU_SOURCE /* setenv, unsetenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -73,11 +76,59 @@ static void test_array_outlives_ctx(void **state) {
   jit_array_free(b); /* the last reference frees the pool */
 }
 
+/* 1: the mapping holding p is advised to huge pages (VmFlags "hg" in /proc/self/smaps), 0: not,
+   -1: no smaps to tell. */
+static int advised_huge(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  int inside = 0, found = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line; no field's name reads so */
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      found = strstr(line, " hg") != NULL;
+      break;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* Big blocks are advised to huge pages, none when $TJIT_HUGE_PAGES is 0 (where the kernel has
+   transparent huge pages to advise). */
+static void test_huge_page_advice(void **state) {
+  (void)state;
+  FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!thp) skip();
+  fclose(thp);
+  buf_pool *p;
+  assert_int_equal(buf_pool_create(&p), JIT_OK);
+  size_t cap_a, cap_b;
+  unsetenv("TJIT_HUGE_PAGES");
+  void *a = buf_pool_get(p, 6u << 20, &cap_a);
+  assert_non_null(a);
+  int on = advised_huge(a);
+  setenv("TJIT_HUGE_PAGES", "0", 1);
+  void *b = buf_pool_get(p, 10u << 20, &cap_b); /* another class: a fresh block */
+  assert_non_null(b);
+  int off = advised_huge(b);
+  unsetenv("TJIT_HUGE_PAGES");
+  buf_pool_put(p, a, cap_a);
+  buf_pool_put(p, b, cap_b);
+  buf_pool_release(p);
+  if (on < 0 || off < 0) skip();
+  assert_int_equal(on, 1);
+  assert_int_equal(off, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_classes_and_reuse),
       cmocka_unit_test(test_bounded_slots),
       cmocka_unit_test(test_array_outlives_ctx),
+      cmocka_unit_test(test_huge_page_advice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,13 +1,14 @@
 /* buffers.c: size-classed reuse of array buffers. Classes are powers of two up to 2 MiB and
  * multiples of 2 MiB above, so a block fits any request of its class; big blocks are 2 MiB
- * aligned and advised to transparent huge pages. The cache is bounded; sanitizer builds cache
- * nothing, so that use-after-free stays visible. */
+ * aligned and advised to transparent huge pages (unless $TJIT_HUGE_PAGES=0). The cache is
+ * bounded; sanitizer builds cache nothing, so that use-after-free stays visible. */
 #include "runtime/buffers.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "runtime/error.h"
@@ -72,12 +73,19 @@ static size_t class_of(size_t bytes) {
   return c;
 }
 
+void buf_advise_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+  const char *want = getenv("TJIT_HUGE_PAGES"); /* read each time: a pool miss is rare */
+  if (!want || strcmp(want, "0") != 0) madvise(p, n, MADV_HUGEPAGE); /* failure is harmless */
+#else
+  (void)p, (void)n;
+#endif
+}
+
 static void *fresh_block(size_t cap) {
   void *b = NULL;
   if (posix_memalign(&b, cap >= HUGE_PAGE ? HUGE_PAGE : SMALL_ALIGN, cap) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-  if (cap >= HUGE_PAGE) madvise(b, cap, MADV_HUGEPAGE); /* advice only: failure is harmless */
-#endif
+  if (cap >= HUGE_PAGE) buf_advise_huge(b, cap);
   return b;
 }
 

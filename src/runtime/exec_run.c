@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "codegen/core_dot.h"
 #include "codegen/gemm_core.h"
@@ -17,7 +16,6 @@
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
 
-#define EXEC_HUGE (2u << 20) /* an arena this large is advised to transparent huge pages */
 
 /* ---- running ---------------------------------------------------------------------------------- */
 
@@ -364,13 +362,11 @@ static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const
   if (ptr != small) free(ptr);
 }
 
+/* Not advised to huge pages: a first call would fault them in (buffers.h says what that costs);
+   64-byte aligned, the advice this had was refused (EINVAL) all along. */
 static void *alloc_arena(size_t n) {
   void *p = NULL;
-  if (posix_memalign(&p, EXEC_ALIGN, n ? n : 1) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-  if (n >= EXEC_HUGE) madvise(p, n, MADV_HUGEPAGE);
-#endif
-  return p;
+  return posix_memalign(&p, EXEC_ALIGN, n ? n : 1) == 0 ? p : NULL;
 }
 
 /* One run of e with rt prepared (rt_begin). While a profile records, the steps run from the C
