@@ -26,7 +26,15 @@ typedef struct rows_job {
   unsigned char *mm;  /* ES_DOT: thread 0's scratch block; thread i's is i blocks further */
   size_t mm_bytes;
   void *team;         /* ES_DOT on the core: the team area its threads share, or NULL */
+  atomic_llong next;  /* ES_KERNEL: the first row no thread has taken yet */
+  int64_t chunk;      /* ES_KERNEL: rows a thread takes at a time */
 } rows_job;
+
+/* A kernel's rows are taken in chunks, about ROW_CHUNKS per thread, rather than split in equal
+   halves: a core that runs slower for the call (a busy hyperthread sibling, another process, a
+   lower clock) then takes fewer of them instead of making the others wait. Any row may run on any
+   thread (a row's results do not depend on which), so results are the same either way. */
+#define ROW_CHUNKS 8
 
 /* ---- the profile's kernel events ---------------------------------------------------------------- */
 
@@ -90,14 +98,20 @@ static bool aligned_copies(const exec *e, const estep *s, void *const *bufs, voi
 }
 
 static void run_rows(void *arg, int ith, int nth) {
-  const rows_job *j = arg;
+  rows_job *j = arg;
   const estep *s = j->s;
   uint64_t t0 = prof_begin();
   if (t0 && ith > 0) prof_name_thread("worker", ith);
   if (s->kind == ES_KERNEL) {
-    int64_t lo = s->rows * ith / nth, hi = s->rows * (ith + 1) / nth;
-    if (lo < hi) s->fn(j->bufs, lo, hi);
-    prof_step(t0, j->e, s, lo, hi);
+    int64_t done = 0;
+    for (;;) {
+      int64_t lo = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
+      if (lo >= s->rows) break;
+      int64_t hi = s->rows - lo < j->chunk ? s->rows : lo + j->chunk;
+      s->fn(j->bufs, lo, hi);
+      done += hi - lo;
+    }
+    if (done) prof_step(t0, j->e, s, 0, done); /* a thread that came late ran none */
     return;
   }
   /* a dot: one contiguous range per thread, in whole grains */
@@ -311,7 +325,9 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
     rt->status = jit_error(JIT_ENOMEM, "jit_call: out of memory");
     return;
   }
-  rows_job j = {e, s, realign ? kb : bufs, rt->mm_scratch, e->mm_bytes, NULL};
+  rows_job j = {e, s, realign ? kb : bufs, rt->mm_scratch, e->mm_bytes, NULL, 0, s->rows};
+  if (nth > 1 && s->kind == ES_KERNEL)
+    j.chunk = (s->rows + nth * ROW_CHUNKS - 1) / (nth * ROW_CHUNKS);
   if (s->kind == ES_DOT && s->team_bytes) j.team = team_area(rt, &e->steps[i], bufs, nth);
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
