@@ -11,7 +11,9 @@
  *     output row;
  *   - index arithmetic is folded and CSE'd; LLVM strength-reduces what is left.
  * A 1-d space with few rows is split into rows of LP_BLOCK elements so that threads share it;
- * a reduction over leading axes runs in column mode (see write_columns).
+ * a reduction over leading axes runs in column mode (see write_columns). The builder, gathers
+ * and scatters, and the passes after lowering are in lower_build.c, lower_gather.c and
+ * lower_post.c (lower_internal.h).
  */
 #include <math.h>
 #include <stdlib.h>
