@@ -73,7 +73,12 @@ static size_t class_of(size_t bytes) {
   return c;
 }
 
-void buf_advise_huge(void *p, size_t n) {
+/* Advises the pages of [p, p + n) to transparent huge pages (MADV_HUGEPAGE; p page-aligned),
+   unless $TJIT_HUGE_PAGES is 0. Warm calls then stream through fewer TLB entries (W1-W3 3-11%
+   faster on the Emerald Rapids VM); but where the kernel's THP defrag setting is `madvise`
+   (Debian's default) the first touch of advised memory may wait for the kernel to compact
+   memory: a first call there took 13-165 ms for W3's 64 MiB output, 25-29 ms unadvised. */
+static void advise_huge(void *p, size_t n) {
 #ifdef MADV_HUGEPAGE
   const char *want = getenv("TJIT_HUGE_PAGES"); /* read each time: a pool miss is rare */
   if (!want || strcmp(want, "0") != 0) madvise(p, n, MADV_HUGEPAGE); /* failure is harmless */
@@ -85,7 +90,7 @@ void buf_advise_huge(void *p, size_t n) {
 static void *fresh_block(size_t cap) {
   void *b = NULL;
   if (posix_memalign(&b, cap >= HUGE_PAGE ? HUGE_PAGE : SMALL_ALIGN, cap) != 0) return NULL;
-  if (cap >= HUGE_PAGE) buf_advise_huge(b, cap);
+  if (cap >= HUGE_PAGE) advise_huge(b, cap);
   return b;
 }
 

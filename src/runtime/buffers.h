@@ -22,11 +22,5 @@ void      *buf_pool_get(buf_pool *p, size_t bytes, size_t *cap);
 void       buf_pool_put(buf_pool *p, void *block, size_t cap);
 /* False in sanitizer builds, where every put frees its block. */
 bool       buf_pool_caches(void);
-/* Advises the pages of [p, p + n) to transparent huge pages (MADV_HUGEPAGE; p page-aligned),
-   unless $TJIT_HUGE_PAGES is 0. Warm calls then stream through fewer TLB entries (W1-W3 3-11%
-   faster on the Emerald Rapids VM); but where the kernel's THP defrag setting is `madvise`
-   (Debian's default) the first touch of advised memory may wait for the kernel to compact
-   memory: a first call there took 13-165 ms for W3's 64 MiB output, 25-29 ms unadvised. */
-void       buf_advise_huge(void *p, size_t n);
 
 #endif /* TJIT_BUFFERS_H */

@@ -378,7 +378,7 @@ static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const
   if (ptr != small) free(ptr);
 }
 
-/* Not advised to huge pages: a first call would fault them in (buffers.h says what that costs);
+/* Not advised to huge pages: a first call would fault them in (buffers.c says what that costs);
    64-byte aligned, the advice this had was refused (EINVAL) all along. */
 static void *alloc_arena(size_t n) {
   void *p = NULL;
