@@ -16,7 +16,6 @@
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
 
-
 /* ---- running ---------------------------------------------------------------------------------- */
 
 typedef struct rows_job {
