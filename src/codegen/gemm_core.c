@@ -254,7 +254,8 @@ CORE static void pack_lhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *res
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
    strip, then (add) plus the ld-strided rows at dst, stored there. One FMA chain per element in
    k order, as the generated kernel's. ROWS lists the tile's rows: 6 with AVX2 (12 accumulators of
-   16 ymm), 8 with AVX-512 (16 of 32 zmm). */
+   16 ymm), 8 with AVX-512 (16 of 32 zmm). Meanwhile pf_lines cache lines from pf go to L2, one
+   every 4 k steps (one more load beside 40 when the loads have a port to spare). */
 #define ROWS6(X, ...) X(0, __VA_ARGS__) X(1, __VA_ARGS__) X(2, __VA_ARGS__) X(3, __VA_ARGS__)    \
   X(4, __VA_ARGS__) X(5, __VA_ARGS__)
 #define ROWS8(X, ...) ROWS6(X, __VA_ARGS__) X(6, __VA_ARGS__) X(7, __VA_ARGS__)
@@ -275,11 +276,22 @@ CORE static void pack_lhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *res
 #define DEFINE_MICROKERNEL(ATTR, P, T_, SUF, ROWS, MR_, KSTEPS, V, W, ZERO, LOADA, LOADU, STOREU,   \
                            FMADD, BCAST, ADD)                                                      \
   ATTR static void mk_##SUF(int64_t kc, const P *restrict a, const P *restrict b,                 \
-                            T_ *restrict dst, int64_t ld, int add) {                               \
+                            T_ *restrict dst, int64_t ld, int add, const char *pf,                 \
+                            int64_t pf_lines) {                                                    \
     typedef T_ T;                                                                                  \
     ROWS(MK_ZERO, V, ZERO)                                                                         \
-    int64_t steps = KSTEPS(kc);                                                                    \
-    _Pragma("GCC unroll 4") for (int64_t k = 0; k < steps; k++, a += MR_, b += 2 * W) {            \
+    int64_t steps = KSTEPS(kc), k = 0;                                                             \
+    for (; k + 4 <= steps; k += 4) {                                                               \
+      if (pf_lines > 0) {                                                                          \
+        _mm_prefetch(pf, _MM_HINT_T1);                                                             \
+        pf += 64, pf_lines--;                                                                      \
+      }                                                                                            \
+      _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++, a += MR_, b += 2 * W) {                  \
+        V b0 = LOADA(b), b1 = LOADA(b + W);                                                        \
+        ROWS(MK_ROW, V, FMADD, BCAST)                                                              \
+      }                                                                                            \
+    }                                                                                              \
+    for (; k < steps; k++, a += MR_, b += 2 * W) {                                                 \
       V b0 = LOADA(b), b1 = LOADA(b + W);                                                          \
       ROWS(MK_ROW, V, FMADD, BCAST)                                                                \
     }                                                                                              \
@@ -328,17 +340,18 @@ DEFINE_MICROKERNEL(CORE512BF, uint32_t, float, bf16dp_512, ROWS8, MR512, KSTEPS_
 #define DEFINE_TILE(ATTR, P, T, SUF, MR, NR)                                                       \
   ATTR static void tile_##SUF(int64_t kc, const P *a, const P *b, T *out, int64_t ld,              \
                               int64_t rows, int64_t cols, int first, gemm_core_epi epi,            \
-                              void *const *bufs, int64_t row, int64_t col) {                       \
+                              void *const *bufs, int64_t row, int64_t col, const char *pf,         \
+                              int64_t pf_lines) {                                                  \
     for (int64_t i = 0; i < rows; i++) {                                                           \
       __builtin_prefetch(out + i * ld, 1, 3);                                                      \
       __builtin_prefetch(out + i * ld + NR - 1, 1, 3);                                             \
     }                                                                                              \
     if (rows == MR && cols == NR && !epi) {                                                        \
-      mk_##SUF(kc, a, b, out, ld, !first);                                                         \
+      mk_##SUF(kc, a, b, out, ld, !first, pf, pf_lines);                                         \
       return;                                                                                      \
     }                                                                                              \
     _Alignas(64) T tile[MR * NR];                                                                  \
-    mk_##SUF(kc, a, b, tile, NR, 0);                                                               \
+    mk_##SUF(kc, a, b, tile, NR, 0, pf, pf_lines);                                                 \
     if (!first)                                                                                    \
       for (int64_t i = 0; i < rows; i++)                                                           \
         for (int64_t j = 0; j < cols; j++) tile[i * NR + j] += out[i * ld + j];                    \
@@ -497,10 +510,24 @@ static int64_t team_rotation(const team_layout *t, int64_t rb, int64_t M, int64_
               const P *b = team ? team_strip_##SUF(&t, team, p, rhs_b, pc / p->kc, kc,             \
                                                    (jc + jr) / NR)                                 \
                                 : bp + jr * KSTEPS(kc);                                            \
-              for (int64_t ir = 0; ir < mc; ir += MR)                                              \
+              /* The next strip of the panel goes to L2 while this one's tiles run, a slice    \
+                 (whole lines) a tile; unfetched, its first tile would wait on L3 for every line \
+                 of it (7-16% of [256..512, K] x [K, 4096] dots here). Packed already: a team   \
+                 packs all of a panel's groups before its tiles. */                                \
+              const char *next = NULL;                                                             \
+              if (jr + NR < nc)                                                                    \
+                next = (const char *)(team ? team_strip_##SUF(&t, team, p, rhs_b, pc / p->kc, kc,  \
+                                                              (jc + jr) / NR + 1)                  \
+                                           : bp + (jr + NR) * KSTEPS(kc));                         \
+              int64_t strip_lines = (KSTEPS(kc) * NR * (int64_t)sizeof(P) + 63) / 64;              \
+              int64_t slice = (strip_lines + (mc + MR - 1) / MR - 1) / ((mc + MR - 1) / MR);       \
+              for (int64_t ir = 0; ir < mc; ir += MR) {                                            \
+                int64_t first_line = ir / MR * slice;                                              \
+                int64_t pf_lines = next ? min64(slice, strip_lines - first_line) : 0;              \
                 TILE(kc, ap + ir * KSTEPS(kc), b, c_b + (ic - crow0 + ir) * cld + ccol + jr,       \
                      cld, min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,           \
-                     brow + ic + ir, jc + jr);                                                     \
+                     brow + ic + ir, jc + jr, next ? next + first_line * 64 : NULL, pf_lines);     \
+              }                                                                                    \
             }                                                                                      \
           }                                                                                        \
         }                                                                                          \
