@@ -433,8 +433,8 @@ DEFINE_POST(float, f32, fabsf, sqrtf)
 DEFINE_POST(double, f64, fabs, sqrt)
 
 /* One program over a tile, for f32 (8 lanes) and f64 (4 lanes): tile rows are NR = nvr W long
-   (nvr: 2 or 4 ymm); the program runs over groups of NV / nvr rows, where vector j is row
-   g0 + j / nvr, columns (j % nvr) W ... Lanes past the row's valid columns are loaded as zeros
+   (nvr: 2 or 4 ymm); the program runs over groups of NV / nvr rows, where vector j = i nvr + v
+   is row g0 + i, columns v W ... Lanes past the row's valid columns are loaded as zeros
    (masked loads never touch them) and never stored; rows past `rows` are not computed. */
 #define DEFINE_EPI(T, SUF, V, VI, W, LOADU, LOADV, LOAD1, STOREV, ROUND, SET1, ADD, SUB,          \
                    MUL, DIV, MAXV, MINV, AND, OR, XOR, ANDNOT, CMP, BLENDV, CASTI, SQRTV)           \
@@ -474,8 +474,9 @@ DEFINE_POST(double, f64, fabs, sqrt)
        tile itself, whose group of rows is NV whole vectors, 64-byte aligned (DEFINE_TILE) */     \
     const V *src[MAX_INS];                                                                         \
     for (int r = 0; r < c->n_ins; r++) src[r] = reg[r];                                            \
-    for (int64_t g0 = 0; g0 < rows; g0 += NV / nvr) {                                              \
-      int nvec = (int)min64(NV / nvr, rows - g0) * nvr;                                            \
+    int group = NV / nvr; /* rows at a time; no j / nvr below: idiv was a tenth of a dot */        \
+    for (int64_t g0 = 0; g0 < rows; g0 += group) {                                                 \
+      int grows = (int)min64(group, rows - g0), nvec = grows * nvr;                                \
       for (int r = 0; r < c->n_ins; r++) {                                                         \
         const vm_ins *in = &c->ins[r];                                                             \
         V *o = reg[r];                                                                             \
@@ -498,13 +499,15 @@ DEFINE_POST(double, f64, fabs, sqrt)
           const void *p = bufs[2 + in->read];                                                      \
           V cv[4];                                                                                 \
           for (int v = 0; v < nvr; v++) cv[v] = LOADV(p, col + v * W, mask[v], whole);             \
-          for (int j = 0; j < nvec; j++) o[j] = cv[j % nvr];                                       \
+          for (int j = 0; j < nvec; j += nvr)                                                      \
+            for (int v = 0; v < nvr; v++) o[j + v] = cv[v];                                        \
           break;                                                                                   \
         }                                                                                          \
         case VM_MAT: {                                                                             \
           const void *p = bufs[2 + in->read];                                                      \
-          for (int j = 0; j < nvec; j++)                                                           \
-            o[j] = LOADV(p, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole);   \
+          for (int i = 0; i < grows; i++)                                                          \
+            for (int v = 0; v < nvr; v++)                                                          \
+              o[i * nvr + v] = LOADV(p, (row + g0 + i) * n + col + v * W, mask[v], whole);         \
           break;                                                                                   \
         }                                                                                          \
         case VM_ADD:                                                                               \
@@ -551,7 +554,7 @@ DEFINE_POST(double, f64, fabs, sqrt)
       const V *y = src[c->root];                                                                   \
       if (c->reduces) { /* invalid lanes count as +0, the sum's identity */                        \
         T *sums = bufs[2 + c->red_read];                                                           \
-        for (int i = 0; i < nvec / nvr; i++) {                                                     \
+        for (int i = 0; i < grows; i++) {                                                          \
           V s = AND(y[i * nvr], CASTI(mask[0]));                                                   \
           for (int v = 1; v < nvr; v++) s = ADD(s, AND(y[i * nvr + v], CASTI(mask[v])));           \
           int64_t at = row + g0 + i;                                                               \
@@ -560,8 +563,9 @@ DEFINE_POST(double, f64, fabs, sqrt)
         }                                                                                          \
         continue;                                                                                  \
       }                                                                                            \
-      for (int j = 0; j < nvec; j++)                                                               \
-        STOREV(out, (row + g0 + j / nvr) * n + col + j % nvr * W, mask[j % nvr], whole, y[j]);     \
+      for (int i = 0; i < grows; i++)                                                              \
+        for (int v = 0; v < nvr; v++)                                                              \
+          STOREV(out, (row + g0 + i) * n + col + v * W, mask[v], whole, y[i * nvr + v]);           \
     }                                                                                              \
   }
 
