@@ -307,6 +307,34 @@ static void test_scatter(void **state) {
   run_scatter(JIT_F32, 2, (int64_t[]){4, 0}, 1, (int64_t[]){3}, 0, true, 71, 0, 3);
 }
 
+/* A scatter into a constant (a gather's gradient scatters into zeros): its kernel stores the
+   constant where it would copy an operand, and the constant gets no kernel or buffer. */
+typedef struct const_scatter {
+  int64_t shape[2];
+  double value;
+} const_scatter;
+
+static void const_scatter_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  const const_scatter *c = user;
+  r[0] = jit_scatter_add(t, jit_full(t, JIT_F32, 2, c->shape, c->value), a[0], a[1], 1);
+}
+
+static void test_scatter_into_constant(void **state) {
+  (void)state;
+  const_scatter c = {{300, 40}, 2.5};
+  /* columns with duplicates, negative and out-of-range entries (dropped) */
+  ot_array args[2] = {ot_random(JIT_I32, 1, (int64_t[]){9}, 90, -45, 45),
+                      ot_random(JIT_F32, 2, (int64_t[]){300, 9}, 91, -8, 8)};
+  ot_array x = ot_zeros(JIT_F32, 2, c.shape);
+  for (int64_t i = 0; i < x.n; i++) x.v[i] = c.value;
+  ot_array want = ref_scatter(&x, &args[0], &args[1], 1, true);
+  ot_free(&x);
+  expect_both("scatter_into_constant", const_scatter_fn, &c, 2, args, &want);
+  /* the indices made non-negative, and the scatter: no kernel (and buffer) of the constant */
+  assert_int_equal(native_kernels("scatter_into_constant", const_scatter_fn, &c, 2, args), 2);
+  for (int i = 0; i < 2; i++) ot_free(&args[i]);
+}
+
 /* Many duplicate rows over an operand big enough to be split over threads: each thread owns
    a chunk of rows, so the sums are exact (ints) and in order. */
 static void test_scatter_threads(void **state) {
@@ -689,6 +717,7 @@ int main(void) {
       cmocka_unit_test(test_take_along_axis),
       cmocka_unit_test(test_scatter),
       cmocka_unit_test(test_scatter_threads),
+      cmocka_unit_test(test_scatter_into_constant),
       cmocka_unit_test(test_dynamic_slice),
       cmocka_unit_test(test_pad),
       cmocka_unit_test(test_rev),

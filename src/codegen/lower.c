@@ -70,7 +70,7 @@ static memo_ent *memo_slot(lower *L, ir_ref v, uint32_t phase, bool clamp, const
   return &L->memo[h];
 }
 
-static bool computed(const lower *L, ir_ref v) {
+bool lw_computed(const lower *L, ir_ref v) {
   const fz_kernel *k = L->k;
   if (v == k->dot) return false;
   uint32_t lo = 0, hi = k->n_ops;
@@ -352,10 +352,10 @@ jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out)
   const ir_ins *in = &f->ins[v];
   const ir_type *t = ir_type_of(f, v);
   int32_t id = -1;
-  if (phase && phase == L->write_phase && !clamp && computed(L, v) && expensive(in->op) &&
+  if (phase && phase == L->write_phase && !clamp && lw_computed(L, v) && expensive(in->op) &&
       (id = from_cache(L, v, m)) >= 0)
     goto done;
-  if (!computed(L, v)) {
+  if (!lw_computed(L, v)) {
     id = lw_load_at(L, v, lw_address(L, v, m), clamp);
   } else if (ir_op_flags[in->op] & IR_EW) {
     int32_t x[3] = {-1, -1, -1};
@@ -436,7 +436,7 @@ fail:
 /* Generates every reduction that the value v read at m needs, before the write loop opens: then
    the write loop finds their loops already there and can take values cached by them. */
 static jit_status prewalk(lower *L, ir_ref v, const fz_map *m) {
-  if (!computed(L, v)) return JIT_OK;
+  if (!lw_computed(L, v)) return JIT_OK;
   uint32_t mark = L->collecting ? UINT32_MAX - 1 : UINT32_MAX; /* "walked" marks in the memo */
   memo_ent *e = memo_slot(L, v, mark, false, m);
   if (!e) return jit_error(JIT_ENOMEM, "codegen: out of memory");
@@ -754,6 +754,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
   else TRY(write_values(&L));
   lw_drop_unread_scratch(&L);
   L.lf->row_work = block_work(L.lf, L.lf->row);
+  if (L.lf->row_work < L.row_work_min) L.lf->row_work = L.row_work_min;
   lw_add_row_prefetch(&L);
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
 

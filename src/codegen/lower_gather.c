@@ -115,10 +115,11 @@ jit_status lw_gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
 }
 /* ---- scatter ------------------------------------------------------------------------------------
    A kernel of its own over buffers. Its rows are chunks of the operand's leading dim: row r
-   copies its chunk of the operand into the result, then walks every update in order and
-   combines those that land in its chunk. Each element is written by one row only, so rows may
-   run on any threads, and duplicates combine in update order as in the interpreter. An update
-   outside the chunk (or dropped) rewrites an element of the chunk with its own value. */
+   copies its chunk of the operand into the result (stores it, for a constant operand, which
+   fusion.c gives no buffer), then walks every update in order and combines those that land in
+   its chunk. Each element is written by one row only, so rows may run on any threads, and
+   duplicates combine in update order as in the interpreter. An update outside the chunk (or
+   dropped) rewrites an element of the chunk with its own value. */
 #define LP_SCATTER_CHUNKS 4
 
 jit_status lw_write_scatter(lower *L) {
@@ -136,6 +137,7 @@ jit_status lw_write_scatter(lower *L) {
   L->n_row = 1;
   L->row_ext[0] = chunks;
   L->lf->n_rows = chunks;
+  L->row_work_min = per * inner + ir_type_numel(ut); /* its copy, its walk over the updates */
   int32_t lo = lw_iop(L, LP_IMUL, lw_row_val(L, 0), lw_iconst(L, per));
   int32_t hi = lw_iop(L, LP_IMIN, lw_iop(L, LP_IADD, lo, lw_iconst(L, per)), lw_iconst(L, n0));
   /* the chunk's copy */
@@ -143,7 +145,11 @@ jit_status lw_write_scatter(lower *L) {
   int32_t trip = lw_iop(L, LP_IMUL, lw_iop(L, LP_ISUB, hi, lo), lw_iconst(L, inner));
   lw_open_nest(L, 1, &trip, &sv);
   int32_t a = lw_iop(L, LP_IADD, lw_iop(L, LP_IMUL, lo, lw_iconst(L, inner)), L->inner_idx[0]);
-  lp_ins cp = lw_mk(LP_STORE, dt, a, lw_load_at(L, in->args[0], a, false), -1);
+  const ir_ins *operand = &L->f->ins[in->args[0]];
+  int32_t x = operand->op == IR_CONST && lw_computed(L, in->args[0])
+                  ? lw_value_const(L, dt, operand->attr.value) /* fusion.c: no buffer of it */
+                  : lw_load_at(L, in->args[0], a, false);
+  lp_ins cp = lw_mk(LP_STORE, dt, a, x, -1);
   cp.buf = (int32_t)r;
   lw_emit_at(L, cp, L->depth - 1);
   lw_close_nest(L, &sv);

@@ -57,6 +57,8 @@ typedef struct lower {
   bool column;            /* column mode (write_columns) */
   bool cached[64];        /* cached[w]: write w's row holds a value cached by a reduction loop */
   int64_t scratch_bytes;  /* of the row scratch arrays so far */
+  int64_t row_work_min;   /* elements a row touches in loops whose trips are known only when it
+                             runs (a scatter's chunk), which block_work would count as LP_BLOCK */
   bool fma;               /* the target has exact fused multiply-adds (LP_QUOT needs them) */
   bool quot_on;           /* the write loop divides by a row's divisor with LP_QUOT (gen_quot) */
   int32_t quot_max[2], quot_min[2]; /* f32, f64: accumulators of |a|'s bits and of those - 1,
@@ -120,6 +122,8 @@ void lw_close_nest(lower *L, const saved_nest *sv);
 
 /* ---- the rest -------------------------------------------------------------------------------- */
 
+/* Whether the kernel computes v (else it is read from a buffer) (lower.c). */
+bool lw_computed(const lower *L, ir_ref v);
 /* Value v read at m into *out (lower.c). */
 jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 jit_status lw_gen_gather(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);

@@ -442,16 +442,19 @@ static jit_status visit(fuse *z, ir_ref v) {
     z->st[v] = ST_SCAN_OUT;
     return JIT_OK;
   }
-  if (op == IR_GATHER || op == IR_PAD || op == IR_SCATTER) {
+  if (op == IR_SCATTER) {
+    /* over buffers, but for a constant operand (a gather's gradient scatters into zeros): the
+       kernel's copy of the operand stores the constant instead of reading a buffer of it */
+    for (uint32_t k = 0; k < in->n_args; k++)
+      if (k != 0 || f->ins[in->args[0]].op != IR_CONST) z->must_mat[in->args[k]] = true;
+    return new_group(z, v);
+  }
+  if (op == IR_GATHER || op == IR_PAD) {
     /* read at indices that depend on data: from buffers (see fz_map_operand for the rest) */
     z->must_mat[in->args[0]] = true;
     if (op == IR_GATHER &&
         ir_gather_index_len(ir_type_of(f, in->args[1]), in->attr.gather.index_dim) != 1)
       z->must_mat[in->args[1]] = true;
-    if (op == IR_SCATTER) {
-      mark_operands(z, v, z->must_mat);
-      return new_group(z, v);
-    }
   }
   if (op == IR_RESHAPE && !reshape_is_trivial(ir_type_of(f, in->args[0]), ir_type_of(f, v))) {
     z->st[v] = ST_VIEW;
