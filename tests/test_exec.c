@@ -758,6 +758,66 @@ static void scan_const_rhs(int64_t B) {
   for (int c = 0; c < 3; c++) jit_fn_free(f[c]);
 }
 
+static void dot_bias_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_add(t, jit_matmul(t, a[0], a[1]), a[2]);
+}
+
+/* W4's kind of loop: a dot whose rhs is a param keeps it packed for the next call on the same
+   array (team_keep, tagged with the array's serial), and must repack for another array, also
+   when that one lands at the same address (freed, then its buffer reused by the pool) or holds
+   the same bytes at another. Bit for bit the generated kernels' results (TJIT_GEMM_CORE=0). */
+static void test_param_rhs_kept(void **state) {
+  (void)state;
+  const int64_t M = 64, K = 256, N = 512; /* 8M multiply-adds: split over threads */
+  int64_t sh[3][2] = {{M, K}, {K, N}, {N, 0}};
+  int rk[3] = {2, 2, 1};
+  jit_ctx *ctxs[3] = {ctx2, ctx1, ctx1};
+  jit_fn *f[3];
+  for (int c = 0; c < 3; c++) {
+    if (c == 2) setenv("TJIT_GEMM_CORE", "0", 1); /* read when the signature compiles */
+    jit_fn_opts o = {.name = "dot_bias", .n_args = 3, .n_results = 1};
+    assert_int_equal(jit_compile(ctxs[c], dot_bias_fn, NULL, &o, &f[c]), JIT_OK);
+    void *v[3];
+    for (int i = 0; i < 3; i++) v[i] = random_data(JIT_F32, numel(rk[i], sh[i]), 90 + (uint64_t)i);
+    jit_array *args[3];
+    for (int i = 0; i < 3; i++) args[i] = upload(ctxs[c], JIT_F32, rk[i], sh[i], v[i]);
+    jit_array *res = NULL;
+    assert_int_equal(jit_call(f[c], args, &res), JIT_OK); /* signature compiled (and env read) */
+    unsetenv("TJIT_GEMM_CORE");
+    jit_array_free(res);
+    for (int i = 0; i < 3; i++) jit_array_free(args[i]), free(v[i]);
+  }
+  /* per round: the rhs's contents (seed) and whether the rhs array is the previous round's */
+  static const struct { uint64_t seed; bool same_array; } rounds[] = {
+      {100, false}, {100, true}, {101, false}, {101, true}, {100, false}, {102, false}};
+  jit_array *w[3] = {NULL, NULL, NULL};
+  void *x = random_data(JIT_F32, M * K, 98), *b = random_data(JIT_F32, N, 99);
+  for (int r = 0; r < N_OF(rounds); r++) {
+    void *wv = random_data(JIT_F32, K * N, rounds[r].seed), *out[3];
+    for (int c = 0; c < 3; c++) {
+      if (!rounds[r].same_array) {
+        jit_array_free(w[c]); /* first: the new array may get its buffer */
+        w[c] = upload(ctxs[c], JIT_F32, 2, sh[1], wv);
+      }
+      jit_array *args[3] = {upload(ctxs[c], JIT_F32, 2, sh[0], x), w[c],
+                            upload(ctxs[c], JIT_F32, 1, sh[2], b)}, *res = NULL;
+      assert_int_equal(jit_call(f[c], args, &res), JIT_OK);
+      out[c] = download(res);
+      jit_array_free(res);
+      jit_array_free(args[0]);
+      jit_array_free(args[2]);
+    }
+    assert_memory_equal(out[0], out[2], (size_t)(M * N) * sizeof(float));
+    assert_memory_equal(out[1], out[2], (size_t)(M * N) * sizeof(float));
+    for (int c = 0; c < 3; c++) free(out[c]);
+    free(wv);
+  }
+  for (int c = 0; c < 3; c++) jit_array_free(w[c]), jit_fn_free(f[c]);
+  free(x);
+  free(b);
+}
+
 /* ---- dots inside larger programs ---------------------------------------------------------------- */
 /* relu(x @ w1 + b1) @ w2 + b2, the operands of the second dot made by other kernels, and a
    transposed operand computed on the fly. */
@@ -1229,7 +1289,8 @@ int main(void) {
       cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
       cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues),
       cmocka_unit_test(test_core_epilogue_programs), cmocka_unit_test(test_core_reducing_epilogues),
-      cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_param_rhs_kept),
+      cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_split_modules), cmocka_unit_test(test_shared_kernels),
   };

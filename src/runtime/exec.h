@@ -42,6 +42,12 @@ uint64_t exec_peak_bytes(const exec *e);
    exec_result_alias(e, r) is p). Safe to call from several threads at once. */
 jit_status exec_run(exec *e, const void *const *args, void *const *results);
 
+/* exec_run, told which contents the args hold (arg_ids[i]: args[i]'s jit_array serial, 0:
+   unknown): a dot whose rhs is a param keeps that rhs packed for the next run while the param's
+   contents stay the same (EXEC_KEEP_MAX bytes of such areas at most per executable). */
+jit_status exec_run_ids(exec *e, const void *const *args, const uint64_t *arg_ids,
+                        void *const *results);
+
 /* exec_run as device `device` (0..n_devices-1) of a partitioned program, on that device's thread:
    kernels are not split over the pool, intermediates live in the device's own arena, and
    collectives go to the thread's ir_device (ir_set_thread_device). One run per device at a time. */

@@ -86,8 +86,9 @@ typedef struct estep {
   size_t team_bytes, team_flags; /* ES_DOT on the core: the bytes of its team area (shared by
                          the threads it is split over, or its team_keep) and of the claims in it
                          (gemm_core.h); 0: none */
-  void *team_keep;    /* ES_DOT whose rhs is a scan's const: its own team area, kept packed over
-                         the steps of one scan call (run by the owner of e->arena only) */
+  void *team_keep;    /* ES_DOT whose rhs is a scan's const or a param of known contents: its
+                         own team area, kept packed over the steps of one scan call or over the
+                         runs on the same contents (run by the owner of e->arena only) */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */
@@ -120,6 +121,7 @@ struct exec {
                            buffers, unchanged, in every step of one scan call */
   size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes + team_bytes */
   void *arena;          /* allocated by the first run that owns it, kept for the next */
+  size_t keep_bytes;    /* of the steps' team_keep areas (the owner of arena makes them) */
   exec_stats nested;    /* what building the scan bodies' executables cost */
   atomic_flag busy;     /* a run is using arena */
   pthread_mutex_t dev_mu; /* guards growing dev_arenas */
@@ -145,6 +147,7 @@ typedef struct exec_rt {
                          packed in the same call are reused */
   bool owns_arena;    /* scratch is e->arena, held through e->busy: the steps' team_keep areas
                          are this run's to use */
+  const uint64_t *arg_ids; /* exec_run_ids: the params' contents (0: unknown); NULL: none known */
 } exec_rt;
 
 /* Prepares rt for a run of e (its arena: e's own when free, else a fresh one that *own says to

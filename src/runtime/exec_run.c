@@ -135,7 +135,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs);
    *own says to free). false: out of memory (recorded). */
 bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   static _Alignas(64) unsigned char empty[64];
-  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK, 0, false};
+  *rt = (exec_rt){NULL, NULL, empty, run_step, e, JIT_OK, 0, false, NULL};
   *arena = NULL;
   *own = false;
   if (!e->arena_bytes) return true;
@@ -167,7 +167,7 @@ void exec_rt_end(exec *e, void *arena, bool own) {
 static _Atomic uint64_t scan_calls; /* numbers every run of a scan step */
 
 static jit_status run_in_call(exec *e, const void *const *args, void *const *results,
-                              uint64_t scan_call);
+                              uint64_t scan_call, const uint64_t *arg_ids);
 
 /* A scan step: the body's executable once per step, on pointers into the operands and results;
    the carries start as copies of the inits and alternate between the two scratch sets. */
@@ -214,7 +214,7 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     for (uint32_t i = c0 + nc; i < na; i++) a[i] = (const unsigned char *)bufs[i] + (size_t)t * sp->xstep[i];
     for (uint32_t k = 0; k < nr; k++)
       r[k] = k < nc ? nxt[k] : (void *)((unsigned char *)bufs[na + k] + (size_t)t * sp->ystep[k]);
-    st = run_in_call(s->body, a, r, call);
+    st = run_in_call(s->body, a, r, call, NULL);
     for (uint32_t i = 0; i < nc; i++) {
       void *x = cur[i];
       cur[i] = nxt[i];
@@ -230,30 +230,42 @@ done:
   return st;
 }
 
-/* What heads a team_keep area: the scan call and rhs it was packed for. */
+/* What heads a team_keep area: the scan call, or the contents (jit_array serial), and the rhs
+   buffer it was packed for. */
 typedef struct team_tag {
-  uint64_t scan_call;
+  uint64_t scan_call, contents;
   const void *rhs;
 } team_tag;
 
-/* The team area dot step s runs with on nth threads in this run, its claims ready: where s's
-   rhs is one of a scan's consts and this run owns the executable's arena, s's own area, whose
-   packed rhs stays valid for the rest of the scan call (packed once per call, not once per step:
-   W5's weights), on one thread too; else, split over threads, the arena's shared area, claims
-   zeroed; else NULL (no team). */
+/* The most bytes of team_keep areas (packed copies of rhs, kept with the executable) one
+   executable holds; a dot that finds no room packs into the arena's shared area as before. */
+#define EXEC_KEEP_MAX ((size_t)256 << 20)
+
+/* The team area dot step s runs with on nth threads in this run, its claims ready. Where this
+   run owns the executable's arena and s's rhs is one of a scan's consts (W5's weights) or a
+   param whose contents the caller named (exec_run_ids: W4's), s's own area, on one thread too:
+   its packed rhs stays valid for the rest of the scan call, or for the next runs on the same
+   contents, which then pack nothing (arrays are immutable, so a serial names its bytes). Else,
+   split over threads, the arena's shared area, claims zeroed; else NULL (no team). */
 static void *team_area(exec_rt *rt, estep *s, void *const *bufs, int nth) {
   exec *e = rt->e;
   uint32_t rb = s->bufs[1];
-  if (rt->scan_call && rt->owns_arena && rb < e->n_bufs &&
-      e->bufs[rb].kind == EB_PARAM && e->bufs[rb].index < e->n_invariant) {
-    if (!s->team_keep && (s->team_keep = alloc_arena(EXEC_ALIGN + s->team_bytes)))
-      memset(s->team_keep, 0, EXEC_ALIGN); /* a tag of no call (they count from 1) */
+  bool param = rb < e->n_bufs && e->bufs[rb].kind == EB_PARAM;
+  uint64_t contents = param && !rt->scan_call && rt->arg_ids ? rt->arg_ids[e->bufs[rb].index] : 0;
+  bool scan_const = rt->scan_call && param && e->bufs[rb].index < e->n_invariant;
+  if (rt->owns_arena && (scan_const || contents)) {
+    if (!s->team_keep && e->keep_bytes + s->team_bytes <= EXEC_KEEP_MAX &&
+        (s->team_keep = alloc_arena(EXEC_ALIGN + s->team_bytes))) {
+      memset(s->team_keep, 0, EXEC_ALIGN); /* a tag of no call and no contents (from 1) */
+      e->keep_bytes += s->team_bytes;
+    }
     if (s->team_keep) {
       team_tag *tag = s->team_keep;
       void *area = (unsigned char *)s->team_keep + EXEC_ALIGN;
-      if (tag->scan_call != rt->scan_call || tag->rhs != bufs[1]) {
+      team_tag now = {rt->scan_call, contents, bufs[1]};
+      if (tag->scan_call != now.scan_call || tag->contents != now.contents || tag->rhs != now.rhs) {
         memset(area, 0, s->team_flags);
-        *tag = (team_tag){rt->scan_call, bufs[1]};
+        *tag = now;
       }
       return area;
     }
@@ -400,21 +412,28 @@ static void run_prepared(exec *e, exec_rt *rt, const void *const *args, void *co
   }
 }
 
-/* A run of e; scan_call: the scan call whose step it is (exec_rt.scan_call), 0: none. */
+/* A run of e; scan_call: the scan call whose step it is (exec_rt.scan_call), 0: none; arg_ids:
+   exec_rt.arg_ids. */
 static jit_status run_in_call(exec *e, const void *const *args, void *const *results,
-                              uint64_t scan_call) {
+                              uint64_t scan_call, const uint64_t *arg_ids) {
   exec_rt rt;
   void *arena;
   bool own;
   if (!exec_rt_begin(e, &rt, &arena, &own)) return JIT_ENOMEM;
   rt.scan_call = scan_call;
+  rt.arg_ids = arg_ids;
   run_prepared(e, &rt, args, results);
   exec_rt_end(e, arena, own);
   return rt.status;
 }
 
 jit_status exec_run(exec *e, const void *const *args, void *const *results) {
-  return run_in_call(e, args, results, 0);
+  return run_in_call(e, args, results, 0, NULL);
+}
+
+jit_status exec_run_ids(exec *e, const void *const *args, const uint64_t *arg_ids,
+                        void *const *results) {
+  return run_in_call(e, args, results, 0, arg_ids);
 }
 
 jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
@@ -436,7 +455,7 @@ jit_status exec_run_device(exec *e, int device, int n_devices, const void *const
   /* a device's slot is its own: device jobs of one context run one at a time */
   if (!slot || (e->arena_bytes && !*slot && !(*slot = alloc_arena(e->arena_bytes))))
     return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
-  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK, 0, false};
+  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK, 0, false, NULL};
   if (*slot) rt.mm_scratch = (unsigned char *)*slot + e->scratch_bytes;
   bool was = serial_thread;
   serial_thread = true;

@@ -224,8 +224,12 @@ static jit_status run_sig(jit_fn *f, const jit_sig *s, jit_array *const *args,
   if (s->spmd) return spmd_run(f->ctx, s, f->n_args, args, f->n_results, results, consumed);
   const ir_func *g = s->optimized;
   const void *argp[JIT_MAX_FN_ARGS + 1];
+  uint64_t ids[JIT_MAX_FN_ARGS + 1];
   void *resp[JIT_MAX_FN_RESULTS];
-  for (int i = 0; i < f->n_args; i++) argp[i] = args[i]->data; /* all uncommitted */
+  for (int i = 0; i < f->n_args; i++) { /* all uncommitted */
+    argp[i] = args[i]->data;
+    ids[i] = args[i]->serial;
+  }
   for (int i = 0; i < f->n_results; i++)
     if (exec_result_alias(s->exe, (uint32_t)i) < 0)
       TRY(array_new_type(f->ctx, ir_type_of(g, g->results[i]), &results[i]));
@@ -236,7 +240,7 @@ static jit_status run_sig(jit_fn *f, const jit_sig *s, jit_array *const *args,
     if (p >= 0) TRY(array_adopt(args[p], ir_type_of(g, g->results[i]), &results[i]));
     resp[i] = results[i]->data;
   }
-  if (s->exe) TRY(exec_run(s->exe, argp, resp));
+  if (s->exe) TRY(exec_run_ids(s->exe, argp, ids, resp));
   else TRY(ir_interp(g, argp, resp));
   return JIT_OK;
 fail:
