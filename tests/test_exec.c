@@ -763,10 +763,11 @@ static void dot_bias_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) 
   r[0] = jit_add(t, jit_matmul(t, a[0], a[1]), a[2]);
 }
 
-/* W4's kind of loop: a dot whose rhs is a param keeps it packed for the next call on the same
-   array (team_keep, tagged with the array's serial), and must repack for another array, also
-   when that one lands at the same address (freed, then its buffer reused by the pool) or holds
-   the same bytes at another. Bit for bit the generated kernels' results (TJIT_GEMM_CORE=0). */
+/* W4's kind of loop: a dot whose rhs is a param keeps it packed for the next calls on an array
+   it saw before (team_keep, tagged with the array's serial), and must repack for another
+   array, also when that one lands at the same address (freed, then its buffer reused by the
+   pool) or holds the same bytes at another. Bit for bit the generated kernels' results
+   (TJIT_GEMM_CORE=0). */
 static void test_param_rhs_kept(void **state) {
   (void)state;
   const int64_t M = 64, K = 256, N = 512; /* 8M multiply-adds: split over threads */
@@ -788,9 +789,11 @@ static void test_param_rhs_kept(void **state) {
     jit_array_free(res);
     for (int i = 0; i < 3; i++) jit_array_free(args[i]), free(v[i]);
   }
-  /* per round: the rhs's contents (seed) and whether the rhs array is the previous round's */
+  /* per round: the rhs's contents (seed) and whether the rhs array is the previous round's (the
+     second call on an array makes the kept area, the third packs nothing) */
   static const struct { uint64_t seed; bool same_array; } rounds[] = {
-      {100, false}, {100, true}, {101, false}, {101, true}, {100, false}, {102, false}};
+      {100, false}, {100, true}, {100, true}, {101, false}, {101, true},
+      {100, false}, {100, true}, {102, false}};
   jit_array *w[3] = {NULL, NULL, NULL};
   void *x = random_data(JIT_F32, M * K, 98), *b = random_data(JIT_F32, N, 99);
   for (int r = 0; r < N_OF(rounds); r++) {

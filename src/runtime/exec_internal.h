@@ -89,6 +89,7 @@ typedef struct estep {
   void *team_keep;    /* ES_DOT whose rhs is a scan's const or a param of known contents: its
                          own team area, kept packed over the steps of one scan call or over the
                          runs on the same contents (run by the owner of e->arena only) */
+  uint64_t keep_seen; /* ES_DOT: the contents of the param rhs the last run named (0: none) */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */

@@ -243,17 +243,25 @@ typedef struct team_tag {
 
 /* The team area dot step s runs with on nth threads in this run, its claims ready. Where this
    run owns the executable's arena and s's rhs is one of a scan's consts (W5's weights) or a
-   param whose contents the caller named (exec_run_ids: W4's), s's own area, on one thread too:
-   its packed rhs stays valid for the rest of the scan call, or for the next runs on the same
-   contents, which then pack nothing (arrays are immutable, so a serial names its bytes). Else,
-   split over threads, the arena's shared area, claims zeroed; else NULL (no team). */
+   param whose contents the caller named (exec_run_ids: W4's) and has named before, s's own area,
+   on one thread too: its packed rhs stays valid for the rest of the scan call, or for the next
+   runs on the same contents, which then pack nothing (arrays are immutable, so a serial names
+   its bytes). A param's area is made only when an array comes back: a first call (a cold
+   start) or a loop that passes new arrays each time (training that replaces its weights) pays
+   for no more fresh memory than before. Else, split over threads, the arena's shared area,
+   claims zeroed; else NULL (no team). */
 static void *team_area(exec_rt *rt, estep *s, void *const *bufs, int nth) {
   exec *e = rt->e;
   uint32_t rb = s->bufs[1];
   bool param = rb < e->n_bufs && e->bufs[rb].kind == EB_PARAM;
   uint64_t contents = param && !rt->scan_call && rt->arg_ids ? rt->arg_ids[e->bufs[rb].index] : 0;
-  bool scan_const = rt->scan_call && param && e->bufs[rb].index < e->n_invariant;
-  if (rt->owns_arena && (scan_const || contents)) {
+  bool scan_const = rt->scan_call && rt->owns_arena && param && e->bufs[rb].index < e->n_invariant;
+  bool again = false;
+  if (rt->owns_arena && contents) {
+    again = s->team_keep || s->keep_seen == contents;
+    s->keep_seen = contents;
+  }
+  if (scan_const || again) {
     if (!s->team_keep && e->keep_bytes + s->team_bytes <= EXEC_KEEP_MAX &&
         (s->team_keep = alloc_arena(EXEC_ALIGN + s->team_bytes))) {
       memset(s->team_keep, 0, EXEC_ALIGN); /* a tag of no call and no contents (from 1) */
