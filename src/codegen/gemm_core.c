@@ -526,7 +526,8 @@ static int64_t team_rotation(const team_layout *t, int64_t rb, int64_t M, int64_
                 int64_t pf_lines = next ? min64(slice, strip_lines - first_line) : 0;              \
                 TILE(kc, ap + ir * KSTEPS(kc), b, c_b + (ic - crow0 + ir) * cld + ccol + jr,       \
                      cld, min64(MR, mc - ir), min64(NR, nc - jr), first, last_epi, bufs,           \
-                     brow + ic + ir, jc + jr, next ? next + first_line * 64 : NULL, pf_lines);     \
+                     brow + ic + ir, jc + jr, pf_lines > 0 ? next + first_line * 64 : NULL,        \
+                     pf_lines);                                                                    \
               }                                                                                    \
             }                                                                                      \
           }                                                                                        \

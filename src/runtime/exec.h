@@ -43,8 +43,8 @@ uint64_t exec_peak_bytes(const exec *e);
 jit_status exec_run(exec *e, const void *const *args, void *const *results);
 
 /* exec_run, told which contents the args hold (arg_ids[i]: args[i]'s jit_array serial, 0:
-   unknown): a dot whose rhs is a param keeps that rhs packed for the next run while the param's
-   contents stay the same (EXEC_KEEP_MAX bytes of such areas at most per executable). */
+   unknown): a dot whose rhs is a param keeps that rhs packed over the runs on the same contents,
+   from the second such run on (EXEC_KEEP_MAX bytes of such areas at most per executable). */
 jit_status exec_run_ids(exec *e, const void *const *args, const uint64_t *arg_ids,
                         void *const *results);
 
