@@ -122,9 +122,10 @@ struct jit_array {
   struct buf_pool *shard_pool; /* a counted reference to where shards go back (NULL: free()) */
   size_t shard_cap;            /* each shard's block size in that pool */
   uint64_t bytes_moved;        /* bytes jit_device_put copied between devices to make this array */
-  uint64_t serial;             /* its contents' identity, unique in the process (never 0): arrays
-                                  are immutable, and a donated one is deleted, its buffer taken by
-                                  a new array with a serial of its own */
+  uint64_t serial;             /* data's contents' identity, unique in the process (0: not named,
+                                  as for committed arrays): arrays are immutable, and a donated one
+                                  is deleted, its buffer taken by a new array with a serial of its
+                                  own */
   char donated_to[48];         /* non-empty: donated to a call of this function, and deleted (no
                                   data, no shards); only jit_array_free may still take it */
 };
