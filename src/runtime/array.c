@@ -27,13 +27,13 @@ bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out) 
   return true;
 }
 
-/* Makes an array with a validated type and uninitialized contents. Never hands out a NULL data
-   pointer, even for an empty array, so that kernels and memcpy need no special case. */
 /* The next jit_array.serial. */
 static _Atomic uint64_t last_serial;
 
 static uint64_t next_serial(void) { return atomic_fetch_add(&last_serial, 1) + 1; }
 
+/* Makes an array with a validated type and uninitialized contents. Never hands out a NULL data
+   pointer, even for an empty array, so that kernels and memcpy need no special case. */
 static jit_status array_alloc(jit_ctx *ctx, jit_dtype dt, int rank, const int64_t *shape,
                               size_t nbytes, const char *who, jit_array **out) {
   jit_array *a = calloc(1, sizeof *a);
