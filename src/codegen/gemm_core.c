@@ -520,7 +520,8 @@ static int64_t team_rotation(const team_layout *t, int64_t rb, int64_t M, int64_
                                                               (jc + jr) / NR + 1)                  \
                                            : bp + (jr + NR) * KSTEPS(kc));                         \
               int64_t strip_lines = (KSTEPS(kc) * NR * (int64_t)sizeof(P) + 63) / 64;              \
-              int64_t slice = (strip_lines + (mc + MR - 1) / MR - 1) / ((mc + MR - 1) / MR);       \
+              int64_t n_tiles = (mc + MR - 1) / MR;                                                \
+              int64_t slice = (strip_lines + n_tiles - 1) / n_tiles;                               \
               for (int64_t ir = 0; ir < mc; ir += MR) {                                            \
                 int64_t first_line = ir / MR * slice;                                              \
                 int64_t pf_lines = next ? min64(slice, strip_lines - first_line) : 0;              \
