@@ -283,6 +283,60 @@ static void test_host_threads(void **state) {
   jit_ctx_destroy(c);
 }
 
+/* A device keeps a dot's packed rhs over the calls on the same array, as jit_call's own runs do
+   (exec_run.c team_area), its block of an uncommitted, a replicated or a column-sharded w alike;
+   it must repack for another array, also one whose buffers land where the last one's were (freed,
+   then taken from the pool) and one with the same bytes. Against the unpartitioned call. */
+static void test_param_rhs_kept_on_devices(void **state) {
+  (void)state;
+  jit_ctx *c = ot_ctx_with(2, 2, 3);
+  const int64_t sx[2] = {128, 256}, sw[2] = {256, 512}, sb[1] = {512}, s2[1] = {2};
+  jit_array *x = ot_f32_array(c, 2, sx, 1), *b = ot_f32_array(c, 1, sb, 3);
+  jit_fn *f = NULL;
+  jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
+  assert_int_equal(jit_compile(c, sp_mlp, NULL, &o, &f), JIT_OK);
+  jit_mesh *m = mesh(c, 1, s2);
+  jit_array *px = put(x, m, "x,_");
+  /* per round: w's contents (seed) and whether w is the previous round's array (the second
+     call on an array makes the kept area, the third packs nothing) */
+  static const struct { uint64_t seed; bool same_array; } rounds[] = {
+      {10, false}, {10, true}, {10, true}, {11, false}, {11, true},
+      {10, false}, {10, true}, {12, false}, {12, true}};
+  static const char *const w_specs[] = {NULL, "_,_", "_,x"}; /* NULL: uncommitted */
+  for (size_t k = 0; k < sizeof w_specs / sizeof w_specs[0]; k++) {
+    jit_array *w = NULL, *pw = NULL, *want[2] = {NULL, NULL};
+    for (size_t r = 0; r < sizeof rounds / sizeof rounds[0]; r++) {
+      if (!rounds[r].same_array) {
+        jit_array_free(pw != w ? pw : NULL); /* first: the new blocks may take its buffers */
+        jit_array_free(w);
+        jit_array_free(want[0]);
+        jit_array_free(want[1]);
+        w = ot_f32_array(c, 2, sw, rounds[r].seed);
+        pw = w_specs[k] ? put(w, m, w_specs[k]) : w;
+        assert_int_equal(jit_call(f, (jit_array *[]){x, w, b}, want), JIT_OK);
+        assert_null(want[0]->sharding);
+      }
+      jit_array *got[2];
+      assert_int_equal(jit_call(f, (jit_array *[]){px, pw, b}, got), JIT_OK);
+      assert_non_null(got[0]->sharding);
+      expect_close(got[0], want[0], 1e-5);
+      expect_close(got[1], want[1], 1e-4);
+      jit_array_free(got[0]);
+      jit_array_free(got[1]);
+    }
+    if (pw != w) jit_array_free(pw);
+    jit_array_free(w);
+    jit_array_free(want[0]);
+    jit_array_free(want[1]);
+  }
+  jit_array_free(px);
+  jit_array_free(x);
+  jit_array_free(b);
+  jit_mesh_free(m);
+  jit_fn_free(f);
+  jit_ctx_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_interpreted),
@@ -290,6 +344,7 @@ int main(void) {
       cmocka_unit_test(test_constraint),
       cmocka_unit_test(test_every_reshard),
       cmocka_unit_test(test_host_threads),
+      cmocka_unit_test(test_param_rhs_kept_on_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,7 +198,7 @@ static void *dev_main(void *arg) {
   dev_run *r = arg;
   ir_device dev = {r->d, hook, r->w};
   ir_set_thread_device(&dev);
-  r->st = exec_run_device(r->e, r->d, r->n, r->args, r->res);
+  r->st = exec_run_device(r->e, r->d, r->n, r->args, NULL, r->res);
   if (r->st) snprintf(r->msg, sizeof r->msg, "%s", jit_last_error());
   ir_set_thread_device(NULL);
   return NULL;

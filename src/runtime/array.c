@@ -27,10 +27,9 @@ bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out) 
   return true;
 }
 
-/* The next jit_array.serial. */
 static _Atomic uint64_t last_serial;
 
-static uint64_t next_serial(void) { return atomic_fetch_add(&last_serial, 1) + 1; }
+uint64_t array_next_serial(void) { return atomic_fetch_add(&last_serial, 1) + 1; }
 
 /* Makes an array with a validated type and uninitialized contents. Never hands out a NULL data
    pointer, even for an empty array, so that kernels and memcpy need no special case. */
@@ -48,7 +47,7 @@ static jit_status array_alloc(jit_ctx *ctx, jit_dtype dt, int rank, const int64_
   a->rank = rank;
   for (int i = 0; i < rank; i++) a->shape[i] = shape[i];
   a->nbytes = nbytes;
-  a->serial = next_serial();
+  a->serial = array_next_serial();
   *out = a;
   return JIT_OK;
 oom:
@@ -89,7 +88,7 @@ jit_status array_adopt(jit_array *donor, const ir_type *t, jit_array **out) {
   a->data = donor->data;
   a->pool = donor->pool; /* the donor's reference moves with the buffer */
   a->cap = donor->cap;
-  a->serial = next_serial(); /* what the call writes there is new contents */
+  a->serial = array_next_serial(); /* what the call writes there is new contents */
   donor->data = NULL;
   donor->pool = NULL;
   donor->cap = 0;

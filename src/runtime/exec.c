@@ -64,7 +64,6 @@ void exec_free(exec *e) {
     free(e->steps[i].bufs);
     free(e->steps[i].epi);
     core_dot_free(e->steps[i].core);
-    free(e->steps[i].team_keep);
     ir_func_free(e->steps[i].sub);
     ir_fft_plan_free(e->steps[i].fft);
   }
@@ -72,8 +71,12 @@ void exec_free(exec *e) {
   free(e->bufs);
   free(e->result_alias);
   free(e->arena);
-  for (int d = 0; d < e->n_dev_arenas; d++) free(e->dev_arenas[d]);
-  free(e->dev_arenas);
+  exec_keep_free(&e->keep, e->n_steps);
+  for (int d = 0; d < e->n_devs; d++) {
+    free(e->devs[d].arena);
+    exec_keep_free(&e->devs[d].keep, e->n_steps);
+  }
+  free(e->devs);
   pthread_mutex_destroy(&e->dev_mu);
   free(e->name);
   ffi_entry_free(e->cif);

@@ -50,9 +50,10 @@ jit_status exec_run_ids(exec *e, const void *const *args, const uint64_t *arg_id
 
 /* exec_run as device `device` (0..n_devices-1) of a partitioned program, on that device's thread:
    kernels are not split over the pool, intermediates live in the device's own arena, and
-   collectives go to the thread's ir_device (ir_set_thread_device). One run per device at a time. */
+   collectives go to the thread's ir_device (ir_set_thread_device). One run per device at a time.
+   arg_ids as exec_run_ids' (the contents of the device's blocks), or NULL. */
 jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
-                           void *const *results);
+                           const uint64_t *arg_ids, void *const *results);
 
 void exec_free(exec *e);
 

@@ -66,6 +66,21 @@ typedef void (*scan_loop_fn)(void *const *ops, void *const *outs, void *const *c
    rts[j]: body j's entry and its exec_rt. */
 typedef void (*control_fn)(void *const *bufs, void (*const *entries)(void), void *const *rts);
 
+/* The team areas one runner keeps packed (exec_rt.keep): the owner of e->arena's, or a device's
+   in exec_run_device. Per step, made on first use (NULL: none yet). */
+typedef struct exec_keep {
+  void **area;     /* [n_steps]: an ES_DOT's own team area, its rhs kept packed over the steps
+                      of one scan call (a scan's const) or over the runs on the same contents
+                      (a param of known contents) */
+  uint64_t *seen;  /* [n_steps]: the contents of the param rhs the last run named (0: none) */
+} exec_keep;
+
+/* A device's own state in exec_run_device: one run per device at a time. */
+typedef struct exec_device {
+  void *arena;     /* made on its first run */
+  exec_keep keep;
+} exec_device;
+
 typedef struct estep {
   uint8_t kind;       /* es_kind */
   bool inline_run;    /* ES_KERNEL, ES_DOT: small, runs on the calling thread, called directly */
@@ -86,10 +101,6 @@ typedef struct estep {
   size_t team_bytes, team_flags; /* ES_DOT on the core: the bytes of its team area (shared by
                          the threads it is split over, or its team_keep) and of the claims in it
                          (gemm_core.h); 0: none */
-  void *team_keep;    /* ES_DOT whose rhs is a scan's const or a param of known contents: its
-                         own team area, kept packed over the steps of one scan call or over the
-                         runs on the same contents (run by the owner of e->arena only) */
-  uint64_t keep_seen; /* ES_DOT: the contents of the param rhs the last run named (0: none) */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the
                          epilogue's reads, out, scratch), or NULL */
@@ -122,12 +133,13 @@ struct exec {
                            buffers, unchanged, in every step of one scan call */
   size_t arena_bytes;   /* scratch_bytes + mm_threads * mm_bytes + team_bytes */
   void *arena;          /* allocated by the first run that owns it, kept for the next */
-  size_t keep_bytes;    /* of the steps' team_keep areas (the owner of arena makes them) */
+  exec_keep keep;       /* the owner of arena's kept team areas */
+  _Atomic size_t keep_bytes; /* of the kept team areas, this runner's and the devices' */
   exec_stats nested;    /* what building the scan bodies' executables cost */
   atomic_flag busy;     /* a run is using arena */
-  pthread_mutex_t dev_mu; /* guards growing dev_arenas */
-  void **dev_arenas;    /* exec_run_device: each device's own arena, made on its first run */
-  int n_dev_arenas;
+  pthread_mutex_t dev_mu; /* guards growing devs */
+  exec_device *devs;    /* exec_run_device: each device's own */
+  int n_devs;
   int32_t *result_alias; /* per result: the donated param whose buffer it is written into, or -1
                          (exec_donate.c); the caller passes that param's pointer as the result's */
   struct cg_dylib *lib;
@@ -144,12 +156,16 @@ typedef struct exec_rt {
                          split over threads or interpreted */
   exec *e;
   jit_status status;  /* the first failure of a step */
-  uint64_t scan_call; /* a scan body's run: which scan call (0: not a body); team_keep areas
+  uint64_t scan_call; /* a scan body's run: which scan call (0: not a body); kept team areas
                          packed in the same call are reused */
-  bool owns_arena;    /* scratch is e->arena, held through e->busy: the steps' team_keep areas
-                         are this run's to use */
+  exec_keep *keep;    /* the kept team areas this run may use: e->keep when its scratch is
+                         e->arena (held through e->busy), its device's in a device run; NULL:
+                         none (a fresh arena) */
   const uint64_t *arg_ids; /* exec_run_ids: the params' contents (0: unknown); NULL: none known */
 } exec_rt;
+
+/* Frees k's areas (n_steps of them) and arrays. */
+void exec_keep_free(exec_keep *k, uint32_t n_steps);
 
 /* Prepares rt for a run of e (its arena: e's own when free, else a fresh one that *own says to
    free; false: out of memory, recorded) and releases it. */

@@ -142,7 +142,7 @@ bool exec_rt_begin(exec *e, exec_rt *rt, void **arena, bool *own) {
   if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire)) {
     if (!e->arena) e->arena = alloc_arena(e->arena_bytes);
     *arena = e->arena;
-    rt->owns_arena = *arena != NULL;
+    rt->keep = *arena ? &e->keep : NULL;
     if (!*arena) atomic_flag_clear_explicit(&e->busy, memory_order_release);
   }
   if (!*arena) {
@@ -230,46 +230,72 @@ done:
   return st;
 }
 
-/* What heads a team_keep area: the scan call, or the contents (jit_array serial), and the rhs
+/* What heads a kept team area: the scan call, or the contents (jit_array serial), and the rhs
    buffer it was packed for. */
 typedef struct team_tag {
   uint64_t scan_call, contents;
   const void *rhs;
 } team_tag;
 
-/* The most bytes of team_keep areas (packed copies of rhs, kept with the executable) one
-   executable holds; a dot that finds no room packs into the arena's shared area as before. */
+/* The most bytes of kept team areas (packed copies of rhs) one executable holds, its devices'
+   included; a dot that finds no room packs as it would without. */
 #define EXEC_KEEP_MAX ((size_t)256 << 20)
 
-/* The team area dot step s runs with on nth threads in this run, its claims ready. Where this
-   run owns the executable's arena and s's rhs is one of a scan's consts (W5's weights) or a
-   param whose contents the caller named (exec_run_ids: W4's) and has named before, s's own area,
-   on one thread too: its packed rhs stays valid for the rest of the scan call, or for the next
-   runs on the same contents, which then pack nothing (arrays are immutable, so a serial names
-   its bytes). A param's area is made only when an array comes back: a first call (a cold
-   start) or a loop that passes new arrays each time (training that replaces its weights) pays
-   for no more fresh memory than before. Else, split over threads, the arena's shared area,
-   claims zeroed; else NULL (no team). */
-static void *team_area(exec_rt *rt, estep *s, void *const *bufs, int nth) {
+void exec_keep_free(exec_keep *k, uint32_t n_steps) {
+  for (uint32_t i = 0; k->area && i < n_steps; i++) free(k->area[i]);
+  free(k->area);
+  free(k->seen);
+  *k = (exec_keep){NULL, NULL};
+}
+
+/* Step i's kept area in k, made (n bytes after its tag) if there is none and room; NULL: none. */
+static void *keep_area(exec *e, exec_keep *k, uint32_t i, size_t n) {
+  if (k->area[i]) return k->area[i];
+  if (atomic_fetch_add(&e->keep_bytes, n) + n > EXEC_KEEP_MAX) {
+    atomic_fetch_sub(&e->keep_bytes, n);
+    return NULL;
+  }
+  if (!(k->area[i] = alloc_arena(EXEC_ALIGN + n))) {
+    atomic_fetch_sub(&e->keep_bytes, n);
+    return NULL;
+  }
+  memset(k->area[i], 0, EXEC_ALIGN); /* a tag of no call and no contents (from 1) */
+  return k->area[i];
+}
+
+/* The team area dot step i runs with on nth threads in this run, its claims ready. Where this
+   run may keep areas (exec_rt.keep: it owns the executable's arena, or runs a device) and the
+   step's rhs is one of a scan's consts (W5's weights) or a param whose contents the caller
+   named (exec_run_ids: W4's; a device's block of one, W9's) and has named before, the step's
+   own area, on one thread too: its packed rhs stays valid for the rest of the scan call, or
+   for the next runs on the same contents, which then pack nothing (arrays are immutable, so a
+   serial names its bytes). A param's area is made only when an array comes back: a first call
+   (a cold start) or a loop that passes new arrays each time (training that replaces its
+   weights) pays for no more fresh memory than before. Else, split over threads, the arena's
+   shared area, claims zeroed; else NULL (no team). */
+static void *team_area(exec_rt *rt, uint32_t i, void *const *bufs, int nth) {
   exec *e = rt->e;
+  const estep *s = &e->steps[i];
+  exec_keep *k = rt->keep;
   uint32_t rb = s->bufs[1];
   bool param = rb < e->n_bufs && e->bufs[rb].kind == EB_PARAM;
   uint64_t contents = param && !rt->scan_call && rt->arg_ids ? rt->arg_ids[e->bufs[rb].index] : 0;
-  bool scan_const = rt->scan_call && rt->owns_arena && param && e->bufs[rb].index < e->n_invariant;
-  bool again = false;
-  if (rt->owns_arena && contents) {
-    again = s->team_keep || s->keep_seen == contents;
-    s->keep_seen = contents;
+  bool scan_const = rt->scan_call && param && e->bufs[rb].index < e->n_invariant;
+  if (k && (scan_const || contents) && !k->area) {
+    /* first use: both arrays, or neither */
+    k->area = calloc(e->n_steps, sizeof *k->area);
+    k->seen = calloc(e->n_steps, sizeof *k->seen);
+    if (!k->area || !k->seen) exec_keep_free(k, 0);
   }
-  if (scan_const || again) {
-    if (!s->team_keep && e->keep_bytes + s->team_bytes <= EXEC_KEEP_MAX &&
-        (s->team_keep = alloc_arena(EXEC_ALIGN + s->team_bytes))) {
-      memset(s->team_keep, 0, EXEC_ALIGN); /* a tag of no call and no contents (from 1) */
-      e->keep_bytes += s->team_bytes;
+  if (k && k->area) {
+    bool again = false;
+    if (contents) {
+      again = k->area[i] || k->seen[i] == contents;
+      k->seen[i] = contents;
     }
-    if (s->team_keep) {
-      team_tag *tag = s->team_keep;
-      void *area = (unsigned char *)s->team_keep + EXEC_ALIGN;
+    team_tag *tag = scan_const || again ? keep_area(e, k, i, s->team_bytes) : NULL;
+    if (tag) {
+      void *area = (unsigned char *)tag + EXEC_ALIGN;
       team_tag now = {rt->scan_call, contents, bufs[1]};
       if (tag->scan_call != now.scan_call || tag->contents != now.contents || tag->rhs != now.rhs) {
         memset(area, 0, s->team_flags);
@@ -347,7 +373,7 @@ static void run_step(exec_rt *rt, uint32_t i, void *const *bufs) {
   rows_job j = {e, s, realign ? kb : bufs, rt->mm_scratch, e->mm_bytes, NULL, 0, s->rows};
   if (nth > 1 && s->kind == ES_KERNEL)
     j.chunk = (s->rows + nth * ROW_CHUNKS - 1) / (nth * ROW_CHUNKS);
-  if (s->kind == ES_DOT && s->team_bytes) j.team = team_area(rt, &e->steps[i], bufs, nth);
+  if (s->kind == ES_DOT && s->team_bytes) j.team = team_area(rt, i, bufs, nth);
   if (nth > 1) pool_run(pl, run_rows, &j, nth);
   else run_rows(&j, 0, 1);
   for (uint32_t k = 0; realign && k < s->n_bufs; k++)
@@ -445,26 +471,26 @@ jit_status exec_run_ids(exec *e, const void *const *args, const uint64_t *arg_id
 }
 
 jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
-                           void *const *results) {
+                           const uint64_t *arg_ids, void *const *results) {
   static _Alignas(64) unsigned char empty[64];
   if (device < 0 || device >= n_devices)
     return jit_error(JIT_EINVAL, "jit_call: device %d of %d", device, n_devices);
   pthread_mutex_lock(&e->dev_mu);
-  if (e->n_dev_arenas < n_devices) {
-    void **a = realloc(e->dev_arenas, (size_t)n_devices * sizeof *a);
+  if (e->n_devs < n_devices) {
+    exec_device *a = realloc(e->devs, (size_t)n_devices * sizeof *a);
     if (a) {
-      for (int d = e->n_dev_arenas; d < n_devices; d++) a[d] = NULL;
-      e->dev_arenas = a;
-      e->n_dev_arenas = n_devices;
+      for (int d = e->n_devs; d < n_devices; d++) a[d] = (exec_device){NULL, {NULL, NULL}};
+      e->devs = a;
+      e->n_devs = n_devices;
     }
   }
-  void **slot = device < e->n_dev_arenas ? &e->dev_arenas[device] : NULL;
+  exec_device *dev = device < e->n_devs ? &e->devs[device] : NULL;
   pthread_mutex_unlock(&e->dev_mu);
-  /* a device's slot is its own: device jobs of one context run one at a time */
-  if (!slot || (e->arena_bytes && !*slot && !(*slot = alloc_arena(e->arena_bytes))))
+  /* a device's state is its own: device jobs of one context run one at a time */
+  if (!dev || (e->arena_bytes && !dev->arena && !(dev->arena = alloc_arena(e->arena_bytes))))
     return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
-  exec_rt rt = {*slot ? *slot : empty, NULL, empty, run_step, e, JIT_OK, 0, false, NULL};
-  if (*slot) rt.mm_scratch = (unsigned char *)*slot + e->scratch_bytes;
+  exec_rt rt = {dev->arena ? dev->arena : empty, NULL, empty, run_step, e, JIT_OK, 0, &dev->keep, arg_ids};
+  if (dev->arena) rt.mm_scratch = (unsigned char *)dev->arena + e->scratch_bytes;
   bool was = serial_thread;
   serial_thread = true;
   run_prepared(e, &rt, args, results);

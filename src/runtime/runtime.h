@@ -122,14 +122,16 @@ struct jit_array {
   struct buf_pool *shard_pool; /* a counted reference to where shards go back (NULL: free()) */
   size_t shard_cap;            /* each shard's block size in that pool */
   uint64_t bytes_moved;        /* bytes jit_device_put copied between devices to make this array */
-  uint64_t serial;             /* data's contents' identity, unique in the process (0: not named,
-                                  as for committed arrays): arrays are immutable, and a donated one
-                                  is deleted, its buffer taken by a new array with a serial of its
-                                  own */
+  uint64_t serial;             /* the contents' identity (data's, or the shards'), unique in the
+                                  process (0: not named): arrays are immutable, and a donated one
+                                  is deleted, its buffers taken by a new array with a serial of
+                                  its own */
   char donated_to[48];         /* non-empty: donated to a call of this function, and deleted (no
                                   data, no shards); only jit_array_free may still take it */
 };
 
+/* A serial no array has had (jit_array.serial), for a new array's contents. */
+uint64_t array_next_serial(void);
 /* Byte size of dt[shape]; false when the product overflows size_t. Shape must be validated. */
 bool array_byte_size(jit_dtype dt, int rank, const int64_t *shape, size_t *out);
 /* An array of type t with uninitialized contents: how the executor makes its outputs.

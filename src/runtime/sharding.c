@@ -366,6 +366,7 @@ jit_status array_new_committed(jit_ctx *ctx, const ir_type *t, jit_sharding *s, 
   if (!array_byte_size(t->dtype, t->rank, t->dims, &b->nbytes))
     TRY(jit_error(JIT_ESHAPE, "%s: a result's byte size overflows", who));
   b->sharding = sharding_ref(s);
+  b->serial = array_next_serial(); /* the shards' contents, written before anyone reads them */
   b->shards = calloc((size_t)n, sizeof *b->shards);
   if (!b->shards) TRY(jit_error(JIT_ENOMEM, "%s: out of memory", who));
   int64_t local[JIT_MAX_RANK];

@@ -82,6 +82,9 @@ typedef struct device_job {
   int n;                    /* devices */
   const int *local;         /* the mesh positions this process runs, one per device thread */
   const void **args;        /* [device][param], n * n_params */
+  const uint64_t *ids;      /* [param]: the contents of every device's block of it (exec_run_ids'
+                               arg_ids: the arg's serial where the blocks are its own, 0 for a
+                               copy made for this call) */
   void **results;           /* [device][result] */
   jit_status *status;
   char (*msg)[256];
@@ -112,7 +115,7 @@ static void run_device(void *arg, int ith, int nth) {
   void *const *r = j->results + (size_t)d * nr;
   uint64_t t0 = prof_begin();
   if (t0 && d > 0) prof_name_thread("device", d); /* device 0 runs on the calling thread */
-  jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, r) : ir_interp(s->spmd->local, a, r);
+  jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, j->ids, r) : ir_interp(s->spmd->local, a, r);
   prof_end(t0, "device", s->optimized->name, 1, &(prof_arg){"device", NULL, d});
   ir_set_thread_device(saved);
   j->status[d] = st;
@@ -161,16 +164,18 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   const ir_spmd *p = s->spmd;
   int n = p->mesh->n_devices;
   size_t np = (size_t)n_args, nr = (size_t)n_results;
-  device_job j = {s, n, NULL, NULL, NULL, NULL, NULL};
+  device_job j = {s, n, NULL, NULL, NULL, NULL, NULL, NULL};
   int *local = calloc((size_t)n, sizeof *local), n_local = 0;
   jit_array **tmp = calloc(np + 1, sizeof *tmp);
   j.args = calloc(np * (size_t)n + 1, sizeof *j.args);
+  uint64_t *ids = calloc(np + 1, sizeof *ids);
+  j.ids = ids;
   j.results = calloc(nr * (size_t)n + 1, sizeof *j.results);
   j.status = calloc((size_t)n, sizeof *j.status);
   j.msg = calloc((size_t)n, sizeof *j.msg);
   const void **blocks = calloc((size_t)n, sizeof *blocks);
   for (int k = 0; k < n_results; k++) results[k] = NULL;
-  if (!tmp || !j.args || !j.results || !j.status || !j.msg || !blocks || !local)
+  if (!tmp || !j.args || !ids || !j.results || !j.status || !j.msg || !blocks || !local)
     TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
   for (int d = 0; d < n; d++)
     if (ctx_device_local(ctx, p->mesh->device_ids[d])) local[n_local++] = d;
@@ -179,6 +184,7 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   for (size_t i = 0; i < np; i++) {
     TRY(sharding_device_blocks(args[i], p->param_shardings[i], blocks, &tmp[i]));
     for (int d = 0; d < n; d++) j.args[(size_t)d * np + i] = blocks[d];
+    ids[i] = tmp[i] ? 0 : args[i]->serial;
   }
   prof_end(pt, "copy", "lay out args", 1, &(prof_arg){"args", NULL, (int64_t)np});
   const ir_func *g = s->optimized;
@@ -216,6 +222,7 @@ fail:
   for (size_t i = 0; tmp && i < np; i++) jit_array_free(tmp[i]);
   free(tmp);
   free(j.args);
+  free(ids);
   free(j.results);
   free(j.status);
   free(j.msg);

@@ -195,7 +195,7 @@ static void *run_matmul(void *arg) {
   mm_device *r = arg;
   ir_device dev = {r->d, hook, r->t};
   const ir_device *saved = ir_set_thread_device(&dev);
-  r->st = exec_run_device((exec *)r->e, r->d, N_DEVICES, r->args, r->res);
+  r->st = exec_run_device((exec *)r->e, r->d, N_DEVICES, r->args, NULL, r->res);
   if (r->st != JIT_OK) snprintf(r->msg, sizeof r->msg, "%s", jit_last_error());
   ir_set_thread_device(saved);
   return NULL;
