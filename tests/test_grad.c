@@ -346,6 +346,34 @@ static void test_ties(void **state) {
   ot_free(&out[0]);
 }
 
+/* The operands alone decide where max's and min's cotangent goes: a NaN operand (y is NaN) sends
+   it nowhere, as JAX's comparison with y does; signed zeros and infinities tie. */
+static void nan_ties_loss(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  jit_val two = jit_scalar(t, 2);
+  r[0] = jit_add(t, sum_all(t, jit_max(t, a[0], a[1])), sum_all(t, jit_mul(t, jit_min(t, a[0], a[1]), two)));
+}
+static void nan_ties_vg(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  jit_value_and_grad(t, nan_ties_loss, user, 2, a, 3, 0, r);
+}
+
+static void test_nan_ties(void **state) {
+  (void)state;
+  const double inf = INFINITY;
+  ot_array in[2], out[3];
+  in[0] = ot_values(JIT_F32, 1, (const int64_t[]){6}, (const double[]){NAN, 1, -0.0, inf, -inf, 3});
+  in[1] = ot_values(JIT_F32, 1, (const int64_t[]){6}, (const double[]){1, NAN, 0.0, inf, 2, -inf});
+  OT_ASSERT_OK(ot_run("nan_ties", nan_ties_vg, NULL, 2, in, 3, out));
+  /* max's share + 2 x min's share */
+  ot_array wa = ot_values(JIT_F32, 1, (const int64_t[]){6}, (const double[]){0, 0, 1.5, 1.5, 2, 1});
+  ot_array wb = ot_values(JIT_F32, 1, (const int64_t[]){6}, (const double[]){0, 0, 1.5, 1.5, 1, 2});
+  bool ok = ot_expect("d/da", &out[1], &wa);
+  ok &= ot_expect("d/db", &out[2], &wb);
+  assert_true(ok);
+  for (int i = 0; i < 2; i++) ot_free(&in[i]);
+  ot_free(&out[0]);
+}
+
 /* ---- pow at a zero base: JAX's guards keep the gradient finite -------------------------------- */
 static void pow_loss(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   (void)user;
@@ -925,6 +953,7 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vjp_rules),       cmocka_unit_test(test_ties),
+      cmocka_unit_test(test_nan_ties),
       cmocka_unit_test(test_pow_zero),        cmocka_unit_test(test_higher_order),
       cmocka_unit_test(test_aux_and_wrt),     cmocka_unit_test(test_dtypes_and_unused),
       cmocka_unit_test(test_mlp),

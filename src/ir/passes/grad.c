@@ -293,14 +293,18 @@ static ir_ref primal(grad *g, ir_ref r) {
 
 /* ---- VJP rules --------------------------------------------------------------------------------- */
 
-/* max/min: the cotangent goes to the operand equal to the result, half to each on a tie. */
-static void vjp_minmax(grad *g, const ir_ins *in, ir_ref ct, ir_ref y) {
+/* max/min: the cotangent goes to the operand equal to the result, half to each on a tie. The
+   operands alone decide which (max: self == y exactly when self >= other, NaNs and signed zeros
+   included, since a NaN operand makes y NaN), so the backward pass does not read y: a relu's
+   gradient reads its input, not also its output. */
+static void vjp_minmax(grad *g, const ir_ins *in, ir_ref ct) {
   for (int k = 0; k < 2; k++) {
     ir_ref self = in->args[k], other = in->args[1 - k];
     if (!g->dep[self]) continue;
     ir_ref xs = primal(g, self), xo = primal(g, other);
     ir_ref one = cst_like(g, ct, 1), half = cst_like(g, ct, 0.5), zero = cst_like(g, ct, 0);
-    ir_ref w = sel(g, cmp(g, JIT_EQ, xs, y), sel(g, cmp(g, JIT_EQ, xo, y), half, one), zero);
+    jit_cmp_op wins = in->op == IR_MAX ? JIT_GT : JIT_LT;
+    ir_ref w = sel(g, cmp(g, wins, xs, xo), one, sel(g, cmp(g, JIT_EQ, xs, xo), half, zero));
     accum(g, self, bin(g, IR_MUL, ct, w));
   }
 }
@@ -906,7 +910,7 @@ static void vjp(grad *g, ir_ref i) {
     break;
   }
   case IR_MAX:
-  case IR_MIN: vjp_minmax(g, in, ct, primal(g, i)); break;
+  case IR_MIN: vjp_minmax(g, in, ct); break;
   case IR_POW: vjp_pow(g, in, ct, primal(g, i)); break;
   case IR_SELECT: {
     ir_ref p = primal(g, x0), zero = cst_like(g, ct, 0);
