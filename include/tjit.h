@@ -202,6 +202,10 @@ typedef struct jit_fn_stats {
                            opt_level 0) */
   uint64_t comm_bytes;  /* per call of the last compiled signature, when partitioned: the bytes its
                            collectives read from other devices' buffers, summed over devices */
+  uint64_t kept_bytes;  /* held now by the cached signatures between calls: the packed copies of
+                           dot operands that come back call after call (a weight passed again as
+                           the same jit_array is not packed again), at most 256 MiB a signature;
+                           freed with the jit_fn or when its signature is evicted */
 } jit_fn_stats;
 jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out);
 

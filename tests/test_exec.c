@@ -485,13 +485,7 @@ static void test_core_epilogue_programs(void **state) {
   (void)state;
   static const int64_t shapes[][3] = {{37, 70, 45}, {96, 33, 64}, {5, 300, 7}, {600, 2100, 21}};
   static const jit_dtype dts[] = {JIT_F32, JIT_F64, JIT_BF16};
-  /* the core runs where the host has AVX2 and FMA and the target blocks for 256-bit vectors, or
-     has AVX-512F and the target blocks for 512-bit ones */
-  bool core = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU");
-  for (int c = 0; c < 2; c++) {
-    const char *tg = jit_ctx_target(c ? ctx1 : ctx2);
-    core &= strstr(tg, "256-bit") || (strstr(tg, "512-bit") && __builtin_cpu_supports("avx512f"));
-  }
+  bool core = ot_core_runs(ctx1) && ot_core_runs(ctx2);
   setenv("TJIT_BF16_DOT", "f32", 1); /* the f32 micro-kernel, whose sums are the generated ones */
   for (int kind = 0; kind < N_PROG_KINDS; kind++)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
@@ -615,11 +609,7 @@ static void test_core_reducing_epilogues(void **state) {
   static const int64_t shapes[][4] = {{1, 37, 70, 45}, {1, 96, 33, 64}, {1, 5, 300, 7},
                                       {1, 600, 40, 21}, {1, 70, 1100, 1100}, {3, 20, 50, 40}};
   static const jit_dtype dts[] = {JIT_F32, JIT_F64};
-  bool core = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU");
-  for (int c = 0; c < 2; c++) {
-    const char *tg = jit_ctx_target(c ? ctx1 : ctx2);
-    core &= strstr(tg, "256-bit") || (strstr(tg, "512-bit") && __builtin_cpu_supports("avx512f"));
-  }
+  bool core = ot_core_runs(ctx1) && ot_core_runs(ctx2);
   int checked = 0;
   for (int kind = 0; kind < N_RED_KINDS; kind++)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
@@ -786,6 +776,9 @@ static void test_param_rhs_kept(void **state) {
     jit_array *res = NULL;
     assert_int_equal(jit_call(f[c], args, &res), JIT_OK); /* signature compiled (and env read) */
     unsetenv("TJIT_GEMM_CORE");
+    jit_fn_stats st;
+    assert_int_equal(jit_fn_stats_get(f[c], &st), JIT_OK);
+    assert_int_equal(st.kept_bytes, 0); /* nothing kept from a first call */
     jit_array_free(res);
     for (int i = 0; i < 3; i++) jit_array_free(args[i]), free(v[i]);
   }
@@ -815,6 +808,14 @@ static void test_param_rhs_kept(void **state) {
     assert_memory_equal(out[1], out[2], (size_t)(M * N) * sizeof(float));
     for (int c = 0; c < 3; c++) free(out[c]);
     free(wv);
+  }
+  /* where the core runs, its packing of w is held: K x N rounded up to whole strips, at least */
+  bool core = ot_core_runs(ctx1) && ot_core_runs(ctx2);
+  for (int c = 0; c < 3; c++) {
+    jit_fn_stats st;
+    assert_int_equal(jit_fn_stats_get(f[c], &st), JIT_OK);
+    if (c == 2 || !core) assert_int_equal(st.kept_bytes, 0);
+    else assert_true(st.kept_bytes >= (uint64_t)(K * N) * sizeof(float));
   }
   for (int c = 0; c < 3; c++) jit_array_free(w[c]), jit_fn_free(f[c]);
   free(x);

@@ -284,7 +284,8 @@ static void test_host_threads(void **state) {
 }
 
 /* A device keeps a dot's packed rhs over the calls on the same array, as jit_call's own runs do
-   (exec_run.c team_area), its block of an uncommitted, a replicated or a column-sharded w alike;
+   (exec_run.c team_area), its block of an uncommitted, a replicated or a column-sharded w alike
+   (the last beside a replicated x, so that the partitioner keeps w's sharding);
    it must repack for another array, also one whose buffers land where the last one's were (freed,
    then taken from the pool) and one with the same bytes. Against the unpartitioned call. */
 static void test_param_rhs_kept_on_devices(void **state) {
@@ -296,7 +297,7 @@ static void test_param_rhs_kept_on_devices(void **state) {
   jit_fn_opts o = {.name = "mlp", .n_args = 3, .n_results = 2};
   assert_int_equal(jit_compile(c, sp_mlp, NULL, &o, &f), JIT_OK);
   jit_mesh *m = mesh(c, 1, s2);
-  jit_array *px = put(x, m, "x,_");
+  jit_array *px = put(x, m, "x,_"), *rx = put(x, m, "_,_");
   /* per round: w's contents (seed) and whether w is the previous round's array (the second
      call on an array makes the kept area, the third packs nothing) */
   static const struct { uint64_t seed; bool same_array; } rounds[] = {
@@ -317,7 +318,8 @@ static void test_param_rhs_kept_on_devices(void **state) {
         assert_null(want[0]->sharding);
       }
       jit_array *got[2];
-      assert_int_equal(jit_call(f, (jit_array *[]){px, pw, b}, got), JIT_OK);
+      jit_array *xk = k == 2 ? rx : px;
+      assert_int_equal(jit_call(f, (jit_array *[]){xk, pw, b}, got), JIT_OK);
       assert_non_null(got[0]->sharding);
       expect_close(got[0], want[0], 1e-5);
       expect_close(got[1], want[1], 1e-4);
@@ -329,7 +331,15 @@ static void test_param_rhs_kept_on_devices(void **state) {
     jit_array_free(want[0]);
     jit_array_free(want[1]);
   }
+  /* each of the three partitioned signatures keeps a packing per device (the unpartitioned one
+     only saw new arrays): w's [256, 512] twice for each replicated form, a [256, 256] block for
+     each device of the sharded one, at least */
+  jit_fn_stats st;
+  assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
+  if (ot_core_runs(c)) assert_true(st.kept_bytes >= (4 * 256 * 512 + 2 * 256 * 256) * sizeof(float));
+  else assert_int_equal(st.kept_bytes, 0);
   jit_array_free(px);
+  jit_array_free(rx);
   jit_array_free(x);
   jit_array_free(b);
   jit_mesh_free(m);

@@ -55,6 +55,9 @@ jit_status exec_run_ids(exec *e, const void *const *args, const uint64_t *arg_id
 jit_status exec_run_device(exec *e, int device, int n_devices, const void *const *args,
                            const uint64_t *arg_ids, void *const *results);
 
+/* The bytes of the packed operands e and its nested bodies keep between runs. */
+size_t exec_kept_bytes(const exec *e);
+
 void exec_free(exec *e);
 
 /* The JIT_DUMP_FUSED, JIT_DUMP_C or JIT_DUMP_LLVM stage of f, built afresh (any signature can be

@@ -248,6 +248,16 @@ void exec_keep_free(exec_keep *k, uint32_t n_steps) {
   *k = (exec_keep){NULL, NULL};
 }
 
+size_t exec_kept_bytes(const exec *e) {
+  size_t n = atomic_load(&((exec *)e)->keep_bytes);
+  for (uint32_t i = 0; i < e->n_steps; i++) {
+    if (e->steps[i].body) n += exec_kept_bytes(e->steps[i].body);
+    for (uint32_t j = 0; e->steps[i].bodies && j < e->steps[i].n_bodies; j++)
+      n += exec_kept_bytes(e->steps[i].bodies[j]);
+  }
+  return n;
+}
+
 /* Step i's kept area in k, made (n bytes after its tag) if there is none and room; NULL: none. */
 static void *keep_area(exec *e, exec_keep *k, uint32_t i, size_t n) {
   if (k->area[i]) return k->area[i];

@@ -390,6 +390,9 @@ jit_status jit_fn_stats_get(const jit_fn *f, jit_fn_stats *out) {
   jit_fn *m = (jit_fn *)f;
   pthread_mutex_lock(&m->mu);
   *out = f->stats;
+  out->kept_bytes = 0; /* the cached signatures' own, now (eviction takes its entry under mu) */
+  for (int i = 0; i < f->cache.n; i++)
+    if (f->cache.order[i]->exe) out->kept_bytes += exec_kept_bytes(f->cache.order[i]->exe);
   pthread_mutex_unlock(&m->mu);
   return JIT_OK;
 }

@@ -283,6 +283,7 @@ jit_status jit_device_put(const jit_array *a, const jit_sharding *s, jit_array *
   for (int d = 0; d < a->rank; d++) b->shape[d] = a->shape[d];
   b->nbytes = a->nbytes;
   b->sharding = sharding_ref((jit_sharding *)s);
+  b->serial = array_next_serial(); /* the shards' contents, written before anyone reads them */
   b->shards = calloc((size_t)n, sizeof *b->shards);
   if (!b->shards) TRY(jit_error(JIT_ENOMEM, "%s: out of memory", who));
   int64_t local[JIT_MAX_RANK];

@@ -45,6 +45,12 @@ jit_ctx *ot_ctx_with(int devices, int threads, int opt_level) {
   return c;
 }
 
+bool ot_core_runs(jit_ctx *ctx) {
+  const char *tg = jit_ctx_target(ctx);
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU") &&
+         (strstr(tg, "256-bit") || (strstr(tg, "512-bit") && __builtin_cpu_supports("avx512f")));
+}
+
 jit_array *ot_f32_array(jit_ctx *ctx, int rank, const int64_t *shape, uint64_t seed) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++) n *= shape[d];
