@@ -272,6 +272,105 @@ static void test_no_xs(void **state) {
   ot_free(&in);
 }
 
+/* ---- a carry that is also an output: written into the output's slice, read back from it ------- */
+/* carries c0 (aliased by y0, y1 also the same value), c1 (no output), c2 (passed through as it is,
+   also y2); x_t [2] */
+static void alias_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                       jit_val *y, void *user) {
+  (void)user;
+  new_carry[0] = jit_add(t, jit_mul(t, carry[0], jit_scalar(t, 0.5)), x[0]);
+  new_carry[1] = jit_add(t, carry[1], jit_mul(t, carry[0], x[0]));
+  new_carry[2] = carry[2];
+  y[0] = new_carry[0];
+  y[1] = new_carry[0];
+  y[2] = carry[2];
+}
+
+static void alias_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  const scan_opts *o = user;
+  jit_scan(t, alias_body, NULL, 3, &args[0], 1, &args[3], o->length, o->reverse, &results[0], 3,
+           &results[3]);
+}
+
+/* one carry, one xs and 255 values the body closes over (consts of the scan, each used with x_t
+   so that none is hoisted): the body's entry would take more than FFI_ENTRY_MAX_ARGS pointers, so
+   the steps run from the runtime's C loop instead of a native one */
+enum { WIDE_CONSTS = 255 };
+typedef struct wide {
+  jit_val v[WIDE_CONSTS];
+} wide;
+
+static void wide_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
+                      jit_val *y, void *user) {
+  const wide *w = user;
+  jit_val c = jit_mul(t, carry[0], jit_scalar(t, 0.5));
+  for (int i = 0; i < WIDE_CONSTS; i++) c = jit_add(t, c, jit_mul(t, w->v[i], x[0]));
+  new_carry[0] = c;
+  y[0] = c;
+}
+
+static void wide_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  const scan_opts *o = user;
+  wide w;
+  for (int64_t i = 0; i < WIDE_CONSTS; i++)
+    w.v[i] = jit_slice(t, args[2], (const int64_t[]){i}, (const int64_t[]){i + 1}, NULL);
+  jit_scan(t, wide_body, &w, 1, &args[0], 1, &args[1], -1, o->reverse, &results[0], 1, &results[1]);
+}
+
+static void test_carry_as_output(void **state) {
+  (void)state;
+  for (int reverse = 0; reverse < 2; reverse++)
+    for (int64_t len = 1; len <= 5; len++) {
+      if (len == 4) continue;
+      scan_opts o = {reverse, -1};
+      int64_t sc[1] = {2}, sx[2] = {len, 2};
+      ot_array in[4] = {ot_random(JIT_F32, 1, sc, 1, -1, 1), ot_random(JIT_F32, 1, sc, 2, -1, 1),
+                        ot_random(JIT_F32, 1, sc, 3, -1, 1), ot_random(JIT_F32, 2, sx, 4, -1, 1)};
+      ot_array out[6], want[6];
+      OT_ASSERT_OK(ot_run("alias", alias_fn, &o, 4, in, 6, out));
+      for (int k = 0; k < 3; k++) want[k] = ot_zeros(JIT_F32, 1, sc), want[3 + k] = ot_zeros(JIT_F32, 2, sx);
+      for (int j = 0; j < 2; j++) {
+        float c0 = (float)in[0].v[j], c1 = (float)in[1].v[j], c2 = (float)in[2].v[j];
+        for (int64_t s = 0; s < len; s++) {
+          int64_t tt = reverse ? len - 1 - s : s;
+          float x = (float)in[3].v[tt * 2 + j];
+          float n0 = c0 * 0.5f + x;
+          c1 = c1 + c0 * x;
+          c0 = n0;
+          want[3].v[tt * 2 + j] = want[4].v[tt * 2 + j] = c0;
+          want[5].v[tt * 2 + j] = c2;
+        }
+        want[0].v[j] = c0, want[1].v[j] = c1, want[2].v[j] = c2;
+      }
+      for (int k = 0; k < 6; k++) assert_true(ot_expect("alias", &out[k], &want[k]));
+      for (int i = 0; i < 4; i++) ot_free(&in[i]);
+    }
+  for (int reverse = 0; reverse < 2; reverse++) {
+    scan_opts o = {reverse, -1};
+    enum { T = 3 };
+    int64_t sc[1] = {2}, sx[2] = {T, 2};
+    int64_t sv[1] = {WIDE_CONSTS};
+    ot_array in[3] = {ot_random(JIT_F32, 1, sc, 7, -1, 1), ot_random(JIT_F32, 2, sx, 8, -1, 1),
+                      ot_random(JIT_F32, 1, sv, 9, -0.01, 0.01)}, out[2];
+    OT_ASSERT_OK(ot_run("wide", wide_fn, &o, 3, in, 2, out));
+    ot_array want_c = ot_zeros(JIT_F32, 1, sc), want_y = ot_zeros(JIT_F32, 2, sx);
+    for (int j = 0; j < 2; j++) {
+      double c = in[0].v[j];
+      for (int s = 0; s < T; s++) {
+        int tt = reverse ? T - 1 - s : s;
+        c *= 0.5;
+        for (int i = 0; i < WIDE_CONSTS; i++) c += in[2].v[i] * in[1].v[tt * 2 + j];
+        want_y.v[tt * 2 + j] = c;
+      }
+      want_c.v[j] = c;
+    }
+    ot_tol tol = {1e-5, 1e-5}; /* the sum's order is the compiler's */
+    assert_true(ot_expect_tol("wide final", &out[0], &want_c, NULL, tol));
+    assert_true(ot_expect_tol("wide ys", &out[1], &want_y, NULL, tol));
+    for (int i = 0; i < 3; i++) ot_free(&in[i]);
+  }
+}
+
 /* ---- vmap of scan: rnn over a batch of sequences, against the unbatched function per example --- */
 /* args: h0 [B,H] (unbatched: every example starts alike), xs [N,T,B,D] (batched at 0), wh, wx, b
    (wx batched at 0: [N,D,H]) */
@@ -457,7 +556,8 @@ static void test_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_cumsum), cmocka_unit_test(test_native_loop), cmocka_unit_test(test_rnn),   cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_cumsum), cmocka_unit_test(test_native_loop), cmocka_unit_test(test_rnn),
+      cmocka_unit_test(test_carry_as_output),   cmocka_unit_test(test_nested),
       cmocka_unit_test(test_no_xs),  cmocka_unit_test(test_errors), cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_grad), cmocka_unit_test(test_captured_result),
       cmocka_unit_test(test_fused_dump),

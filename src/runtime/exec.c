@@ -51,6 +51,7 @@ static void scan_plan_free(scan_plan *sp) {
   free(sp->xstep);
   free(sp->ystep);
   free(sp->cbytes);
+  free(sp->alias);
   free(sp);
 }
 
@@ -413,8 +414,17 @@ static jit_status add_scan(builder *B, ir_ref v) {
   sp->xstep = calloc(na + 1, sizeof *sp->xstep);
   sp->ystep = calloc(nr + 1, sizeof *sp->ystep);
   sp->cbytes = calloc(nc + 1, sizeof *sp->cbytes);
-  if (!sp->xstep || !sp->ystep || !sp->cbytes) return oom();
+  sp->alias = calloc(nc + 1, sizeof *sp->alias);
+  if (!sp->xstep || !sp->ystep || !sp->cbytes || !sp->alias) return oom();
   for (uint32_t i = 0; i < nc; i++) sp->cbytes[i] = bytes_of(f, in->args[sp->n_consts + i]);
+  for (uint32_t i = 0; i < nc; i++) {
+    sp->alias[i] = -1;
+    for (uint32_t k = nc; k < nr && sp->alias[i] < 0 && sp->cbytes[i]; k++) {
+      bool taken = false;
+      for (uint32_t j = 0; j < i; j++) taken |= sp->alias[j] == (int32_t)k;
+      if (!taken && b->results[k] == b->results[i]) sp->alias[i] = (int32_t)k;
+    }
+  }
   for (uint32_t i = 0; i < na; i++) {
     TRY_RET(buf_for(B, in->args[i], &s->bufs[i]));
     if (i >= sp->n_consts + nc) sp->xstep[i] = bytes_of(b, i);

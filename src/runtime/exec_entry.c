@@ -68,7 +68,15 @@ jit_status exec_emit_entry(const exec *e, LLVMModuleRef m) {
   for (uint32_t s = 0; s < e->n_steps; s++) {
     const estep *sp = &e->steps[s];
     if (sp->kind == ES_COPY) {
-      LLVMBuildMemCpy(b, bv[sp->bufs[1]], 1, bv[sp->bufs[0]], 1, LLVMConstInt(i64, sp->bytes, 0));
+      /* a scan's carry and its alias (scan_plan) are one buffer: nothing to copy */
+      LLVMValueRef dst = bv[sp->bufs[1]], src = bv[sp->bufs[0]];
+      LLVMBasicBlockRef copy = LLVMAppendBasicBlockInContext(c, fn, "copy");
+      LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(c, fn, "copied");
+      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, dst, src, ""), copy, after);
+      LLVMPositionBuilderAtEnd(b, copy);
+      LLVMBuildMemCpy(b, dst, 1, src, 1, LLVMConstInt(i64, sp->bytes, 0));
+      LLVMBuildBr(b, after);
+      LLVMPositionBuilderAtEnd(b, after);
       continue;
     }
     for (uint32_t k = 0; k < sp->n_bufs; k++) {
@@ -97,6 +105,18 @@ done:
   free(params);
   free(bv);
   return st;
+}
+
+/* Slice t (an i64) of result k of a scan loop: outs[k] + t * ystep bytes. */
+static LLVMValueRef slice(LLVMBuilderRef b, LLVMValueRef outs, uint32_t k, LLVMValueRef t,
+                          size_t ystep) {
+  LLVMContextRef c = LLVMGetTypeContext(LLVMTypeOf(outs));
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0), i8 = LLVMInt8TypeInContext(c);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(c);
+  LLVMValueRef idx = LLVMConstInt(i64, k, 0);
+  LLVMValueRef base = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, outs, &idx, 1, ""), "");
+  LLVMValueRef off = LLVMBuildMul(b, t, LLVMConstInt(i64, ystep, 0), "");
+  return LLVMBuildGEP2(b, i8, base, &off, 1, ""); /* t - 1 on the first step: never used */
 }
 
 /* The loop of scan step s (see scan_loop_fn): strides and counts are constants of the module,
@@ -140,6 +160,15 @@ jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m) {
   LLVMValueRef nxt0 = LLVMBuildMul(b, LLVMBuildXor(b, par, one, ""), LLVMConstInt(i64, nc, 0), "");
   for (uint32_t i = 0; i < na; i++) {
     LLVMValueRef idx = LLVMConstInt(i64, i, 0);
+    if (i >= c0 && i < c0 + nc && sp->alias[i - c0] >= 0) {
+      /* the init (set 0) on the first step, then the slice the step before wrote */
+      LLVMValueRef k = LLVMConstInt(i64, i - c0, 0);
+      LLVMValueRef init = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, cb, &k, 1, ""), "");
+      LLVMValueRef before = LLVMBuildAdd(b, t, LLVMConstInt(i64, sp->reverse ? 1 : (unsigned long long)-1, 1), "");
+      LLVMValueRef prev = slice(b, outs, (uint32_t)sp->alias[i - c0], before, sp->ystep[sp->alias[i - c0]]);
+      args[i] = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, step, zero, ""), init, prev, "");
+      continue;
+    }
     if (i >= c0 && i < c0 + nc) {
       LLVMValueRef k = LLVMBuildAdd(b, cur0, LLVMConstInt(i64, i - c0, 0), "");
       args[i] = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, cb, &k, 1, ""), "");
@@ -153,6 +182,10 @@ jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m) {
     args[i] = base;
   }
   for (uint32_t k = 0; k < nr; k++) {
+    if (k < nc && sp->alias[k] >= 0) { /* written into its alias's slice */
+      args[na + k] = slice(b, outs, (uint32_t)sp->alias[k], t, sp->ystep[sp->alias[k]]);
+      continue;
+    }
     if (k < nc) {
       LLVMValueRef j = LLVMBuildAdd(b, nxt0, LLVMConstInt(i64, k, 0), "");
       args[na + k] = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, cb, &j, 1, ""), "");

@@ -51,12 +51,17 @@ typedef struct scan_plan {
   size_t *xstep;  /* per operand: bytes per step (0 for consts and carries) */
   size_t *ystep;  /* per result: bytes per step (0 for carries) */
   size_t *cbytes; /* per carry: its bytes */
+  int32_t *alias; /* per carry: the stacked result (>= n_carry) the body returns the same value
+                     as, or -1. Step t writes such a carry straight into that result's slice t
+                     and step t + 1 reads it from there (an RNN's h, returned as carry and as
+                     output), so it is neither copied into the slice nor kept apart */
 } scan_plan;
 
 /* tjit_scanN(ops, outs, carries, entry, rt): all steps of a scan in one native loop. ops are
    the scan's operand buffers, outs its result buffers, carries two sets of n_carry buffers
    (step s reads set s % 2 and writes the other; set 0 holds the inits). Each step calls the
-   body's entry (entry, of the body's signature) with the body's exec_rt. */
+   body's entry (entry, of the body's signature) with the body's exec_rt. A carry with an alias
+   lives in that result's slices instead (its init still in set 0). */
 typedef void (*scan_loop_fn)(void *const *ops, void *const *outs, void *const *carries,
                              void (*entry)(void), void *rt);
 

@@ -171,6 +171,12 @@ static jit_status run_in_call(exec *e, const void *const *args, void *const *res
 
 /* A scan step: the body's executable once per step, on pointers into the operands and results;
    the carries start as copies of the inits and alternate between the two scratch sets. */
+/* Where a carry with an alias (scan_plan.alias) ended: its result's slice of the last step. */
+static const void *last_slice(const scan_plan *sp, void *const *bufs, uint32_t na, uint32_t i) {
+  int64_t t = sp->reverse ? 0 : sp->length - 1;
+  return (const unsigned char *)bufs[na + sp->alias[i]] + (size_t)t * sp->ystep[sp->alias[i]];
+}
+
 static jit_status run_scan(const estep *s, void *const *bufs) {
   const scan_plan *sp = s->scan;
   uint64_t call = atomic_fetch_add_explicit(&scan_calls, 1, memory_order_relaxed) + 1;
@@ -204,7 +210,8 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     exec_rt_end(s->body, arena, own);
     st = brt.status;
     for (uint32_t i = 0; i < nc && st == JIT_OK; i++) /* after an odd count, set 1 is current */
-      memcpy(bufs[na + i], sp->length % 2 ? nxt[i] : cur[i], sp->cbytes[i]);
+      memcpy(bufs[na + i], sp->alias[i] >= 0 ? last_slice(sp, bufs, na, i)
+                           : sp->length % 2 ? nxt[i] : cur[i], sp->cbytes[i]);
     goto done;
   }
   for (uint32_t i = 0; i < na; i++) a[i] = bufs[i];
@@ -214,11 +221,13 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
     for (uint32_t i = c0 + nc; i < na; i++) a[i] = (const unsigned char *)bufs[i] + (size_t)t * sp->xstep[i];
     for (uint32_t k = 0; k < nr; k++)
       r[k] = k < nc ? nxt[k] : (void *)((unsigned char *)bufs[na + k] + (size_t)t * sp->ystep[k]);
+    for (uint32_t i = 0; i < nc; i++)
+      if (sp->alias[i] >= 0) r[i] = r[sp->alias[i]]; /* results i and alias[i]: one buffer */
     st = run_in_call(s->body, a, r, call, NULL);
     for (uint32_t i = 0; i < nc; i++) {
       void *x = cur[i];
-      cur[i] = nxt[i];
-      nxt[i] = x;
+      cur[i] = sp->alias[i] >= 0 ? r[i] : nxt[i];
+      nxt[i] = sp->alias[i] >= 0 ? nxt[i] : x;
     }
   }
   for (uint32_t i = 0; i < nc && st == JIT_OK; i++)
@@ -411,7 +420,8 @@ static void run_steps(exec *e, exec_rt *rt, const void *const *args, void *const
     const estep *s = &e->steps[i];
     uint64_t t0 = prof_begin();
     if (s->kind == ES_COPY) {
-      memcpy(ptr[s->bufs[1]], ptr[s->bufs[0]], s->bytes);
+      if (ptr[s->bufs[1]] != ptr[s->bufs[0]]) /* a scan's carry and its alias (scan_plan) */
+        memcpy(ptr[s->bufs[1]], ptr[s->bufs[0]], s->bytes);
       prof_step(t0, e, s, 0, 0);
       continue;
     }
