@@ -702,8 +702,8 @@ static void rnn_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
 }
 
 /* W5's shape of scan: dots whose rhs are the scan's consts keep them packed over the steps of
-   one call (team_keep), split over threads or not, and must repack for the next call's weights,
-   also when those land at the same address. Bit for bit the generated kernels' results
+   one call (a kept team area), split over threads or not, and must repack for the next call's
+   weights, also when those land at the same address. Bit for bit the generated kernels' results
    (TJIT_GEMM_CORE=0: no core, no packing kept), call after call. */
 static void test_scan_const_rhs(void **state) {
   (void)state;
@@ -754,7 +754,7 @@ static void dot_bias_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) 
 }
 
 /* W4's kind of loop: a dot whose rhs is a param keeps it packed for the next calls on an array
-   it saw before (team_keep, tagged with the array's serial), and must repack for another
+   it saw before (a kept team area, tagged with the array's serial), and must repack for another
    array, also when that one lands at the same address (freed, then its buffer reused by the
    pool) or holds the same bytes at another. Bit for bit the generated kernels' results
    (TJIT_GEMM_CORE=0). */

@@ -351,7 +351,8 @@ static void test_ties(void **state) {
 static void nan_ties_loss(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   (void)user;
   jit_val two = jit_scalar(t, 2);
-  r[0] = jit_add(t, sum_all(t, jit_max(t, a[0], a[1])), sum_all(t, jit_mul(t, jit_min(t, a[0], a[1]), two)));
+  jit_val twice_min = jit_mul(t, jit_min(t, a[0], a[1]), two);
+  r[0] = jit_add(t, sum_all(t, jit_max(t, a[0], a[1])), sum_all(t, twice_min));
 }
 static void nan_ties_vg(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   jit_value_and_grad(t, nan_ties_loss, user, 2, a, 3, 0, r);

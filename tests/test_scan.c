@@ -272,7 +272,7 @@ static void test_no_xs(void **state) {
   ot_free(&in);
 }
 
-/* ---- a carry that is also an output: written into the output's slice, read back from it ------- */
+/* ---- a carry that is also an output: written into the output's slice, read back from it ---- */
 /* carries c0 (aliased by y0, y1 also the same value), c1 (no output), c2 (passed through as it is,
    also y2); x_t [2] */
 static void alias_body(jit_trace *t, const jit_val *carry, const jit_val *x, jit_val *new_carry,
@@ -328,7 +328,10 @@ static void test_carry_as_output(void **state) {
                         ot_random(JIT_F32, 1, sc, 3, -1, 1), ot_random(JIT_F32, 2, sx, 4, -1, 1)};
       ot_array out[6], want[6];
       OT_ASSERT_OK(ot_run("alias", alias_fn, &o, 4, in, 6, out));
-      for (int k = 0; k < 3; k++) want[k] = ot_zeros(JIT_F32, 1, sc), want[3 + k] = ot_zeros(JIT_F32, 2, sx);
+      for (int k = 0; k < 3; k++) {
+        want[k] = ot_zeros(JIT_F32, 1, sc);
+        want[3 + k] = ot_zeros(JIT_F32, 2, sx);
+      }
       for (int j = 0; j < 2; j++) {
         float c0 = (float)in[0].v[j], c1 = (float)in[1].v[j], c2 = (float)in[2].v[j];
         for (int64_t s = 0; s < len; s++) {

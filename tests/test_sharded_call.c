@@ -336,7 +336,8 @@ static void test_param_rhs_kept_on_devices(void **state) {
      each device of the sharded one, at least */
   jit_fn_stats st;
   assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
-  if (ot_core_runs(c)) assert_true(st.kept_bytes >= (4 * 256 * 512 + 2 * 256 * 256) * sizeof(float));
+  if (ot_core_runs(c))
+    assert_true(st.kept_bytes >= (4 * 256 * 512 + 2 * 256 * 256) * sizeof(float));
   else assert_int_equal(st.kept_bytes, 0);
   jit_array_free(px);
   jit_array_free(rx);

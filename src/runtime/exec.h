@@ -39,7 +39,8 @@ uint64_t exec_peak_bytes(const exec *e);
 
 /* Runs on args[i] (the params' buffers) into results[i] (buffers of the results' byte sizes,
    distinct from each other and from the args, except that results[r] is args[p] when
-   exec_result_alias(e, r) is p). Safe to call from several threads at once. */
+   exec_result_alias(e, r) is p, and that results of one value of the function may be one
+   buffer, as a scan's carry and its alias are). Safe to call from several threads at once. */
 jit_status exec_run(exec *e, const void *const *args, void *const *results);
 
 /* exec_run, told which contents the args hold (arg_ids[i]: args[i]'s jit_array serial, 0:

@@ -162,10 +162,11 @@ jit_status exec_emit_scan_loop(const estep *s, LLVMModuleRef m) {
     LLVMValueRef idx = LLVMConstInt(i64, i, 0);
     if (i >= c0 && i < c0 + nc && sp->alias[i - c0] >= 0) {
       /* the init (set 0) on the first step, then the slice the step before wrote */
+      uint32_t y = (uint32_t)sp->alias[i - c0];
       LLVMValueRef k = LLVMConstInt(i64, i - c0, 0);
       LLVMValueRef init = LLVMBuildLoad2(b, ptr, LLVMBuildInBoundsGEP2(b, ptr, cb, &k, 1, ""), "");
-      LLVMValueRef before = LLVMBuildAdd(b, t, LLVMConstInt(i64, sp->reverse ? 1 : (unsigned long long)-1, 1), "");
-      LLVMValueRef prev = slice(b, outs, (uint32_t)sp->alias[i - c0], before, sp->ystep[sp->alias[i - c0]]);
+      LLVMValueRef before = LLVMBuildAdd(b, t, LLVMConstInt(i64, sp->reverse ? 1 : -1ULL, 1), "");
+      LLVMValueRef prev = slice(b, outs, y, before, sp->ystep[y]);
       args[i] = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, step, zero, ""), init, prev, "");
       continue;
     }

@@ -104,7 +104,7 @@ typedef struct estep {
   struct core_dot *core; /* ES_DOT: run on the precompiled core with its epilogue as a program
                          (codegen/core_dot.h), no generated kernel; NULL: s->fn */
   size_t team_bytes, team_flags; /* ES_DOT on the core: the bytes of its team area (shared by
-                         the threads it is split over, or its team_keep) and of the claims in it
+                         the threads it is split over, or its kept area) and of the claims in it
                          (gemm_core.h); 0: none */
   ir_ref dot;         /* ES_DOT: the dot instruction of the function built from */
   struct cg_epi_plan *epi; /* ES_DOT: its fused elementwise epilogue (bufs lhs, rhs, the

@@ -169,14 +169,15 @@ static _Atomic uint64_t scan_calls; /* numbers every run of a scan step */
 static jit_status run_in_call(exec *e, const void *const *args, void *const *results,
                               uint64_t scan_call, const uint64_t *arg_ids);
 
-/* A scan step: the body's executable once per step, on pointers into the operands and results;
-   the carries start as copies of the inits and alternate between the two scratch sets. */
 /* Where a carry with an alias (scan_plan.alias) ended: its result's slice of the last step. */
 static const void *last_slice(const scan_plan *sp, void *const *bufs, uint32_t na, uint32_t i) {
   int64_t t = sp->reverse ? 0 : sp->length - 1;
   return (const unsigned char *)bufs[na + sp->alias[i]] + (size_t)t * sp->ystep[sp->alias[i]];
 }
 
+/* A scan step: the body's executable once per step, on pointers into the operands and results;
+   the carries start as copies of the inits and alternate between the two scratch sets (a carry
+   with an alias: between the slices of its result). */
 static jit_status run_scan(const estep *s, void *const *bufs) {
   const scan_plan *sp = s->scan;
   uint64_t call = atomic_fetch_add_explicit(&scan_calls, 1, memory_order_relaxed) + 1;
@@ -509,7 +510,8 @@ jit_status exec_run_device(exec *e, int device, int n_devices, const void *const
   /* a device's state is its own: device jobs of one context run one at a time */
   if (!dev || (e->arena_bytes && !dev->arena && !(dev->arena = alloc_arena(e->arena_bytes))))
     return jit_error(JIT_ENOMEM, "jit_call: out of memory (%zu bytes of intermediates)", e->arena_bytes);
-  exec_rt rt = {dev->arena ? dev->arena : empty, NULL, empty, run_step, e, JIT_OK, 0, &dev->keep, arg_ids};
+  exec_rt rt = {dev->arena ? dev->arena : empty, NULL, empty, run_step, e, JIT_OK, 0, &dev->keep,
+                arg_ids};
   if (dev->arena) rt.mm_scratch = (unsigned char *)dev->arena + e->scratch_bytes;
   bool was = serial_thread;
   serial_thread = true;

@@ -115,7 +115,8 @@ static void run_device(void *arg, int ith, int nth) {
   void *const *r = j->results + (size_t)d * nr;
   uint64_t t0 = prof_begin();
   if (t0 && d > 0) prof_name_thread("device", d); /* device 0 runs on the calling thread */
-  jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, j->ids, r) : ir_interp(s->spmd->local, a, r);
+  jit_status st = s->exe ? exec_run_device(s->exe, d, j->n, a, j->ids, r)
+                          : ir_interp(s->spmd->local, a, r);
   prof_end(t0, "device", s->optimized->name, 1, &(prof_arg){"device", NULL, d});
   ir_set_thread_device(saved);
   j->status[d] = st;
