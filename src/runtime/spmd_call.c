@@ -169,14 +169,14 @@ jit_status spmd_run(jit_ctx *ctx, const jit_sig *s, int n_args, jit_array *const
   int *local = calloc((size_t)n, sizeof *local), n_local = 0;
   jit_array **tmp = calloc(np + 1, sizeof *tmp);
   j.args = calloc(np * (size_t)n + 1, sizeof *j.args);
-  uint64_t *ids = calloc(np + 1, sizeof *ids);
+  uint64_t ids[JIT_MAX_FN_ARGS + 1] = {0}; /* n_args <= JIT_MAX_FN_ARGS */
   j.ids = ids;
   j.results = calloc(nr * (size_t)n + 1, sizeof *j.results);
   j.status = calloc((size_t)n, sizeof *j.status);
   j.msg = calloc((size_t)n, sizeof *j.msg);
   const void **blocks = calloc((size_t)n, sizeof *blocks);
   for (int k = 0; k < n_results; k++) results[k] = NULL;
-  if (!tmp || !j.args || !ids || !j.results || !j.status || !j.msg || !blocks || !local)
+  if (!tmp || !j.args || !j.results || !j.status || !j.msg || !blocks || !local)
     TRY(jit_error(JIT_ENOMEM, "jit_call: out of memory"));
   for (int d = 0; d < n; d++)
     if (ctx_device_local(ctx, p->mesh->device_ids[d])) local[n_local++] = d;
@@ -223,7 +223,6 @@ fail:
   for (size_t i = 0; tmp && i < np; i++) jit_array_free(tmp[i]);
   free(tmp);
   free(j.args);
-  free(ids);
   free(j.results);
   free(j.status);
   free(j.msg);
