@@ -71,13 +71,18 @@ typedef void (*scan_loop_fn)(void *const *ops, void *const *outs, void *const *c
    rts[j]: body j's entry and its exec_rt. */
 typedef void (*control_fn)(void *const *bufs, void (*const *entries)(void), void *const *rts);
 
+/* What one runner keeps of an ES_DOT step between runs. */
+typedef struct keep_slot {
+  void *area;      /* the step's own team area, its rhs kept packed over the steps of one scan
+                      call (a scan's const) or over the runs on the same contents (a param of
+                      known contents); NULL: none yet */
+  uint64_t seen;   /* the contents of the param rhs the last run named (0: none) */
+} keep_slot;
+
 /* The team areas one runner keeps packed (exec_rt.keep): the owner of e->arena's, or a device's
-   in exec_run_device. Per step, made on first use (NULL: none yet). */
+   in exec_run_device. */
 typedef struct exec_keep {
-  void **area;     /* [n_steps]: an ES_DOT's own team area, its rhs kept packed over the steps
-                      of one scan call (a scan's const) or over the runs on the same contents
-                      (a param of known contents) */
-  uint64_t *seen;  /* [n_steps]: the contents of the param rhs the last run named (0: none) */
+  keep_slot *slot; /* [n_steps], made on first use (NULL: none yet) */
 } exec_keep;
 
 /* A device's own state in exec_run_device: one run per device at a time. */

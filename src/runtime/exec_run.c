@@ -226,9 +226,13 @@ static jit_status run_scan(const estep *s, void *const *bufs) {
       if (sp->alias[i] >= 0) r[i] = r[sp->alias[i]]; /* results i and alias[i]: one buffer */
     st = run_in_call(s->body, a, r, call, NULL);
     for (uint32_t i = 0; i < nc; i++) {
+      if (sp->alias[i] >= 0) { /* the slice just written is the next step's carry */
+        cur[i] = r[i];
+        continue;
+      }
       void *x = cur[i];
-      cur[i] = sp->alias[i] >= 0 ? r[i] : nxt[i];
-      nxt[i] = sp->alias[i] >= 0 ? nxt[i] : x;
+      cur[i] = nxt[i];
+      nxt[i] = x;
     }
   }
   for (uint32_t i = 0; i < nc && st == JIT_OK; i++)
@@ -252,10 +256,9 @@ typedef struct team_tag {
 #define EXEC_KEEP_MAX ((size_t)256 << 20)
 
 void exec_keep_free(exec_keep *k, uint32_t n_steps) {
-  for (uint32_t i = 0; k->area && i < n_steps; i++) free(k->area[i]);
-  free(k->area);
-  free(k->seen);
-  *k = (exec_keep){NULL, NULL};
+  for (uint32_t i = 0; k->slot && i < n_steps; i++) free(k->slot[i].area);
+  free(k->slot);
+  k->slot = NULL;
 }
 
 size_t exec_kept_bytes(const exec *e) {
@@ -268,19 +271,19 @@ size_t exec_kept_bytes(const exec *e) {
   return n;
 }
 
-/* Step i's kept area in k, made (n bytes after its tag) if there is none and room; NULL: none. */
-static void *keep_area(exec *e, exec_keep *k, uint32_t i, size_t n) {
-  if (k->area[i]) return k->area[i];
+/* Step k's kept area, made (n bytes after its tag) if there is none and room; NULL: none. */
+static void *keep_area(exec *e, keep_slot *k, size_t n) {
+  if (k->area) return k->area;
   if (atomic_fetch_add(&e->keep_bytes, n) + n > EXEC_KEEP_MAX) {
     atomic_fetch_sub(&e->keep_bytes, n);
     return NULL;
   }
-  if (!(k->area[i] = alloc_arena(EXEC_ALIGN + n))) {
+  if (!(k->area = alloc_arena(EXEC_ALIGN + n))) {
     atomic_fetch_sub(&e->keep_bytes, n);
     return NULL;
   }
-  memset(k->area[i], 0, EXEC_ALIGN); /* a tag of no call and no contents (from 1) */
-  return k->area[i];
+  memset(k->area, 0, EXEC_ALIGN); /* a tag of no call and no contents (from 1) */
+  return k->area;
 }
 
 /* The team area dot step i runs with on nth threads in this run, its claims ready. Where this
@@ -301,19 +304,15 @@ static void *team_area(exec_rt *rt, uint32_t i, void *const *bufs, int nth) {
   bool param = rb < e->n_bufs && e->bufs[rb].kind == EB_PARAM;
   uint64_t contents = param && !rt->scan_call && rt->arg_ids ? rt->arg_ids[e->bufs[rb].index] : 0;
   bool scan_const = rt->scan_call && param && e->bufs[rb].index < e->n_invariant;
-  if (k && (scan_const || contents) && !k->area) {
-    /* first use: both arrays, or neither */
-    k->area = calloc(e->n_steps, sizeof *k->area);
-    k->seen = calloc(e->n_steps, sizeof *k->seen);
-    if (!k->area || !k->seen) exec_keep_free(k, 0);
-  }
-  if (k && k->area) {
+  if (k && (scan_const || contents) && !k->slot) k->slot = calloc(e->n_steps, sizeof *k->slot);
+  if (k && k->slot) {
+    keep_slot *ks = &k->slot[i];
     bool again = false;
     if (contents) {
-      again = k->area[i] || k->seen[i] == contents;
-      k->seen[i] = contents;
+      again = ks->area || ks->seen == contents;
+      ks->seen = contents;
     }
-    team_tag *tag = scan_const || again ? keep_area(e, k, i, s->team_bytes) : NULL;
+    team_tag *tag = scan_const || again ? keep_area(e, ks, s->team_bytes) : NULL;
     if (tag) {
       void *area = (unsigned char *)tag + EXEC_ALIGN;
       team_tag now = {rt->scan_call, contents, bufs[1]};
@@ -500,7 +499,7 @@ jit_status exec_run_device(exec *e, int device, int n_devices, const void *const
   if (e->n_devs < n_devices) {
     exec_device *a = realloc(e->devs, (size_t)n_devices * sizeof *a);
     if (a) {
-      for (int d = e->n_devs; d < n_devices; d++) a[d] = (exec_device){NULL, {NULL, NULL}};
+      for (int d = e->n_devs; d < n_devices; d++) a[d] = (exec_device){NULL, {NULL}};
       e->devs = a;
       e->n_devs = n_devices;
     }
