@@ -24,8 +24,11 @@ typedef struct floor_result {
   int fma_accumulators;     /* independent vector accumulators per thread */
 } floor_result;
 
-/* Measures both floors; reps = triad repetitions per thread count. 0 on success. */
-int floors_measure(int reps, floor_result *out);
+/* Measures both floors; reps = triad repetitions per thread count. max_vector_bits (256, 512;
+   0: the host's widest) caps the vectors the floors use, so that a target narrower than the host
+   (TJIT_CPU=x86-64-v3 on an AVX-512 machine) is measured against what its code could reach.
+   0 on success. */
+int floors_measure(int reps, int max_vector_bits, floor_result *out);
 
 /* ---- workloads (workloads.c) ------------------------------------------------------------------ */
 /* FLOOR_FLOPS_1T: FLOPs against one thread's FMA peak (a sequential loop such as W5's). */

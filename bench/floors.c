@@ -47,14 +47,14 @@ TRIAD_FN(triad_avx2, __attribute__((target("avx2"))), 32)
 TRIAD_FN(triad_avx512, __attribute__((target("avx512f"))), 64)
 #endif
 
-static triad_fn triad_pick(const char **isa) {
+static triad_fn triad_pick(int max_bits, const char **isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  if (max_bits >= 512 && __builtin_cpu_supports("avx512f")) {
     *isa = "avx512f";
     return triad_avx512;
   }
-  if (__builtin_cpu_supports("avx2")) {
+  if (max_bits >= 256 && __builtin_cpu_supports("avx2")) {
     *isa = "avx2";
     return triad_avx2;
   }
@@ -258,11 +258,12 @@ static double fma_run(fma_loop_fn fn, int nth, long iters) {
   return best;
 }
 
-int floors_measure(int reps, floor_result *out) {
+int floors_measure(int reps, int max_vector_bits, floor_result *out) {
   memset(out, 0, sizeof *out);
+  int max_bits = max_vector_bits > 0 ? max_vector_bits : 512;
   out->triad_mib = (double)(TRIAD_N * sizeof(float)) / (1 << 20);
   out->fma_accumulators = N_ACC;
-  triad_fn tfn = triad_pick(&out->triad_isa);
+  triad_fn tfn = triad_pick(max_bits, &out->triad_isa);
   for (int t = 1; t <= MAX_THREADS; t++)
     if (triad(tfn, t, reps, &out->triad_gbs[t - 1], &out->triad_median[t - 1]) != 0) return -1;
 
@@ -270,10 +271,10 @@ int floors_measure(int reps, floor_result *out) {
   out->fma_isa = "sse2 (mul+add)";
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  if (max_bits >= 512 && __builtin_cpu_supports("avx512f")) {
     fn = fma_avx512;
     out->fma_isa = "avx512f";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  } else if (max_bits >= 256 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     fn = fma_avx2;
     out->fma_isa = "avx2+fma";
     out->fma_accumulators = N_ACC_AVX2;
