@@ -156,9 +156,12 @@ static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, bool summand) {
   double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
   double ln2_lo = e->f64 ? 2.3190468138462996e-17 : -1.9046542121259336e-09;
   LLVMValueRef xc = clamp(e, x, lo, hi);
-  LLVMValueRef t = fma3(e, xc, kf(e, log2e), kf(e, f->round_m));
-  LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
-  LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
+  /* a summand's t also holds the exponent field of 2^(n - 1) in its low bits (round_m plus
+     bias - 1: n - 1 + bias stays in [1, 2 bias - 1] after the clamp), so that 2^(n - 1) is one
+     shift; the sum rounds to the same integer, as no x log2e is ever half way between two */
+  double magic = summand ? f->round_m + f->bias - 1 : f->round_m;
+  LLVMValueRef t = fma3(e, xc, kf(e, log2e), kf(e, magic));
+  LLVMValueRef nf = sub(e, t, kf(e, magic));
   LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
   r = fma3(e, nf, kf(e, -ln2_lo), r);
   const double *coef = e->f64 ? EXP64_P : EXP32_P;
@@ -167,8 +170,9 @@ static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, bool summand) {
     double twice[11];
     for (int i = 0; i < n_coef; i++) twice[i] = 2 * coef[i];
     LLVMValueRef p2 = fma3(e, poly(e, r, twice, n_coef), r, kf(e, 2.0));
-    return mul(e, p2, pow2i(e, f, LLVMBuildAdd(e->b, n, ki(e, -1), "")));
+    return mul(e, p2, as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), "")));
   }
+  LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
   LLVMValueRef p = fma3(e, poly(e, r, coef, n_coef), r, kf(e, 1.0));
   LLVMValueRef neg = fcmp(e, LLVMRealOLT, xc, kf(e, 0.0));
   int down = e->f64 ? 512 : 64;
@@ -262,14 +266,17 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
     const fmt_info *f = &FMT32;
     /* NaN stays NaN */
     LLVMValueRef ac = sel(e, fcmp(e, LLVMRealOGT, a, kf(e, 9.125)), kf(e, 9.125), a);
-    LLVMValueRef t = fma3(e, ac, kf(e, -2 * 1.4426950216293335), kf(e, f->round_m));
-    LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
-    LLVMValueRef mn = LLVMBuildSub(e->b, as_int(e, kf(e, f->round_m)), as_int(e, t), "");
+    /* t = round_m + bias - n: its low bits are the exponent field of 2^-n (-n + bias in
+       [129, 154]), and n as a float is exact */
+    double magic = f->round_m + f->bias;
+    LLVMValueRef t = fma3(e, ac, kf(e, 2 * 1.4426950216293335), kf(e, magic));
+    LLVMValueRef nf = sub(e, kf(e, magic), t);
     LLVMValueRef r = fma3(e, nf, kf(e, 0.5 * 0.6931471824645996), ac);
     LLVMValueRef p = fma3(e, r, poly(e, r, cg_tanh32_e, 6), kf(e, 1.0));
     /* w/(w + 1) = p/(p + 2^-n) exactly (scaling by 2^n commutes with rounding here), and
-       2^-n in [4, 2^27] costs no multiply */
-    LLVMValueRef q = fdiv(e, p, add(e, p, pow2i(e, f, mn)));
+       2^-n in [4, 2^27] costs no multiply: one shift */
+    LLVMValueRef pow2_mn = as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), ""));
+    LLVMValueRef q = fdiv(e, p, add(e, p, pow2_mn));
     big = fma3(e, q, kf(e, -2.0), kf(e, 1.0));
   }
   LLVMValueRef y = sel(e, fcmp(e, LLVMRealOLT, a, kf(e, e->f64 ? 0.3 : 0.55)), small, big);
