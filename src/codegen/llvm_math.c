@@ -147,11 +147,19 @@ static const double EXP64_P[] = {1.0,
    result is (2 p) 2^(n - 1) in one multiply: 2 p comes exactly from the doubled coefficients, the
    product is exact or overflows to inf as the two factors below do. So it is bit for bit exp(x)
    from the clamp up (every result there is normal), and a normal number under 2^-124.6 (f64
-   2^-1019.9) below it, far under half an ulp of c, so c + it = c + exp(x). */
-static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, bool summand) {
+   2^-1019.9) below it, far under half an ulp of c, so c + it = c + exp(x).
+   low: exp(x) where x <= 43 (f64 354) whenever the result is read (exp(-|x|) in the logistic,
+   exp(log(erfc)) in erf), so that the factors for x < 0 serve every x: 2^(n + 64) stays normal
+   (f64 2^(n + 512)) and is one shift as for a summand; the x >= 0 factors give the same bits
+   (both products are exact there). Saves the compare, the select and an add. */
+typedef enum { EXP_ANY, EXP_SUMMAND, EXP_LOW } exp_kind;
+
+static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, exp_kind kind) {
   const fmt_info *f = e->f64 ? &FMT64 : &FMT32;
+  bool summand = kind == EXP_SUMMAND;
+  int down = e->f64 ? 512 : 64;
   double lo = summand ? (e->f64 ? -707.0 : -86.5) : (e->f64 ? -746.0 : -104.0);
-  double hi = e->f64 ? 710.0 : 89.0;
+  double hi = kind == EXP_LOW ? (e->f64 ? 354.0 : 43.0) : e->f64 ? 710.0 : 89.0;
   double log2e = e->f64 ? 1.4426950408889634 : 1.4426950216293335;
   double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
   double ln2_lo = e->f64 ? 2.3190468138462996e-17 : -1.9046542121259336e-09;
@@ -159,7 +167,9 @@ static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, bool summand) {
   /* a summand's t also holds the exponent field of 2^(n - 1) in its low bits (round_m plus
      bias - 1: n - 1 + bias stays in [1, 2 bias - 1] after the clamp), so that 2^(n - 1) is one
      shift; the sum rounds to the same integer, as no x log2e is ever half way between two */
-  double magic = summand ? f->round_m + f->bias - 1 : f->round_m;
+  double magic = summand ? f->round_m + f->bias - 1
+                 : kind == EXP_LOW ? f->round_m + f->bias + down
+                                   : f->round_m;
   LLVMValueRef t = fma3(e, xc, kf(e, log2e), kf(e, magic));
   LLVMValueRef nf = sub(e, t, kf(e, magic));
   LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
@@ -172,16 +182,20 @@ static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, bool summand) {
     LLVMValueRef p2 = fma3(e, poly(e, r, twice, n_coef), r, kf(e, 2.0));
     return mul(e, p2, as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), "")));
   }
-  LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
   LLVMValueRef p = fma3(e, poly(e, r, coef, n_coef), r, kf(e, 1.0));
+  double scale_down = e->f64 ? 0x1p-512 : 0x1p-64;
+  if (kind == EXP_LOW) {
+    LLVMValueRef s1 = as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), ""));
+    return mul(e, mul(e, p, s1), kf(e, scale_down));
+  }
+  LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
   LLVMValueRef neg = fcmp(e, LLVMRealOLT, xc, kf(e, 0.0));
-  int down = e->f64 ? 512 : 64;
   LLVMValueRef s1 = pow2i(e, f, LLVMBuildAdd(e->b, n, sel(e, neg, ki(e, down), ki(e, -1)), ""));
-  LLVMValueRef s2 = sel(e, neg, kf(e, e->f64 ? 0x1p-512 : 0x1p-64), kf(e, 2.0));
+  LLVMValueRef s2 = sel(e, neg, kf(e, scale_down), kf(e, 2.0));
   return mul(e, mul(e, p, s1), s2);
 }
 
-static LLVMValueRef emit_exp(em *e, LLVMValueRef x) { return emit_exp_as(e, x, false); }
+static LLVMValueRef emit_exp(em *e, LLVMValueRef x) { return emit_exp_as(e, x, EXP_ANY); }
 
 /* ---- log ---------------------------------------------------------------------------------
    x = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormals are scaled up first), f = m - 1,
@@ -288,7 +302,7 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
    overflows and results down in the subnormal range keep their digits. */
 
 static LLVMValueRef emit_logistic(em *e, LLVMValueRef x) {
-  LLVMValueRef t = emit_exp(e, LLVMBuildFNeg(e->b, fabs1(e, x), ""));
+  LLVMValueRef t = emit_exp_as(e, LLVMBuildFNeg(e->b, fabs1(e, x), ""), EXP_LOW);
   LLVMValueRef d = add(e, kf(e, 1.0), t);
   /* one division of the chosen numerator: the same results as dividing both, for half the
      divider's time, which bounds W1-like kernels */
@@ -332,7 +346,8 @@ static LLVMValueRef emit_erf(em *e, LLVMValueRef x) {
   LLVMValueRef small = fma3(e, x, poly(e, mul(e, x, x), ERF32_SMALL, 7), x);
   LLVMValueRef ac = clamp(e, a, 0.0, 4.0);
   LLVMValueRef h = poly(e, sub(e, ac, kf(e, 2.5)), ERF32_TAIL, 8);
-  LLVMValueRef erfc = emit_exp(e, fma3(e, LLVMBuildFNeg(e->b, ac, ""), ac, h));
+  /* log(erfc) <= -1.8 on the branch's range [1, 4] */
+  LLVMValueRef erfc = emit_exp_as(e, fma3(e, LLVMBuildFNeg(e->b, ac, ""), ac, h), EXP_LOW);
   LLVMValueRef big = copysign2(e, sub(e, kf(e, 1.0), erfc), x);
   return sel(e, fcmp(e, LLVMRealOLT, a, kf(e, 1.0)), small, big);
 }
@@ -594,7 +609,7 @@ static bool em_init(em *e, LLVMBuilderRef b, LLVMValueRef x) {
 
 LLVMValueRef cg_math_emit_exp_summand(LLVMBuilderRef b, LLVMValueRef x) {
   em e;
-  return em_init(&e, b, x) ? emit_exp_as(&e, x, true) : NULL;
+  return em_init(&e, b, x) ? emit_exp_as(&e, x, EXP_SUMMAND) : NULL;
 }
 
 LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x) {
