@@ -306,6 +306,86 @@ static void test_reduce_epilogue(void **state) {
   fused_free(&r);
 }
 
+/* A value several kernels read is computed and written by the first of them to run (a second
+   output), not by a kernel of its own: GELU's pieces, which its gradient reads again. */
+static void test_shared_value_written_by_first_reader(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[8,8]) -> (f32[8,8], f32[8,8]) {\n"
+                      "  %c = const 0.7 : f32[8,8]\n"
+                      "  %a = mul %x, %c : f32[8,8]\n"
+                      "  %e = erf %a : f32[8,8]\n"
+                      "  %y = mul %e, %x : f32[8,8]\n"
+                      "  %t = transpose %a perm=[1,0] : f32[8,8]\n"
+                      "  %u = mul %t, %t : f32[8,8]\n"
+                      "  %v = tanh %u : f32[8,8]\n"
+                      "  return %y, %v\n"
+                      "}\n",
+                      false);
+  expect_text(&r,
+              "func @f(%0: f32[8,8]) -> (f32[8,8], f32[8,8]) {\n"
+              "  kernel k0 loop[8 x 8] reads %0 writes %2, %4 {\n"
+              "    %1 = const 0.7 : f32[8,8]\n"
+              "    %2 = mul %0, %1 : f32[8,8]\n"
+              "    %3 = erf %2 : f32[8,8]\n"
+              "    %4 = mul %3, %0 : f32[8,8]\n"
+              "  }\n"
+              "  kernel k1 loop[8 x 8] reads %2 writes %7 {\n"
+              "    %5 = transpose %2 perm=[1,0] : f32[8,8]\n"
+              "    %6 = mul %5, %5 : f32[8,8]\n"
+              "    %7 = tanh %6 : f32[8,8]\n"
+              "  }\n"
+              "  return %4, %7\n"
+              "}\n");
+  fused_free(&r);
+}
+
+/* ... but a dot's epilogue with no other reader stays in the dot's kernel (one write, the
+   precompiled core), and a dot never joins a kernel that writes a shared value. */
+static void test_shared_value_not_into_dot(void **state) {
+  (void)state;
+  fused r = fuse_text(
+      "func @f(%x: f32[8,16], %w: f32[16,32], %b: f32[32]) -> (f32[8,32], f32[32,8]) {\n"
+      "  %h = dot %x, %w contract=[1]x[0] : f32[8,32]\n"
+      "  %bb = broadcast %b dims=[1] : f32[8,32]\n"
+      "  %h2 = add %h, %bb : f32[8,32]\n"
+      "  %z = const 0 : f32[8,32]\n"
+      "  %r = max %h2, %z : f32[8,32]\n"
+      "  %t = transpose %h2 perm=[1,0] : f32[32,8]\n"
+      "  %u = exp %t : f32[32,8]\n"
+      "  return %r, %u\n"
+      "}\n",
+      false);
+  assert_int_equal(r.p->n_kernels, 3);
+  const fz_kernel *k0 = &r.p->kernels[0];
+  assert_int_equal(k0->kind, FZ_DOT);
+  assert_int_equal(k0->n_writes, 1);
+  assert_int_equal(k0->writes[0], 5); /* %h2 */
+  for (uint32_t i = 1; i < r.p->n_kernels; i++) {
+    assert_int_equal(r.p->kernels[i].kind, FZ_LOOP);
+    assert_int_equal(r.p->kernels[i].n_writes, 1);
+  }
+  fused_free(&r);
+  /* the shared value one step past the epilogue: it is written by its first reader, and the
+     dot stays a kernel of one write */
+  r = fuse_text("func @f(%x: f32[8,16], %w: f32[16,32], %b: f32[32]) -> (f32[8,32], f32[32,8]) {\n"
+                "  %h = dot %x, %w contract=[1]x[0] : f32[8,32]\n"
+                "  %bb = broadcast %b dims=[1] : f32[8,32]\n"
+                "  %h2 = add %h, %bb : f32[8,32]\n"
+                "  %z = const 0 : f32[8,32]\n"
+                "  %r = max %h2, %z : f32[8,32]\n"
+                "  %e = exp %r : f32[8,32]\n"
+                "  %t = transpose %r perm=[1,0] : f32[32,8]\n"
+                "  %u = tanh %t : f32[32,8]\n"
+                "  return %e, %u\n"
+                "}\n",
+                false);
+  assert_int_equal(count_kind(r.p, FZ_DOT), 1);
+  for (uint32_t i = 0; i < r.p->n_kernels; i++)
+    if (r.p->kernels[i].kind == FZ_DOT) assert_int_equal(r.p->kernels[i].n_writes, 1);
+  assert_int_equal(r.p->cls[7], FZ_MAT); /* %r, written beside %e */
+  fused_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_of_ten),
@@ -318,6 +398,8 @@ int main(void) {
       cmocka_unit_test(test_column_reduce_separate),
       cmocka_unit_test(test_broadcast_duplicated),
       cmocka_unit_test(test_reduce_epilogue),
+      cmocka_unit_test(test_shared_value_written_by_first_reader),
+      cmocka_unit_test(test_shared_value_not_into_dot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,9 @@
  *     dim of extent > 1) unless it is cheap arithmetic; the emitters hoist row-invariant values.
  *   - a returned value stays in a kernel (as a second output) when all its users are there and
  *     read it at the kernel's own index.
+ *   - an elementwise value read by several kernels is computed by the first of them to run, at
+ *     its own index, and written there for the others (multi-output fusion), unless it is the
+ *     epilogue of a dot with no other reader; a dot never joins a kernel with such a write.
  * Cost: O(instructions x users x rank).
  */
 #include <stdlib.h>
@@ -223,6 +226,7 @@ typedef struct group {
   int n_row;
   int64_t row_ext[IR_MAX_RANK];
   fz_map root_map;
+  bool shares;   /* writes a value other kernels read too (shared_output) */
 } group;
 
 typedef struct fuse {
@@ -380,8 +384,8 @@ static bool legal(const fuse *z, ir_ref v, const group *g, const fz_map *m) {
     int64_t out = ir_type_numel(ir_type_of(f, v));
     return ir_type_numel(ir_type_of(f, f->ins[v].args[0])) / (out ? out : 1) <= FZ_MAX_ROW_ELEMS;
   }
-  if (is_gemm(f, v))
-    return g->kind == FZ_LOOP && fz_map_equal(m, &g->root_map) &&
+  if (is_gemm(f, v)) /* a dot kernel with one write runs on the precompiled core */
+    return g->kind == FZ_LOOP && !g->shares && fz_map_equal(m, &g->root_map) &&
            same_dims(ir_type_of(f, v), ir_type_of(f, g->root));
   if (op == IR_CONST || op == IR_IOTA || is_move(op)) return true;
   return covers(m, g) || all_const(m) || cheap_op(op);
@@ -417,6 +421,50 @@ static bool rows_for_reduce(fuse *z, ir_ref v, int32_t gi, fz_map *m) {
       z->map[u] = inner_to_row(&z->map[u], g->n_row);
   *g = ng;
   *m = nm;
+  return true;
+}
+
+static uint32_t live_users(const fuse *z, ir_ref v) {
+  uint32_t n = 0;
+  for (uint32_t k = z->use_start[v]; k < z->use_start[v + 1]; k++) n += z->live[z->use_user[k]];
+  return n;
+}
+
+/* An elementwise value read by several kernels: the first of them to run computes it at its own
+   index and writes it for the others as a second output (XLA's multi-output fusion), instead of a
+   kernel of its own that the first would read back. Not the epilogue of a dot that has no other
+   reader (the dot kernel keeps it, with one write), and not into a dot kernel. */
+static bool shared_output(fuse *z, ir_ref v, int32_t *gi, fz_map *m) {
+  const ir_func *f = z->f;
+  const ir_ins *in = &f->ins[v];
+  if (!(ir_op_flags[in->op] & IR_EW) || z->needs_leaf[v]) return false;
+  for (uint32_t a = 0; a < in->n_args; a++)
+    if (is_gemm(f, in->args[a]) && live_users(z, in->args[a]) == 1) return false;
+  int32_t first = -1;
+  for (uint32_t k = z->use_start[v]; k < z->use_start[v + 1]; k++) {
+    ir_ref u = z->use_user[k];
+    if (!z->live[u]) continue;
+    if (z->st[u] != ST_ROOT && z->st[u] != ST_INLINE) return false;
+    if (first < 0 || z->groups[z->grp[u]].root < z->groups[first].root) first = z->grp[u];
+  }
+  if (first < 0) return false;
+  group *g = &z->groups[first];
+  if (g->kind == FZ_DOT) return false;
+  bool seen = false;
+  for (uint32_t k = z->use_start[v]; k < z->use_start[v + 1]; k++) {
+    ir_ref u = z->use_user[k];
+    if (!z->live[u] || z->grp[u] != first) continue;
+    fz_map mu;
+    if (!fz_map_operand(f, u, z->use_slot[k], &z->map[u], &mu)) return false;
+    if (seen && !fz_map_equal(&mu, m)) return false;
+    seen = true;
+    *m = mu;
+  }
+  if (!fz_map_equal(m, &g->root_map) || !same_dims(ir_type_of(f, v), ir_type_of(f, g->root)) ||
+      !legal(z, v, g, m))
+    return false;
+  g->shares = true;
+  *gi = first;
   return true;
 }
 
@@ -503,6 +551,10 @@ static jit_status visit(fuse *z, ir_ref v) {
     ok = (fz_map_equal(&m, &g->root_map) && same_dims(t, ir_type_of(f, g->root))) ||
          (fz_map_row_level(&m) && row_identity(&m, t, g));
     if (ok) z->written[v] = true;
+  }
+  if (!ok && !agree && shared_output(z, v, &gi, &m)) {
+    ok = true;
+    z->written[v] = true;
   }
   if (!ok) {
     jit_status st = new_group(z, v);
