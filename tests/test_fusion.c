@@ -386,6 +386,31 @@ static void test_shared_value_not_into_dot(void **state) {
   fused_free(&r);
 }
 
+/* A reduction several kernels read is computed by the first of them, once per row, and written
+   there: a softmax's row maximum that a second kernel reads along its columns. */
+static void test_shared_reduction_written_by_first_reader(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[8,16]) -> (f32[8,16], f32[16,8]) {\n"
+                      "  %m = reduce_max %x axes=[1] : f32[8]\n"
+                      "  %m2 = reshape %m : f32[8,1]\n"
+                      "  %mb = broadcast %m2 dims=[0,1] : f32[8,16]\n"
+                      "  %s = sub %x, %mb : f32[8,16]\n"
+                      "  %e = exp %s : f32[8,16]\n"
+                      "  %q = broadcast %m dims=[1] : f32[16,8]\n"
+                      "  %xt = transpose %x perm=[1,0] : f32[16,8]\n"
+                      "  %w = mul %xt, %q : f32[16,8]\n"
+                      "  return %e, %w\n"
+                      "}\n",
+                      false);
+  assert_int_equal(r.p->n_kernels, 2);
+  const fz_kernel *k0 = &r.p->kernels[0];
+  assert_int_equal(k0->kind, FZ_ROW);
+  assert_int_equal(k0->n_writes, 2);
+  assert_int_equal(k0->writes[0], 1); /* %m, per row */
+  assert_int_equal(r.p->kernels[1].n_reads, 2);
+  fused_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_of_ten),
@@ -400,6 +425,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_epilogue),
       cmocka_unit_test(test_shared_value_written_by_first_reader),
       cmocka_unit_test(test_shared_value_not_into_dot),
+      cmocka_unit_test(test_shared_reduction_written_by_first_reader),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

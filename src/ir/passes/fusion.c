@@ -21,9 +21,10 @@
  *     dim of extent > 1) unless it is cheap arithmetic; the emitters hoist row-invariant values.
  *   - a returned value stays in a kernel (as a second output) when all its users are there and
  *     read it at the kernel's own index.
- *   - an elementwise value read by several kernels is computed by the first of them to run, at
- *     its own index, and written there for the others (multi-output fusion), unless it is the
- *     epilogue of a dot with no other reader; a dot never joins a kernel with such a write.
+ *   - an elementwise value or a reduction read by several kernels is computed by the first of
+ *     them to run, at its own index, and written there for the others (multi-output fusion),
+ *     unless it is the epilogue of a dot with no other reader; a dot never joins a kernel with
+ *     such a write.
  * Cost: O(instructions x users x rank).
  */
 #include <stdlib.h>
@@ -430,14 +431,16 @@ static uint32_t live_users(const fuse *z, ir_ref v) {
   return n;
 }
 
-/* An elementwise value read by several kernels: the first of them to run computes it at its own
-   index and writes it for the others as a second output (XLA's multi-output fusion), instead of a
-   kernel of its own that the first would read back. Not the epilogue of a dot that has no other
-   reader (the dot kernel keeps it, with one write), and not into a dot kernel. */
+/* An elementwise value or a reduction read by several kernels: the first of them to run
+   computes it at its own index (a reduction: once per row) and writes it for the others as a
+   second output (XLA's multi-output fusion), instead of a kernel of its own that the first
+   would read back. Not the epilogue of a dot that has no other reader (the dot kernel keeps
+   it, with one write), and not into a dot kernel. */
 static bool shared_output(fuse *z, ir_ref v, int32_t *gi, fz_map *m) {
   const ir_func *f = z->f;
   const ir_ins *in = &f->ins[v];
-  if (!(ir_op_flags[in->op] & IR_EW) || z->needs_leaf[v]) return false;
+  if (!(ir_op_flags[in->op] & IR_EW) && !is_reduce(in->op)) return false;
+  if (z->needs_leaf[v]) return false;
   for (uint32_t a = 0; a < in->n_args; a++)
     if (is_gemm(f, in->args[a]) && live_users(z, in->args[a]) == 1) return false;
   int32_t first = -1;
@@ -460,9 +463,12 @@ static bool shared_output(fuse *z, ir_ref v, int32_t *gi, fz_map *m) {
     seen = true;
     *m = mu;
   }
-  if (!fz_map_equal(m, &g->root_map) || !same_dims(ir_type_of(f, v), ir_type_of(f, g->root)) ||
-      !legal(z, v, g, m))
-    return false;
+  /* at the kernel's own index: its loop's point, or (a reduction) its row */
+  const ir_type *t = ir_type_of(f, v);
+  bool own = is_reduce(in->op)
+                 ? fz_map_row_level(m) && row_identity(m, t, g)
+                 : fz_map_equal(m, &g->root_map) && same_dims(t, ir_type_of(f, g->root));
+  if (!own || !legal(z, v, g, m)) return false;
   g->shares = true;
   *gi = first;
   return true;
