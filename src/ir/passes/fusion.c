@@ -425,6 +425,15 @@ static bool rows_for_reduce(fuse *z, ir_ref v, int32_t gi, fz_map *m) {
   return true;
 }
 
+/* A reduction over its operand's last axes, whose rows are contiguous (one over leading axes
+   runs in column mode, codegen/lower.c, which a kernel of several writes does not). */
+static bool reduces_rows(const ir_func *f, const ir_ins *in) {
+  int rank = ir_type_of(f, in->args[0])->rank, n = in->attr.dims.n;
+  for (int k = 0; k < n; k++)
+    if (in->attr.dims.d[k] != rank - n + k) return false;
+  return true;
+}
+
 static uint32_t live_users(const fuse *z, ir_ref v) {
   uint32_t n = 0;
   for (uint32_t k = z->use_start[v]; k < z->use_start[v + 1]; k++) n += z->live[z->use_user[k]];
@@ -440,7 +449,7 @@ static bool shared_output(fuse *z, ir_ref v, int32_t *gi, fz_map *m) {
   const ir_func *f = z->f;
   const ir_ins *in = &f->ins[v];
   if (!(ir_op_flags[in->op] & IR_EW) && !is_reduce(in->op)) return false;
-  if (z->needs_leaf[v]) return false;
+  if (z->needs_leaf[v] || (is_reduce(in->op) && !reduces_rows(f, in))) return false;
   for (uint32_t a = 0; a < in->n_args; a++)
     if (is_gemm(f, in->args[a]) && live_users(z, in->args[a]) == 1) return false;
   int32_t first = -1;
