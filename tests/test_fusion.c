@@ -409,6 +409,22 @@ static void test_shared_reduction_written_by_first_reader(void **state) {
   assert_int_equal(k0->writes[0], 1); /* %m, per row */
   assert_int_equal(r.p->kernels[1].n_reads, 2);
   fused_free(&r);
+  /* a sum over the leading axis stays a kernel of its own (column mode), though its first
+     reader reads it once per row */
+  r = fuse_text("func @f(%x: f32[16,8]) -> (f32[8,16], f32[16,8]) {\n"
+                "  %s = reduce_sum %x axes=[0] : f32[8]\n"
+                "  %q = broadcast %s dims=[0] : f32[8,16]\n"
+                "  %xt = transpose %x perm=[1,0] : f32[8,16]\n"
+                "  %w = add %xt, %q : f32[8,16]\n"
+                "  %sb = broadcast %s dims=[1] : f32[16,8]\n"
+                "  %y = mul %x, %sb : f32[16,8]\n"
+                "  return %w, %y\n"
+                "}\n",
+                false);
+  assert_int_equal(r.p->n_kernels, 3);
+  assert_int_equal(r.p->kernels[0].root, 1);
+  assert_int_equal(r.p->kernels[0].n_writes, 1);
+  fused_free(&r);
 }
 
 int main(void) {
