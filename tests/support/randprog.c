@@ -40,9 +40,10 @@ static const ir_type *ty(gen *g, ir_ref r) { return ir_type_of(g->f, r); }
 
 static ir_ref emit_op(gen *g, ir_op op, uint32_t n, const ir_ref *args, const ir_attr *attr,
                       const ir_type *declared) {
-  const ir_type *ts[8];
+  const ir_type *ts[8] = {0}; /* gcc -O3 cannot see n <= 8 */
   ir_type out;
   char why[256];
+  assert_true(n <= 8);
   for (uint32_t k = 0; k < n; k++) ts[k] = ty(g, args[k]);
   if (ir_infer_type(op, n, ts, attr, declared, &out, why, sizeof why) != JIT_OK) return IR_NOREF;
   if (ir_type_numel(&out) > MAX_NUMEL) return IR_NOREF;
