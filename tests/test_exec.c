@@ -449,30 +449,40 @@ static void *run_prog(jit_ctx *ctx, int kind, jit_dtype dt, int64_t m, int64_t k
   return out;
 }
 
-/* A bf16 program of kind over shape sh by vdpbf16ps (TJIT_BF16_DOT=pairs), where the host and the
-   context's target have it: within bf16 roundings of the f32 micro-kernel's `want` (its dot's
-   sums only differ in order, which changes one element of a thousand or none); its dump says
-   that vdpbf16ps runs it. */
-static void check_pairs(jit_ctx *ctx, int kind, const int64_t sh[3], const void *want) {
-  if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512f") ||
-      !strstr(jit_ctx_target(ctx), "bf16 dot"))
-    return;
-  setenv("TJIT_BF16_DOT", "pairs", 1);
+/* A bf16 program of kind over shape sh with TJIT_BF16_DOT=how: within bf16 roundings of the f32
+   micro-kernel's `want` (its dot's sums only differ in order, which changes one element of a
+   thousand or none); its dump says that `kind_text` runs it. */
+static void check_bf16_dot(jit_ctx *ctx, int kind, const int64_t sh[3], const void *want,
+                           const char *how, const char *kind_text) {
+  setenv("TJIT_BF16_DOT", how, 1);
   double ms;
   g_prog_llvm = strdup("");
   uint16_t *got = run_prog(ctx, kind, JIT_BF16, sh[0], sh[1], sh[2], NULL, &ms);
   setenv("TJIT_BF16_DOT", "f32", 1);
-  if (!strstr(g_prog_llvm, "bf16 (vdpbf16ps, f32 sums) dot"))
-    fail_msg("kind %d: no dot by vdpbf16ps in\n%s", kind, g_prog_llvm);
+  if (!strstr(g_prog_llvm, kind_text))
+    fail_msg("kind %d: no %s in\n%s", kind, kind_text, g_prog_llvm);
   free(g_prog_llvm);
   g_prog_llvm = NULL;
   for (int64_t i = 0; i < sh[0] * sh[2]; i++) {
     double g = ir_load_f64(JIT_BF16, got, i), w = ir_load_f64(JIT_BF16, want, i);
     if (!(fabs(g - w) <= fabs(w) / 128 + 1.0 / 64))
-      fail_msg("kind %d, %lldx%lldx%lld by vdpbf16ps, element %lld: %g, the f32 kernel's %g", kind,
-               (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)i, g, w);
+      fail_msg("kind %d, %lldx%lldx%lld with %s, element %lld: %g, the f32 kernel's %g", kind,
+               (long long)sh[0], (long long)sh[1], (long long)sh[2], how, (long long)i, g, w);
   }
   free(got);
+}
+
+/* By vdpbf16ps (TJIT_BF16_DOT=pairs) where the host and the context's target have it, and by the
+   AMX core on its C model (amx-model) where the target has 512-bit vectors and the dot fits it
+   (gemm_core_amx_fits: K >= 32, and lhs blocks of whole 32-row strips, as M >= 128 or a multiple
+   of 32 make them). */
+static void check_pairs(jit_ctx *ctx, int kind, const int64_t sh[3], const void *want) {
+  if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+      strstr(jit_ctx_target(ctx), "bf16 dot"))
+    check_bf16_dot(ctx, kind, sh, want, "pairs", "bf16 (vdpbf16ps, f32 sums) dot");
+  if (__builtin_cpu_supports("avx512f") && strstr(jit_ctx_target(ctx), "512-bit") && sh[1] >= 32 &&
+      (sh[0] >= 128 || sh[0] % 32 == 0))
+    check_bf16_dot(ctx, kind, sh, want, "amx-model", "bf16 (AMX tiles modelled in C, f32 sums) dot");
 }
 
 /* Each program gives the generated epilogue's bits (TJIT_GEMM_CORE=jit), over whole and edge

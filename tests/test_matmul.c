@@ -19,6 +19,7 @@
 #include <llvm-c/Core.h>
 
 #include "codegen/core_dot.h"
+#include "codegen/gemm_amx.h"
 #include "codegen/gemm_core.h"
 #include "codegen/gemm_skinny.h"
 #include "codegen/llvm_jit.h"
@@ -35,6 +36,7 @@ static int g_vec_bytes; /* the register tile's vector size under test; 0: the ta
 static int g_core_checks[2]; /* kernels of the precompiled core checked against generated ones */
 static int g_team_checks[2]; /* of them, run by a team sharing its packed rhs (gemm_core.h) */
 static int g_pairs_checks;    /* bf16 dots by vdpbf16ps checked against the f32 kernel's */
+static int g_amx_checks;      /* bf16 dots by AMX tiles (or their model) checked the same way */
 static int g_skinny_checks;   /* AVX-512 core kernels of a few columns, unpacked (gemm_skinny.h) */
 static bool g_core_expected[2]; /* a group ran where the core's kernels are checked */
 
@@ -205,19 +207,23 @@ static void check_bits(const cg_matmul_desc *d, kernel_fn fn, void **bufs, int o
   free(got);
 }
 
-/* A bf16 dot by vdpbf16ps (gemm_core_sums.pairs), where this host has it: its own sums in another
-   order, so within a bf16 rounding (plus slack for cancellation) of the generated kernel's
-   `want`, and the same bits however its rows are split or shared. */
-static void check_pairs_close(const cg_matmul_desc *d, void **bufs, int out, const void *want,
-                              size_t ob, int64_t rows) {
-  if (d->lhs.dtype != JIT_BF16 || d->vec_bytes != 64 || !core_checked(64) ||
-      !gemm_core_pairs_run_here())
-    return;
+/* A bf16 dot whose products are not the f32 micro-kernel's: by vdpbf16ps (gemm_core_sums.pairs),
+   where this host has it, or by AMX tiles (.amx), on their C model anywhere and on the
+   instructions where this host runs them. Its own sums in another order, so within a bf16
+   rounding (plus slack for cancellation) of the generated kernel's `want`, and the same bits
+   however its rows are split or shared. */
+static void check_other_sums(const cg_matmul_desc *d, void **bufs, int out, const void *want,
+                             size_t ob, int64_t rows, bool pairs, gemm_amx_mode amx) {
   cg_matmul_desc dp = *d;
-  dp.bf16_dot = true;
+  dp.bf16_dot = pairs;
+  dp.bf16_amx = amx;
+  gemm_core_plan cp;
+  gemm_core_sums sums;
+  if (!cg_matmul_core_plan_bf16(&dp, &cp, &sums) || sums.amx != amx) return; /* AMX: not fits */
   assert_int_equal(core_dot_build(&dp, NULL, &g_core_dot), JIT_OK);
   if (!g_core_dot) return;
-  g_pairs_checks++;
+  if (amx) g_amx_checks++;
+  else g_pairs_checks++;
   void *saved = bufs[out], *mine = malloc(ob);
   assert_non_null(mine);
   bufs[out] = mine;
@@ -226,12 +232,21 @@ static void check_pairs_close(const cg_matmul_desc *d, void **bufs, int out, con
   for (size_t i = 0; i < ob / 2; i++) {
     double g = ir_load_f64(JIT_BF16, mine, (int64_t)i), w = ir_load_f64(JIT_BF16, want, (int64_t)i);
     if (!(fabs(g - w) <= fabs(w) / 128 + 1e-3))
-      fail_msg("vdpbf16ps element %zu: %.9g, the f32 kernel's %.9g", i, g, w);
+      fail_msg("%s element %zu: %.9g, the f32 kernel's %.9g",
+               amx == GEMM_AMX_HW ? "AMX" : amx ? "AMX (model)" : "vdpbf16ps", i, g, w);
   }
   check_bits(&dp, run_core_dot, bufs, out, mine, ob, rows);
   free(mine);
   core_dot_free(g_core_dot);
   g_core_dot = NULL;
+}
+
+static void check_pairs_close(const cg_matmul_desc *d, void **bufs, int out, const void *want,
+                              size_t ob, int64_t rows) {
+  if (d->lhs.dtype != JIT_BF16 || d->vec_bytes != 64 || !core_checked(64)) return;
+  if (gemm_core_pairs_run_here()) check_other_sums(d, bufs, out, want, ob, rows, true, GEMM_AMX_OFF);
+  check_other_sums(d, bufs, out, want, ob, rows, false, GEMM_AMX_MODEL);
+  if (gemm_amx_runs_here()) check_other_sums(d, bufs, out, want, ob, rows, false, GEMM_AMX_HW);
 }
 
 /* The core's kernel for d gives the generated kernel's output `want` (ob bytes of bufs[out]) bit
@@ -740,6 +755,66 @@ static void run_epilogue(int64_t M, int64_t K, int64_t N, jit_dtype out_dt) {
   cg_dylib_free(lib);
 }
 
+/* The C model of AMX's tdpbf16ps (gemm_amx.h) on hand-made tiles: row i of a times column j of b
+   summed in k order, the even k of a pair first, each addition rounded; a bf16 denormal reads as
+   zero and a denormal sum is flushed; zero pairs (a strip's padding) add nothing. */
+static uint32_t bf16_pair(float even, float odd) {
+  uint32_t e, o;
+  memcpy(&e, &even, 4);
+  memcpy(&o, &odd, 4);
+  return e >> 16 | (o >> 16) << 16;
+}
+
+static void test_amx_model(void **state) {
+  (void)state;
+  enum { KP = 32 };
+  static uint32_t a[GEMM_AMX_MR * KP], b[KP * GEMM_AMX_NR];
+  static float c[GEMM_AMX_MR * GEMM_AMX_NR];
+  memset(a, 0, sizeof a);
+  memset(b, 0, sizeof b);
+  for (int i = 0; i < GEMM_AMX_MR; i++)
+    for (int q = 0; q < KP; q++) a[gemm_amx_lhs_at(i, q)] = bf16_pair((float)(i + 1), (float)(q % 3));
+  for (int q = 0; q < KP; q++)
+    for (int j = 0; j < GEMM_AMX_NR; j++) b[q * GEMM_AMX_NR + j] = bf16_pair(j == q ? 1.0f : 0.0f, 0.5f);
+  gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, c);
+  for (int i = 0; i < GEMM_AMX_MR; i++)
+    for (int j = 0; j < GEMM_AMX_NR; j++) { /* (i + 1) [k pair j's even] + sum of (q % 3) / 2 */
+      double odd = 0;
+      for (int q = 0; q < KP; q++) odd += (q % 3) * 0.5;
+      assert_true(c[i * GEMM_AMX_NR + j] == (float)(i + 1 + odd));
+    }
+  /* order: 2^24 + 1 rounds to 2^24 (even first), then -2^24 + 1 = 1; denormals */
+  memset(a, 0, sizeof a);
+  memset(b, 0, sizeof b);
+  a[gemm_amx_lhs_at(0, 0)] = bf16_pair(16777216.0f, 1.0f);
+  a[gemm_amx_lhs_at(0, 1)] = bf16_pair(-16777216.0f, 1.0f);
+  b[0] = b[GEMM_AMX_NR] = bf16_pair(1.0f, 1.0f);
+  uint32_t tiny = 0x00010001u; /* bf16 denormals */
+  a[gemm_amx_lhs_at(1, 0)] = tiny;                 /* row 1 */
+  b[1] = bf16_pair(0x1p100f, 0x1p100f);
+  a[gemm_amx_lhs_at(2, 0)] = bf16_pair(0x1p-70f, 0.0f); /* row 2: 2^-140 is an f32 denormal */
+  b[2] = bf16_pair(0x1p-70f, 0.0f);
+  a[gemm_amx_lhs_at(3, 0)] = bf16_pair(0x1p-70f, 0.0f); /* row 3 col 2: 2^-140 then + 1 */
+  a[gemm_amx_lhs_at(3, 1)] = bf16_pair(1.0f, 0.0f);
+  b[GEMM_AMX_NR + 2] = bf16_pair(1.0f, 0.0f);
+  gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, c);
+  assert_true(c[0] == 1.0f);
+  assert_true(c[GEMM_AMX_NR + 1] == 0.0f);  /* denormal operand read as 0 (else 2^-33) */
+  assert_true(c[2 * GEMM_AMX_NR + 2] == 0.0f && !signbit(c[2 * GEMM_AMX_NR + 2]));
+  assert_true(c[3 * GEMM_AMX_NR + 2] == 1.0f);
+  /* where the instructions run, they give the model's sums on random data (within rounding) */
+  if (gemm_amx_runs_here()) {
+    static float hw[GEMM_AMX_MR * GEMM_AMX_NR];
+    for (int i = 0; i < GEMM_AMX_MR * KP; i++) a[i] = bf16_pair((float)urand(), (float)urand());
+    for (int i = 0; i < KP * GEMM_AMX_NR; i++) b[i] = bf16_pair((float)urand(), (float)urand());
+    gemm_amx_begin();
+    gemm_amx_tile(GEMM_AMX_HW, KP, a, b, hw);
+    gemm_amx_end();
+    gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, c);
+    for (int i = 0; i < GEMM_AMX_MR * GEMM_AMX_NR; i++) assert_true(fabsf(hw[i] - c[i]) <= 1e-4f);
+  }
+}
+
 static void test_epilogue(void **state) {
   (void)state;
   run_epilogue(37, 1300, 75, JIT_F32); /* partial sums in out, epilogue after the last block */
@@ -925,6 +1000,7 @@ int main(void) {
       cmocka_unit_test(test_large),        cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_team_shapes),  cmocka_unit_test(test_skinny_shapes),
       cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_epilogue),
+      cmocka_unit_test(test_amx_model),
   };
   static const struct {
     int bytes;
@@ -945,6 +1021,10 @@ int main(void) {
     }
   if (g_core_expected[1] && g_skinny_checks < 12) {
     fprintf(stderr, "only %d dots of a few columns (gemm_skinny.h) were checked\n", g_skinny_checks);
+    failed++;
+  }
+  if (g_core_expected[1] && g_amx_checks < 4) {
+    fprintf(stderr, "only %d bf16 dots by AMX tiles were checked\n", g_amx_checks);
     failed++;
   }
   if (g_core_expected[1] && gemm_core_pairs_run_here() && g_pairs_checks < 4) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/gemm_amx.h"
 #include "codegen/llvm_math.h"
 #include "codegen/matmul.h"
 #include "ir/ir.h"
@@ -227,7 +228,7 @@ static bool build_post(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
 jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_dot **out) {
   *out = NULL;
   gemm_core_plan p;
-  gemm_core_sums sums = {0, 0, 0, 0};
+  gemm_core_sums sums = {0, 0, 0, 0, 0};
   bool bf16 = d->lhs.dtype == JIT_BF16;
   if (!gemm_core_runs_here(d->vec_bytes) ||
       !(bf16 ? cg_matmul_core_plan_bf16(d, &p, &sums) : cg_matmul_core_plan(d, &p)))
@@ -238,6 +239,7 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
   c->bf16 = bf16;
   c->sums = sums;
   if (sums.pairs && !gemm_core_pairs_run_here()) c->sums.pairs = 0;
+  if (sums.amx == GEMM_AMX_HW && !gemm_amx_runs_here()) c->sums.amx = GEMM_AMX_OFF;
   c->es = bf16 ? 4 : (int)jit_dtype_size(d->lhs.dtype);
   c->n = p.N;
   if (pl && (!build_program(c, pl, d->lhs.dtype) ||
@@ -265,9 +267,11 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
                                       "rsqrt"};
   static const char *const cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   const gemm_core_plan *p = &c->plan;
-  const char *kind = !c->bf16       ? (c->es == 4 ? "f32" : "f64")
-                     : c->sums.pairs ? "bf16 (vdpbf16ps, f32 sums)"
-                                     : "bf16 (f32 sums)";
+  const char *kind = !c->bf16                          ? (c->es == 4 ? "f32" : "f64")
+                     : c->sums.amx == GEMM_AMX_HW       ? "bf16 (AMX tiles, f32 sums)"
+                     : c->sums.amx == GEMM_AMX_MODEL    ? "bf16 (AMX tiles modelled in C, f32 sums)"
+                     : c->sums.pairs                    ? "bf16 (vdpbf16ps, f32 sums)"
+                                                        : "bf16 (f32 sums)";
   fprintf(out, "; %s: %s dot [%lld x %lld x %lld] x %lld on the precompiled core (gemm_core.c),"
           " no generated code; epilogue program:%s\n", name, kind,
           (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->B,

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen/gemm_amx.h"
 #include "codegen/gemm_skinny.h"
 #include "ir/ir.h"
 
@@ -200,6 +201,12 @@ DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_rhs_bf16_512, 32, pack_rows_
 DEFINE_PACKER(float, uint16_t, ir_bf16_to_f32, pack_lhs_bf16_512, MR512, pack_rows_bf16_8,
               pack_cols_bf16)
 
+/* k steps of a micro-kernel: one per k, or one per pair of k (vdpbf16ps), or pairs in whole
+   AMX tiles of 16 (the strips' tail zero pairs) */
+#define KSTEPS_1(kc) (kc)
+#define KSTEPS_PAIRS(kc) (((kc) + 1) / 2)
+#define KSTEPS_AMX(kc) ((KSTEPS_PAIRS(kc) + GEMM_AMX_KPAIRS - 1) / GEMM_AMX_KPAIRS * GEMM_AMX_KPAIRS)
+
 /* bf16 pairs for vdpbf16ps: element (k, j) of a strip W wide goes to the half k % 2 (low: even k)
    of the uint32 at (k / 2) * W + j, an odd kc's last pair with a zero high half; strip j0 at
    j0 * ceil(kc / 2). Rows along the strips (ws == 1, the usual rhs) interleave two rows at a
@@ -210,9 +217,9 @@ static inline uint32_t pair_of(const uint16_t *s, int64_t ks, int64_t k, int64_t
 }
 
 CORE static void pack_pairs(uint32_t *restrict dst, const uint16_t *restrict src, int64_t ws,
-                            int64_t ks, int64_t kc, int64_t n, int W) {
+                            int64_t ks, int64_t kc, int64_t n, int W, int64_t kps) {
   int64_t kp = (kc + 1) / 2;
-  for (int64_t j0 = 0; j0 < n; j0 += W, dst += kp * W) {
+  for (int64_t j0 = 0; j0 < n; j0 += W, dst += kps * W) {
     int64_t w = min64(W, n - j0), q = 0;
     const uint16_t *s = src + j0 * ws;
     if (ws == 1 && w == W && W % 16 == 0) {
@@ -238,17 +245,45 @@ CORE static void pack_pairs(uint32_t *restrict dst, const uint16_t *restrict src
     }
     for (; q < kp; q++)
       for (int64_t j = 0; j < W; j++) dst[q * W + j] = j < w ? pair_of(s + j * ws, ks, 2 * q, kc) : 0;
+    memset(dst + kp * W, 0, (size_t)((kps - kp) * W) * sizeof *dst);
   }
 }
 
 CORE static void pack_rhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *restrict src,
                                      int64_t ws, int64_t ks, int64_t kc, int64_t n) {
-  pack_pairs(dst, src, ws, ks, kc, n, 32);
+  pack_pairs(dst, src, ws, ks, kc, n, 32, KSTEPS_PAIRS(kc));
 }
 
 CORE static void pack_lhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *restrict src,
                                      int64_t ws, int64_t ks, int64_t kc, int64_t n) {
-  pack_pairs(dst, src, ws, ks, kc, n, MR512);
+  pack_pairs(dst, src, ws, ks, kc, n, MR512, KSTEPS_PAIRS(kc));
+}
+
+/* AMX: the rhs as for vdpbf16ps (16 columns of a strip are one tile row of 64 bytes, the strip's
+   rows 128 bytes apart), each strip KSTEPS_AMX(kc) pairs long; the lhs in strips of 32 rows,
+   KSTEPS_AMX(kc) pairs long, laid out as gemm_amx_lhs_at says (tiles one after the other), rows
+   past n and pairs past kc zero. */
+CORE static void pack_rhs_bf16amx(uint32_t *restrict dst, const uint16_t *restrict src,
+                                  int64_t ws, int64_t ks, int64_t kc, int64_t n) {
+  pack_pairs(dst, src, ws, ks, kc, n, GEMM_AMX_NR, KSTEPS_AMX(kc));
+}
+
+CORE static void pack_lhs_bf16amx(uint32_t *restrict dst, const uint16_t *restrict src,
+                                  int64_t ws, int64_t ks, int64_t kc, int64_t n) {
+  enum { T = GEMM_AMX_KPAIRS };
+  int64_t kp = KSTEPS_PAIRS(kc), kps = KSTEPS_AMX(kc);
+  for (int64_t j0 = 0; j0 < n; j0 += GEMM_AMX_MR, dst += GEMM_AMX_MR * kps)
+    for (int64_t i = 0; i < GEMM_AMX_MR; i++) {
+      int64_t q = 0;
+      if (j0 + i < n) {
+        const uint16_t *s = src + (j0 + i) * ws;
+        if (ks == 1) /* pairs along k are the row's bytes: 16 of them a tile row */
+          for (; q + T <= kc / 2; q += T)
+            memcpy(dst + gemm_amx_lhs_at(i, q), s + 2 * q, T * sizeof *dst);
+        for (; q < kp; q++) dst[gemm_amx_lhs_at(i, q)] = pair_of(s, ks, 2 * q, kc);
+      }
+      for (; q < kps; q++) dst[gemm_amx_lhs_at(i, q)] = 0;
+    }
 }
 
 /* The micro-kernels: MR x 2 vectors of accumulators over kc steps of a packed lhs strip and rhs
@@ -298,9 +333,6 @@ CORE static void pack_lhs_bf16dp_512(uint32_t *restrict dst, const uint16_t *res
     ROWS(MK_STORE_ROW, LOADU, STOREU, ADD, W)                                                      \
   }
 
-/* k steps of a micro-kernel: one per k, or one per pair of k (vdpbf16ps) */
-#define KSTEPS_1(kc) (kc)
-#define KSTEPS_PAIRS(kc) (((kc) + 1) / 2)
 
 CORE512 static inline __m512 bcast512_ps(const float *p) { return _mm512_set1_ps(*p); }
 CORE512 static inline __m512d bcast512_pd(const double *p) { return _mm512_set1_pd(*p); }
@@ -367,6 +399,32 @@ DEFINE_TILE(CORE, double, double, f64, MR, 8)
 DEFINE_TILE(CORE512, float, float, f32_512, MR512, 32)
 DEFINE_TILE(CORE512, double, double, f64_512, MR512, 16)
 DEFINE_TILE(CORE512BF, uint32_t, float, bf16dp_512, MR512, 32)
+
+/* AMX's register tile (gemm_amx.h), on the instructions or their model, then as DEFINE_TILE's
+   stack copy (the output here is always f32 sums: bf16 dots only). */
+#define DEFINE_TILE_AMX(SUF, MODE)                                                                 \
+  static void tile_##SUF(int64_t kc, const uint32_t *a, const uint32_t *b, float *out, int64_t ld, \
+                         int64_t rows, int64_t cols, int first, gemm_core_epi epi,                 \
+                         void *const *bufs, int64_t row, int64_t col, const char *pf,              \
+                         int64_t pf_lines) {                                                       \
+    (void)pf, (void)pf_lines; /* the tile loads read 2 KB a strip a step: L2 keeps up */           \
+    _Alignas(64) float tile[GEMM_AMX_MR * GEMM_AMX_NR];                                            \
+    gemm_amx_tile(MODE, KSTEPS_AMX(kc), a, b, tile);                                               \
+    if (!first)                                                                                    \
+      for (int64_t i = 0; i < rows; i++)                                                           \
+        for (int64_t j = 0; j < cols; j++) tile[i * GEMM_AMX_NR + j] += out[i * ld + j];           \
+    if (epi) {                                                                                     \
+      epi(bufs, tile, row, rows, col);                                                             \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int64_t i = 0; i < rows; i++)                                                             \
+      memcpy(out + i * ld, tile + i * GEMM_AMX_NR, (size_t)cols * sizeof(float));                  \
+  }
+
+DEFINE_TILE_AMX(bf16amx, GEMM_AMX_HW)
+DEFINE_TILE_AMX(bf16amx_model, GEMM_AMX_MODEL)
+#define pack_rhs_bf16amx_model pack_rhs_bf16amx
+#define pack_lhs_bf16amx_model pack_lhs_bf16amx
 
 /* ---- teams (gemm_core.h) ---- */
 
@@ -546,6 +604,10 @@ DEFINE_CORE(CORE512, double, double, double, f64_512, tile_f64_512, MR512, 16, K
 DEFINE_CORE(CORE512, float, float, uint16_t, bf16_512, tile_f32_512, MR512, 32, KSTEPS_1)
 DEFINE_CORE(CORE512BF, uint32_t, float, uint16_t, bf16dp_512, tile_bf16dp_512, MR512, 32,
             KSTEPS_PAIRS)
+DEFINE_CORE(CORE, uint32_t, float, uint16_t, bf16amx, tile_bf16amx, GEMM_AMX_MR, GEMM_AMX_NR,
+            KSTEPS_AMX)
+DEFINE_CORE(CORE, uint32_t, float, uint16_t, bf16amx_model, tile_bf16amx_model, GEMM_AMX_MR,
+            GEMM_AMX_NR, KSTEPS_AMX)
 
 /* The entries pick the core of the plan's vector width (matmul.c made the plan for it), and for
    64-byte vectors the unpacked one for dots of a few columns (gemm_skinny.h). */
@@ -565,9 +627,21 @@ void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t rb, 
 
 void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, void *const *bufs,
                          int64_t rb, int64_t re, gemm_core_epi epi) {
-  if (p->vec_bytes == 64 && sums->pairs) core_bf16dp_512(p, sums, bufs, rb, re, epi);
+  if (sums->amx == GEMM_AMX_HW) {
+    gemm_amx_begin();
+    core_bf16amx(p, sums, bufs, rb, re, epi);
+    gemm_amx_end();
+  } else if (sums->amx == GEMM_AMX_MODEL) core_bf16amx_model(p, sums, bufs, rb, re, epi);
+  else if (p->vec_bytes == 64 && sums->pairs) core_bf16dp_512(p, sums, bufs, rb, re, epi);
   else if (p->vec_bytes == 64) core_bf16_512(p, sums, bufs, rb, re, epi);
   else core_bf16(p, sums, bufs, rb, re, epi);
+}
+
+bool gemm_core_amx_fits(const gemm_core_plan *p) {
+  if (p->vec_bytes != 64 || p->K <= 0 || p->kc <= 0 || p->mc <= 0) return false;
+  int64_t kce = min64(p->kc, p->K);
+  int64_t a_bytes = (p->mc + GEMM_AMX_MR - 1) / GEMM_AMX_MR * GEMM_AMX_MR * KSTEPS_AMX(kce) * 4;
+  return KSTEPS_AMX(kce) <= kce && p->nc % GEMM_AMX_NR == 0 && a_bytes <= p->b_off - p->a_off;
 }
 
 /* ---- is vdpbf16ps worth it here ---- */

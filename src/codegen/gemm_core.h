@@ -11,6 +11,9 @@
  * the output), so both give bit-identical results and the runtime's decisions that depend on the
  * plan (scratch bytes, row grain, whether the output is stored once) hold for both.
  *
+ * bf16 dots have two more micro-kernels: vdpbf16ps on bf16 pairs, and AMX tiles (gemm_amx.h) on the
+ * same pairs, in the same loops.
+ *
  * Generated code reaches the core by name (GEMM_CORE_F32_SYMBOL, ...): every JITDylib defines
  * those names as absolute symbols (llvm_jit.c), so cached objects link in any process. The names
  * carry the version of the plan's layout: change the layout, bump the version, and objects cached
@@ -72,10 +75,14 @@ void tjit_gemm_core_f64(const gemm_core_plan *p, void *const *bufs, int64_t row_
    pairs along k and multiplied by vdpbf16ps, twice the products per instruction of the f32
    micro-kernel; its sums differ from the f32 kernel's in order (each k pair's odd product is added
    before its even one) and in flushing denormals, so they agree within f32 rounding, not bit for
-   bit. */
+   bit. amx (a gemm_amx_mode; plans where gemm_core_amx_fits): AMX tiles of 32 x 32 sums
+   (gemm_amx.h), on the instructions (where gemm_amx_runs_here) or on their C model; the operands
+   packed as bf16 pairs, the sums in tdpbf16ps's order, so within f32 rounding of the f32 kernel's.
+   It takes precedence over pairs. */
 typedef struct gemm_core_sums {
   int64_t c_off, c_ld, rc;
   int64_t pairs;
+  int64_t amx;
 } gemm_core_sums;
 
 void tjit_gemm_core_bf16(const gemm_core_plan *p, const gemm_core_sums *sums, void *const *bufs,
@@ -105,6 +112,11 @@ void gemm_core_join_team(void *area);
 /* Whether this host executes the instructions of the core for vectors of vector_bytes (32: AVX2
    and FMA, 64: those and AVX-512F). */
 bool gemm_core_runs_here(int vector_bytes);
+
+/* Whether the AMX core can run p: a 64-byte plan whose K blocks hold whole tiles of pairs and
+   whose lhs block, in strips of 32 rows, fits the plan's lhs scratch (a few rows of a long K do
+   not). */
+bool gemm_core_amx_fits(const gemm_core_plan *p);
 
 /* Whether this host executes the bf16 pair core (AVX-512F and AVX512_BF16). */
 bool gemm_core_pairs_run_here(void);

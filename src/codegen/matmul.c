@@ -1322,7 +1322,8 @@ bool cg_matmul_core_plan_bf16(const cg_matmul_desc *d, gemm_core_plan *out, gemm
   if (!core_plan_of(d, JIT_BF16, &p, out)) return false;
   *sums = (gemm_core_sums){.c_off = (int64_t)p.c_off, .c_ld = p.c_ld,
                            .rc = p.c_scratch ? p.rc : INT64_MAX / 4,
-                           .pairs = d->bf16_dot && d->vec_bytes == 64};
+                           .pairs = d->bf16_dot && d->vec_bytes == 64,
+                           .amx = d->vec_bytes == 64 && gemm_core_amx_fits(out) ? d->bf16_amx : 0};
   return true;
 }
 

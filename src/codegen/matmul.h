@@ -75,6 +75,8 @@ typedef struct cg_matmul_desc {
   int vec_bytes;        /* vector registers to block for: 64, 32 or 16 (the target's) */
   bool bf16_dot;        /* bf16 operands may be multiplied by vdpbf16ps (the target has it; only
                            the precompiled core does: cg_matmul_core_plan_bf16) */
+  int bf16_amx;         /* a gemm_amx_mode: bf16 operands may be multiplied by AMX tiles, or by
+                           their C model (the core only; takes precedence over bf16_dot) */
   bool lhs_view;        /* the lhs is read through lhs_strides (elements, one per lhs dim; they
                            may overlap), not as a dense row-major array: a conv's im2col view */
   int64_t lhs_strides[IR_MAX_RANK];

@@ -17,6 +17,7 @@
 #include "codegen/core_dot.h"
 #include "codegen/disk_cache.h"
 #include "codegen/epilogue.h"
+#include "codegen/gemm_amx.h"
 #include "codegen/gemm_core.h"
 #include "codegen/kernel.h"
 #include "codegen/stream.h"
@@ -239,6 +240,18 @@ static bool bf16_dot(const exec *e) {
   return (env && strcmp(env, "pairs") == 0) || gemm_core_pairs_pay();
 }
 
+/* Whether bf16 dots on the core multiply with AMX tiles: where the target has amx_bf16 and this
+   process may run it (gemm_amx_runs_here), unless TJIT_BF16_DOT asks for f32 or pairs;
+   TJIT_BF16_DOT=amx-model runs the AMX core's loops on the tile instructions' C model instead
+   (any AVX-512 target; slow: for checking the AMX path on hosts without it). */
+static gemm_amx_mode bf16_amx(const exec *e) {
+  const char *env = getenv("TJIT_BF16_DOT");
+  if (!e->ctx->jit || cg_jit_target(e->ctx->jit)->vector_bytes != 64) return GEMM_AMX_OFF;
+  if (env && strcmp(env, "amx-model") == 0) return GEMM_AMX_MODEL;
+  if (env && (strcmp(env, "f32") == 0 || strcmp(env, "pairs") == 0)) return GEMM_AMX_OFF;
+  return cg_jit_target(e->ctx->jit)->amx_bf16 && gemm_amx_runs_here() ? GEMM_AMX_HW : GEMM_AMX_OFF;
+}
+
 /* The dot of kernel ki as a matmul kernel (bufs lhs, rhs, out, scratch), or through the
    interpreter when the emitter has no form for it (bool, u32 and u64 operands; no contracted
    elements, where
@@ -263,7 +276,8 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
     *s->epi = *epi;
     cg_epi_desc(s->epi, NULL, &desc, tile_vec_bytes(B->e)); /* redescribes the dot */
   }
-  desc.bf16_dot = dt == JIT_BF16 && bf16_dot(B->e); /* measures once: only for bf16 dots */
+  desc.bf16_amx = dt == JIT_BF16 ? (int)bf16_amx(B->e) : GEMM_AMX_OFF;
+  desc.bf16_dot = dt == JIT_BF16 && !desc.bf16_amx && bf16_dot(B->e); /* measures once */
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
   for (uint32_t i = 0; i < (epi ? epi->n_reads : 0); i++)
