@@ -333,7 +333,6 @@ CORE static void pack_lhs_bf16amx(uint32_t *restrict dst, const uint16_t *restri
     ROWS(MK_STORE_ROW, LOADU, STOREU, ADD, W)                                                      \
   }
 
-
 CORE512 static inline __m512 bcast512_ps(const float *p) { return _mm512_set1_ps(*p); }
 CORE512 static inline __m512d bcast512_pd(const double *p) { return _mm512_set1_pd(*p); }
 /* a pair of bf16 (one lhs element's two k) in every lane, and 16 pairs of the rhs, as floats'
@@ -407,7 +406,7 @@ DEFINE_TILE(CORE512BF, uint32_t, float, bf16dp_512, MR512, 32)
                          int64_t rows, int64_t cols, int first, gemm_core_epi epi,                 \
                          void *const *bufs, int64_t row, int64_t col, const char *pf,              \
                          int64_t pf_lines) {                                                       \
-    (void)pf, (void)pf_lines; /* the tile loads read 2 KB a strip a step: L2 keeps up */           \
+    (void)pf, (void)pf_lines; /* none: the tiles read both strips front to back (not yet timed) */ \
     _Alignas(64) float tile[GEMM_AMX_MR * GEMM_AMX_NR];                                            \
     gemm_amx_tile(MODE, KSTEPS_AMX(kc), a, b, tile);                                               \
     if (!first)                                                                                    \
