@@ -146,6 +146,11 @@ static jit_val op_index(jit_trace *t, const jit_val *x, const vcase *c) {
   case 4: return jit_take_along_axis(t, x[0], jit_reshape(t, test_indices(t), 2, (const int64_t[]){2, 3}), 1);
   case 5: return jit_dynamic_slice(t, x[0], (jit_val[]){s1, s5}, (const int64_t[]){2, 3});
   case 6: return jit_dynamic_update_slice(t, x[0], x[1], (jit_val[]){s1, s5});
+  case 9: { /* one index a row (a label): -3 1 5 0 over an axis of 5, one past it (clamped) */
+    jit_val i = jit_iota(t, JIT_I32, 2, (const int64_t[]){4, 1}, 0);
+    jit_val l = jit_sub(t, jit_rem(t, jit_mul(t, i, jit_scalar(t, 4)), jit_scalar(t, 9)), jit_scalar(t, 3));
+    return jit_take_along_axis(t, jit_exp(t, x[0]), l, 1);
+  }
   case 7:
     return jit_pad(t, x[0], x[1], (const int64_t[]){1, -1}, (const int64_t[]){-1, 2},
                    (const int64_t[]){2, 1});
@@ -217,6 +222,7 @@ static const vcase cases[] = {
     {"scatter_add", op_index, 2, {S2(3, 4), S2(6, 4)}, -1, 1, 0, 0, 2},
     {"scatter_set", op_index, 2, {S2(3, 4), S2(6, 4)}, -1, 1, 0, 0, 3},
     {"take_along_axis", op_index, 1, {S2(2, 3)}, -1, 1, 0, 0, 4},
+    {"take_along_axis_one", op_index, 1, {S2(4, 5)}, -1, 1, 0, 0, 9},
     {"dynamic_slice", op_index, 1, {S2(3, 6)}, -1, 1, 0, 0, 5},
     {"dynamic_update_slice", op_index, 2, {S2(3, 6), S2(2, 3)}, -1, 1, 0, 0, 6},
     {"pad", op_index, 2, {S2(3, 4), {0, {0}}}, -1, 1, 0, 0, 7},
@@ -642,6 +648,33 @@ static void test_locations(void **state) {
   ir_func_free(f);
 }
 
+/* ---- take_along_axis: one index a row differentiates to a select, not a scatter into zeros ------ */
+static const vcase *case_named(const char *name) {
+  for (int i = 0; i < N_OF(cases); i++)
+    if (strcmp(cases[i].name, name) == 0) return &cases[i];
+  fail_msg("no case %s", name);
+  return NULL;
+}
+
+static void test_take_along_grad(void **state) {
+  (void)state;
+  static const struct { const char *name; int scatters; } want[] = {
+      {"take_along_axis_one", 0}, /* a label a row: select on iota == clamped index */
+      {"take_along_axis", 1},     /* three indices a row, duplicates among them: scatter-add */
+  };
+  for (int k = 0; k < N_OF(want); k++) {
+    const vcase *c = case_named(want[k].name);
+    ir_type ty[2] = {{.dtype = JIT_F32, .rank = c->in[0].rank}};
+    for (int d = 0; d < c->in[0].rank; d++) ty[0].dims[d] = c->in[0].d[d];
+    ty[1] = ty[0];
+    ty[1].dims[1] = k == 0 ? 1 : 3; /* the result's shape: the weights of the loss */
+    ir_func *f = trace_only(vg_fn, (void *)c, 2, ty, 2);
+    assert_int_equal(count_op(f, IR_SCATTER), want[k].scatters);
+    if (!want[k].scatters) assert_true(count_op(f, IR_SELECT) >= 1);
+    ir_func_free(f);
+  }
+}
+
 /* ---- checkpoint ----------------------------------------------------------------------------------- */
 enum { CK_LAYERS = 6, CK_N = 256 };
 
@@ -954,6 +987,7 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vjp_rules),       cmocka_unit_test(test_ties),
+      cmocka_unit_test(test_take_along_grad),
       cmocka_unit_test(test_nan_ties),
       cmocka_unit_test(test_pow_zero),        cmocka_unit_test(test_higher_order),
       cmocka_unit_test(test_aux_and_wrt),     cmocka_unit_test(test_dtypes_and_unused),
