@@ -468,6 +468,23 @@ static void run_peer(const workload *w, const options *o, peer_result *p) {
   progress(" %s\n", p->ok ? "done" : p->err);
 }
 
+/* What the signature's bf16 dots on the precompiled core multiply with (AMX tiles, vdpbf16ps or
+   the f32 kernel, as TJIT_BF16_DOT and the host decide), read off its LLVM-stage dump, which
+   names each core dot's kind: "; <kernel>: bf16 (<kind>) dot [...]". */
+static void bf16_dots_of(const wl_inst *in, char *out, size_t n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *ms = open_memstream(&text, &len);
+  snprintf(out, n, "not on the core");
+  if (!ms) return;
+  jit_status st = jit_fn_dump(in->fn, in->args, JIT_DUMP_LLVM, ms);
+  fclose(ms);
+  const char *k = st == JIT_OK && text ? strstr(text, ": bf16 (") : NULL;
+  const char *end = k ? strstr(k, ") dot") : NULL;
+  if (end) snprintf(out, n, "%.*s", (int)(end - k - 8), k + 8);
+  free(text);
+}
+
 /* ---- the parent's run of one workload -------------------------------------------------------------- */
 typedef struct wl_result {
   const workload *w;
@@ -477,6 +494,7 @@ typedef struct wl_result {
   double first_ms;          /* this process's first call (trace + compile + run) */
   double scalar_result;     /* the first call's last rank-0 result (W10: the loss) */
   char check_msg[512];      /* what a workload's own check measured */
+  char bf16_dots[64];       /* a bf16 workload: what its dots on the core multiply with */
   cold_result cold, cold_disk;
   int disk_cache_filled;    /* the first child left files in its cache dir */
   double warm_median_s, warm_min_s;
@@ -520,6 +538,7 @@ static void run_workload(const workload *w, const options *o, const floor_result
   if (inst_compile(&in, r->msg, sizeof r->msg) != 0) goto done;
   if (inst_call(&in, &sec, y, r->msg, sizeof r->msg) != 0) goto done;
   r->first_ms = sec * 1e3;
+  if (w->bf16_results) bf16_dots_of(&in, r->bf16_dots, sizeof r->bf16_dots);
 
   /* ---- check every result against float64 before timing anything; rel.err is the worst ---- */
   int nres = wl_n_results(w);
@@ -879,6 +898,9 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
   for (int i = 0; i < n; i++)
     if (rs[i].status == ST_OK && rs[i].check_msg[0])
       fprintf(f, "%s check: %s\n", rs[i].w->id, rs[i].check_msg);
+  for (int i = 0; i < n; i++)
+    if (rs[i].status == ST_OK && rs[i].bf16_dots[0])
+      fprintf(f, "%s: bf16 dots by %s\n", rs[i].w->id, rs[i].bf16_dots);
   for (int i = 0; i < n; i++) {
     const wl_result *r = &rs[i];
     if (r->status != ST_OK || !o->peers || !r->w->peer) continue;
@@ -1024,6 +1046,10 @@ static int write_json(const char *path, const machine *m, const options *o,
     if (r->w->note) {
       fprintf(f, ", \"note\": ");
       json_str(f, r->w->note);
+    }
+    if (r->bf16_dots[0]) {
+      fprintf(f, ", \"bf16_dots\": ");
+      json_str(f, r->bf16_dots);
     }
     const char *kind = r->w->kind == FLOOR_BYTES           ? "bytes"
                        : r->w->kind == FLOOR_FLOPS      ? "flops"

@@ -271,7 +271,7 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
                      : c->sums.amx == GEMM_AMX_HW       ? "bf16 (AMX tiles, f32 sums)"
                      : c->sums.amx == GEMM_AMX_MODEL    ? "bf16 (AMX tiles modelled in C, f32 sums)"
                      : c->sums.pairs                    ? "bf16 (vdpbf16ps, f32 sums)"
-                                                        : "bf16 (f32 sums)";
+                                                        : "bf16 (f32 micro-kernel, f32 sums)";
   fprintf(out, "; %s: %s dot [%lld x %lld x %lld] x %lld on the precompiled core (gemm_core.c),"
           " no generated code; epilogue program:%s\n", name, kind,
           (long long)p->M, (long long)p->N, (long long)p->K, (long long)p->B,
