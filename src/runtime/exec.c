@@ -277,7 +277,8 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
     cg_epi_desc(s->epi, NULL, &desc, tile_vec_bytes(B->e)); /* redescribes the dot */
   }
   desc.bf16_amx = dt == JIT_BF16 ? (int)bf16_amx(B->e) : GEMM_AMX_OFF;
-  desc.bf16_dot = dt == JIT_BF16 && !desc.bf16_amx && bf16_dot(B->e); /* measures once */
+  /* vdpbf16ps stays the fallback of a dot AMX does not fit (gemm_core_amx_fits) */
+  desc.bf16_dot = dt == JIT_BF16 && bf16_dot(B->e); /* measures once: only for bf16 dots */
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
   for (uint32_t i = 0; i < (epi ? epi->n_reads : 0); i++)
