@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "ir/ir.h"
+
 #define AMX_ATTR __attribute__((target("amx-tile,amx-bf16")))
 
 /* Every tile of the loop is 16 rows of 64 bytes: c0..c3 (tmm0-3) the sums, a0, a1 (tmm4, 5) the lhs
@@ -89,11 +91,7 @@ typedef struct model {
 } model;
 
 static float bf16_in(uint16_t h) { /* a denormal reads as zero */
-  if ((h & 0x7f80) == 0) h &= 0x8000;
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
+  return ir_bf16_to_f32((h & 0x7f80) ? h : h & 0x8000);
 }
 
 static float flush(float x) {

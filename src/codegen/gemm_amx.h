@@ -34,10 +34,9 @@ static inline int64_t gemm_amx_lhs_at(int64_t i, int64_t q) {
 /* c[32 x 32] (row-major, 32 floats a row) = the sums over kp pairs (a multiple of 16) of
    a[32 x kp] (pair q of row i at a + gemm_amx_lhs_at(i, q): the low half of each uint32 is the
    even k) times b[kp x 32] (pair q of column j at b + q * 32 + j), in tdpbf16ps's order and
-   rounding: for each
-   16 pairs, per element, the even product then the odd one added, each rounded (the products are
-   exact), bf16 denormals read as zero and f32 denormal sums flushed. GEMM_AMX_HW only between
-   gemm_amx_begin and gemm_amx_end on the calling thread. */
+   rounding: for each 16 pairs, per element, the even product then the odd one added, each
+   rounded (the products are exact), bf16 denormals read as zero and f32 denormal sums flushed.
+   GEMM_AMX_HW only between gemm_amx_begin and gemm_amx_end on the calling thread. */
 void gemm_amx_tile(gemm_amx_mode mode, int64_t kp, const uint32_t *a, const uint32_t *b, float *c);
 
 /* Loads the tile configuration on this thread / releases the tiles (GEMM_AMX_HW only). */
