@@ -505,8 +505,9 @@ static void put_ins(cw *w, int32_t id, int depth) {
     else
       fprintf(o, "uint32_t v%d = tjit_bits(v%d) & 0x7fffffffu;\n", id, in->a);
     return;
-  case LP_PREFETCH: /* a hint the C text leaves out (its address may lie past the buffer) */
-    fprintf(o, "/* the next row of b%d is prefetched here */\n", in->buf);
+  case LP_PREFETCH: /* a hint the C text leaves out (its address may lie past the buffer); not
+                       live (mark_live), so not printed */
+    fprintf(o, "/* a prefetch of b%d */\n", in->buf);
     return;
   default: fprintf(o, "/* ? */\n"); return;
   }

@@ -28,6 +28,7 @@ typedef struct le {
   LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, half, ptr, vd;
   LLVMBasicBlockRef alloca_bb;
   bool bad;            /* an op with no compiled form (lowering rejects those first) */
+  bool in_stream;      /* emitting a streamed loop's body: its prefetches were issued per run */
 } le;
 
 static LLVMTypeRef ctype(const le *e, jit_dtype d) {
@@ -607,15 +608,89 @@ static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi,
    vectorizer's own main + vector epilogue + scalar remainder, for the same speed. */
 #define LP_VEC_MULTIPLE 16
 
+#define LP_LINE 64 /* bytes of a cache line */
+
+static void emit_prefetch(le *e, const lp_ins *in, LLVMValueRef first);
+static void emit_ins(le *e, int32_t id);
+
+static bool in_block(const lp_block *bl, int32_t id) {
+  for (uint32_t k = 0; k < bl->n; k++)
+    if (bl->ins[k] == id) return true;
+  return false;
+}
+
+/* Emits instruction id of block bl after the operands it has in bl (index arithmetic). */
+static void emit_with_operands(le *e, const lp_block *bl, int32_t id) {
+  if (id < 0 || !in_block(bl, id)) return;
+  const lp_ins *in = &e->lf->ins[id];
+  emit_with_operands(e, bl, in->a);
+  emit_with_operands(e, bl, in->b);
+  emit_with_operands(e, bl, in->c);
+  emit_ins(e, id);
+}
+
+/* An innermost loop that prefetches (lower_post.c: a loop kernel's inputs) runs in runs of a
+   cache line of its narrowest element (16 iterations of f32): the run's prefetches, one per
+   cache line of its elements, then the run as a loop of that constant trip, which the
+   vectorizer makes straight vector code at full width. A prefetch left in the loop would keep
+   it scalar (the vectorizer has no vector prefetch). */
+static void emit_streamed(le *e, const lp_ins *in, LLVMValueRef trip) {
+  LLVMBuilderRef b = e->b;
+  const lp_block *bl = &e->lf->blocks[in->body];
+  int64_t narrowest = 8;
+  for (uint32_t k = 0; k < bl->n; k++) {
+    const lp_ins *x = &e->lf->ins[bl->ins[k]];
+    int64_t es = (int64_t)jit_dtype_size(x->dt);
+    if ((x->op == LP_LOAD || x->op == LP_STORE) && es >= 1 && es < narrowest) narrowest = es;
+  }
+  int64_t n_run = LP_LINE / narrowest;
+  LLVMValueRef run = LLVMConstInt(e->i64, (unsigned long long)n_run, 0);
+  LLVMValueRef main = LLVMBuildAnd(b, trip, LLVMConstInt(e->i64, ~(uint64_t)(n_run - 1), 1), "");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->c, e->fn, "run.head");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "run.body");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, e->fn, "run.done");
+  LLVMBuildBr(b, head);
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef i = LLVMBuildPhi(b, e->i64, "run");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, i, main, ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  e->val[in->b] = i;
+  for (uint32_t k = 0; k < bl->n && !e->bad; k++) {
+    lp_ins pf = e->lf->ins[bl->ins[k]];
+    if (pf.op != LP_PREFETCH) continue;
+    emit_with_operands(e, bl, pf.a);
+    pf.imm.i = n_run;
+    emit_prefetch(e, &pf, e->val[pf.a]);
+  }
+  bool outer = e->in_stream;
+  e->in_stream = true;
+  LLVMValueRef next = LLVMBuildNSWAdd(b, i, run, "");
+  emit_loop(e, in, i, next, false, false);
+  LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+  loop_hints(e, LLVMBuildBr(b, head), true, false);
+  LLVMValueRef vals[2] = {LLVMConstInt(e->i64, 0, 0), next};
+  LLVMBasicBlockRef from[2] = {pre, end};
+  LLVMAddIncoming(i, vals, from, 2);
+  LLVMPositionBuilderAtEnd(b, done);
+  emit_loop(e, in, main, trip, true, false);
+  e->in_stream = outer;
+}
+
 static void emit_for(le *e, const lp_ins *in) {
   const lp_block *bl = &e->lf->blocks[in->body];
-  bool innermost = true, reduces = false;
+  bool innermost = true, reduces = false, prefetches = false;
   for (uint32_t k = 0; k < bl->n; k++) {
     innermost &= e->lf->ins[bl->ins[k]].op != LP_FOR;
     /* float accumulators, bound by the add's latency; LP_QUOT's integer max/min are not */
     reduces |= e->lf->ins[bl->ins[k]].op == LP_ACC_ADD && is_f(e->lf->ins[bl->ins[k]].dt);
+    prefetches |= e->lf->ins[bl->ins[k]].op == LP_PREFETCH;
   }
   LLVMValueRef zero = LLVMConstInt(e->i64, 0, 0), trip = e->val[in->a];
+  if (innermost && prefetches && in->imm.i != 1) {
+    emit_streamed(e, in, trip);
+    return;
+  }
   if (in->imm.i == 1) { /* seldom run: one scalar loop, as a tail */
     emit_loop(e, in, zero, trip, true, false);
     return;
@@ -631,7 +706,6 @@ static void emit_for(le *e, const lp_ins *in) {
 
 /* One llvm.prefetch (read, keep in all levels, data) per cache line; a plain GEP, since the
    address may lie past the buffer. */
-#define LP_LINE 64
 
 static void emit_prefetch(le *e, const lp_ins *in, LLVMValueRef first) {
   LLVMBuilderRef b = e->b;
@@ -725,7 +799,9 @@ static void emit_ins(le *e, int32_t id) {
     break;
   }
   case LP_FOR: emit_for(e, in); return;
-  case LP_PREFETCH: emit_prefetch(e, in, x); return;
+  case LP_PREFETCH:
+    if (!e->in_stream) emit_prefetch(e, in, x);
+    return;
   case LP_QUOT: r = round_to(e, d, quot(e, x, y, e->val[in->c])); break;
   case LP_MAG_BITS: {
     bool wide = in->in_dt == JIT_F64;

@@ -129,7 +129,9 @@ typedef enum lp_op {
   LP_FOR,     /* run block body with LP_VAR b from 0 to trip count a - 1; imm.i = 1: a loop that
                  seldom runs (a row written again, lower.c), compiled small, not vectorized */
   LP_PREFETCH, /* a hint: bring elements [a, a + imm.i) of bufs[buf] (of dtype dt) into the cache;
-                  a may be past the buffer's end (nothing is read or faults) */
+                  a may be past the buffer's end (nothing is read or faults). In the body of an
+                  innermost LP_FOR (imm.i = 1, a computed in the body by index arithmetic): an
+                  emitter may issue it once per run of iterations, for the run's elements */
   LP_QUOT,    /* a / b given c = 1 / b (f32 or f64; for dt f16/bf16 computed in f32 and rounded):
                  q = a c refined by one FMA step, q + (a - b q) c (Markstein), with q's sign;
                  equal to a / b where a and b are in LP_QUOT's ranges (below), not always

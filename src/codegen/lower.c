@@ -756,6 +756,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
   L.lf->row_work = block_work(L.lf, L.lf->row);
   if (L.lf->row_work < L.row_work_min) L.lf->row_work = L.row_work_min;
   lw_add_row_prefetch(&L);
+  lw_add_stream_prefetch(&L);
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
 
   /* buffers: reads in increasing order, then the writes; LOAD/STORE name them by index */

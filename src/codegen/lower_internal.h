@@ -2,7 +2,7 @@
  *   lower.c        values at their index maps, reductions, the write loops, lp_lower;
  *   lower_build.c  instructions (CSE'd, placed by their operands), indices, loop nests;
  *   lower_gather.c loads and stores at data-dependent indices (gather, pad, scatter);
- *   lower_post.c   passes over a lowered function (next-row prefetch, unread scratch). */
+ *   lower_post.c   passes over a lowered function (prefetches, unread scratch). */
 #ifndef TJIT_CODEGEN_LOWER_INTERNAL_H
 #define TJIT_CODEGEN_LOWER_INTERNAL_H
 
@@ -130,6 +130,7 @@ jit_status lw_gen_gather(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_
 jit_status lw_gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 jit_status lw_write_scatter(lower *L);
 void lw_add_row_prefetch(lower *L);
+void lw_add_stream_prefetch(lower *L);
 void lw_drop_unread_scratch(lower *L);
 
 #endif
