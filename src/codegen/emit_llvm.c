@@ -576,31 +576,48 @@ static void loop_hints(le *e, LLVMValueRef latch_br, bool tail, bool reduces) {
   LLVMSetMetadata(latch_br, kind, LLVMMetadataAsValue(e->c, node));
 }
 
+/* A counted loop being built: open_loop leaves the builder in its body with i its counter;
+   close_loop adds step, branches back (with loop_hints) and leaves the builder after it. */
+typedef struct open_loop_t {
+  LLVMBasicBlockRef pre, head, done;
+  LLVMValueRef lo, i;
+} open_loop_t;
+
+static open_loop_t open_loop(le *e, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
+  LLVMBuilderRef b = e->b;
+  open_loop_t l = {.pre = LLVMGetInsertBlock(b), .lo = lo};
+  l.head = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.head");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.body");
+  l.done = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.done");
+  LLVMBuildBr(b, l.head);
+  LLVMPositionBuilderAtEnd(b, l.head);
+  l.i = LLVMBuildPhi(b, e->i64, name);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, l.i, hi, ""), body, l.done);
+  LLVMPositionBuilderAtEnd(b, body);
+  return l;
+}
+
+static void close_loop(le *e, const open_loop_t *l, LLVMValueRef next, bool tail, bool reduces) {
+  LLVMBuilderRef b = e->b;
+  LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+  loop_hints(e, LLVMBuildBr(b, l->head), tail, reduces);
+  LLVMValueRef vals[2] = {l->lo, next};
+  LLVMBasicBlockRef from[2] = {l->pre, end};
+  LLVMAddIncoming(l->i, vals, from, 2);
+  LLVMPositionBuilderAtEnd(b, l->done);
+}
+
 /* for (i = lo; i < hi; i++) body */
 static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi, bool tail,
                       bool reduces) {
-  LLVMBuilderRef b = e->b;
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.head");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.body");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.done");
-  LLVMBuildBr(b, head);
-  LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef i = LLVMBuildPhi(b, e->i64, "i");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, i, hi, ""), body, done);
-  LLVMPositionBuilderAtEnd(b, body);
-  e->val[in->b] = i;
+  open_loop_t l = open_loop(e, lo, hi, "i");
+  e->val[in->b] = l.i;
   emit_block(e, in->body);
-  LLVMValueRef next = LLVMBuildNSWAdd(b, i, LLVMConstInt(e->i64, 1, 0), "");
-  LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+  LLVMValueRef next = LLVMBuildNSWAdd(e->b, l.i, LLVMConstInt(e->i64, 1, 0), "");
   if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
       LLVMConstIntGetSExtValue(hi) - LLVMConstIntGetSExtValue(lo) < REDUCE_MIN_TRIP)
     reduces = false;
-  loop_hints(e, LLVMBuildBr(b, head), tail, reduces);
-  LLVMValueRef vals[2] = {lo, next};
-  LLVMBasicBlockRef from[2] = {pre, end};
-  LLVMAddIncoming(i, vals, from, 2);
-  LLVMPositionBuilderAtEnd(b, done);
+  close_loop(e, &l, next, tail, reduces);
 }
 
 /* An innermost loop runs as a main loop over a multiple of 16 iterations, which the vectorizer
@@ -646,15 +663,8 @@ static void emit_streamed(le *e, const lp_ins *in, LLVMValueRef trip) {
   int64_t n_run = LP_LINE / narrowest;
   LLVMValueRef run = LLVMConstInt(e->i64, (unsigned long long)n_run, 0);
   LLVMValueRef main = LLVMBuildAnd(b, trip, LLVMConstInt(e->i64, ~(uint64_t)(n_run - 1), 1), "");
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->c, e->fn, "run.head");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "run.body");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, e->fn, "run.done");
-  LLVMBuildBr(b, head);
-  LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef i = LLVMBuildPhi(b, e->i64, "run");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, i, main, ""), body, done);
-  LLVMPositionBuilderAtEnd(b, body);
+  open_loop_t runs = open_loop(e, LLVMConstInt(e->i64, 0, 0), main, "run");
+  LLVMValueRef i = runs.i;
   e->val[in->b] = i;
   for (uint32_t k = 0; k < bl->n && !e->bad; k++) {
     lp_ins pf = e->lf->ins[bl->ins[k]];
@@ -667,12 +677,7 @@ static void emit_streamed(le *e, const lp_ins *in, LLVMValueRef trip) {
   e->in_stream = true;
   LLVMValueRef next = LLVMBuildNSWAdd(b, i, run, "");
   emit_loop(e, in, i, next, false, false);
-  LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
-  loop_hints(e, LLVMBuildBr(b, head), true, false);
-  LLVMValueRef vals[2] = {LLVMConstInt(e->i64, 0, 0), next};
-  LLVMBasicBlockRef from[2] = {pre, end};
-  LLVMAddIncoming(i, vals, from, 2);
-  LLVMPositionBuilderAtEnd(b, done);
+  close_loop(e, &runs, next, true, false); /* the runs themselves: not vectorized */
   emit_loop(e, in, main, trip, true, false);
   e->in_stream = outer;
 }
