@@ -578,14 +578,14 @@ static void loop_hints(le *e, LLVMValueRef latch_br, bool tail, bool reduces) {
 
 /* A counted loop being built: open_loop leaves the builder in its body with i its counter;
    close_loop adds step, branches back (with loop_hints) and leaves the builder after it. */
-typedef struct open_loop_t {
+typedef struct counted_loop {
   LLVMBasicBlockRef pre, head, done;
   LLVMValueRef lo, i;
-} open_loop_t;
+} counted_loop;
 
-static open_loop_t open_loop(le *e, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
+static counted_loop open_loop(le *e, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
   LLVMBuilderRef b = e->b;
-  open_loop_t l = {.pre = LLVMGetInsertBlock(b), .lo = lo};
+  counted_loop l = {.pre = LLVMGetInsertBlock(b), .lo = lo};
   l.head = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.head");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.body");
   l.done = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.done");
@@ -597,7 +597,7 @@ static open_loop_t open_loop(le *e, LLVMValueRef lo, LLVMValueRef hi, const char
   return l;
 }
 
-static void close_loop(le *e, const open_loop_t *l, LLVMValueRef next, bool tail, bool reduces) {
+static void close_loop(le *e, const counted_loop *l, LLVMValueRef next, bool tail, bool reduces) {
   LLVMBuilderRef b = e->b;
   LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
   loop_hints(e, LLVMBuildBr(b, l->head), tail, reduces);
@@ -610,7 +610,7 @@ static void close_loop(le *e, const open_loop_t *l, LLVMValueRef next, bool tail
 /* for (i = lo; i < hi; i++) body */
 static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi, bool tail,
                       bool reduces) {
-  open_loop_t l = open_loop(e, lo, hi, "i");
+  counted_loop l = open_loop(e, lo, hi, "i");
   e->val[in->b] = l.i;
   emit_block(e, in->body);
   LLVMValueRef next = LLVMBuildNSWAdd(e->b, l.i, LLVMConstInt(e->i64, 1, 0), "");
@@ -663,7 +663,7 @@ static void emit_streamed(le *e, const lp_ins *in, LLVMValueRef trip) {
   int64_t n_run = LP_LINE / narrowest;
   LLVMValueRef run = LLVMConstInt(e->i64, (unsigned long long)n_run, 0);
   LLVMValueRef main = LLVMBuildAnd(b, trip, LLVMConstInt(e->i64, ~(uint64_t)(n_run - 1), 1), "");
-  open_loop_t runs = open_loop(e, LLVMConstInt(e->i64, 0, 0), main, "run");
+  counted_loop runs = open_loop(e, LLVMConstInt(e->i64, 0, 0), main, "run");
   LLVMValueRef i = runs.i;
   e->val[in->b] = i;
   for (uint32_t k = 0; k < bl->n && !e->bad; k++) {
@@ -673,13 +673,12 @@ static void emit_streamed(le *e, const lp_ins *in, LLVMValueRef trip) {
     pf.imm.i = n_run;
     emit_prefetch(e, &pf, e->val[pf.a], 3);
   }
-  bool outer = e->in_stream;
-  e->in_stream = true;
+  e->in_stream = true; /* an innermost loop: no streamed loop inside */
   LLVMValueRef next = LLVMBuildNSWAdd(b, i, run, "");
   emit_loop(e, in, i, next, false, false);
   close_loop(e, &runs, next, true, false); /* the runs themselves: not vectorized */
   emit_loop(e, in, main, trip, true, false);
-  e->in_stream = outer;
+  e->in_stream = false;
 }
 
 static void emit_for(le *e, const lp_ins *in) {

@@ -125,8 +125,8 @@ static void stream_loop(lower *L, int32_t for_id, int level) {
   }
   int32_t done[8];
   int n_done = 0;
-  for (uint32_t i = 0; i < lf->blocks[loop.body].n && n_done < 8 && !L->oom; i++) {
-    const lp_ins ld = lf->ins[lf->blocks[loop.body].ins[i]];
+  for (uint32_t i = 0; i < body->n && n_done < 8 && !L->oom; i++) { /* body grows as we insert */
+    const lp_ins ld = lf->ins[body->ins[i]];
     int64_t es = (int64_t)jit_dtype_size(ld.dt), c;
     int32_t r;
     bool seen = false;
