@@ -209,6 +209,53 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* ---- exact products --------------------------------------------------------------------- */
+
+static int count_calls(const char *text, const char *callee) {
+  int n = 0;
+  for (const char *q = strstr(text, callee); q; q = strstr(q + 1, callee)) n++;
+  return n;
+}
+
+/* Which multiply-adds must be exact (llvm.fma: a Dekker product on targets without FMA) and which
+   may round twice (llvm.fmuladd: a multiply and an add there), per function: the reduction steps
+   and the few final steps docs/MATH.md lists. One exact product too many costs a target without
+   FMA ~25 operations per element; one too few, the bound (the sweep under TJIT_CPU=x86-64-v2). */
+static void test_exact_products(void **state) {
+  (void)state;
+  static const int exact[2][CG_MATH_COUNT] = {
+      {[CG_MATH_EXP] = 2, [CG_MATH_LOG] = 1, [CG_MATH_TANH] = 2, [CG_MATH_LOGISTIC] = 2,
+       [CG_MATH_ERF] = 3, [CG_MATH_SIN] = 3, [CG_MATH_COS] = 3, [CG_MATH_LOG1P] = 1,
+       [CG_MATH_EXPM1] = 1, [CG_MATH_ERF_INV] = 1, [CG_MATH_ATAN2] = 1},
+      {[CG_MATH_EXP] = 2, [CG_MATH_LOG] = 1, [CG_MATH_TANH] = 2, [CG_MATH_LOGISTIC] = 2,
+       [CG_MATH_ERF] = 0, [CG_MATH_SIN] = 3, [CG_MATH_COS] = 3, [CG_MATH_LOG1P] = 1,
+       [CG_MATH_EXPM1] = 1, [CG_MATH_ERF_INV] = 1, [CG_MATH_ATAN2] = 1}};
+  LLVMContextRef c = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("exact", c);
+  int failed = 0;
+  for (int d = 0; d < 2; d++)
+    for (int op = 0; op <= CG_MATH_COUNT; op++) { /* CG_MATH_COUNT: exp as a summand */
+      bool summand = op == CG_MATH_COUNT;
+      char name[64];
+      snprintf(name, sizeof name, "%s_f%d", summand ? "exp_summand" : cg_math_name(op),
+               d ? 64 : 32);
+      build_map(m, c, name, summand ? CG_MATH_EXP : (cg_math_fn)op, summand,
+                d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
+      char *text = LLVMPrintValueToString(LLVMGetNamedFunction(m, name));
+      int fma = count_calls(text, "@llvm.fma."), mad = count_calls(text, "@llvm.fmuladd.");
+      int want = summand ? 2 : exact[d][op];
+      if (fma != want || (mad == 0 && !(d && op == CG_MATH_ERF))) {
+        print_error("%s: %d exact multiply-adds (want %d), %d that may round twice\n", name, fma,
+                    want, mad);
+        failed++;
+      }
+      LLVMDisposeMessage(text);
+    }
+  LLVMDisposeModule(m);
+  LLVMContextDispose(c);
+  assert_int_equal(failed, 0);
+}
+
 /* ---- references and ulp ------------------------------------------------------------------ */
 
 /* erf^-1 as a reference, in T: 28 bisection steps on [0, 6] (erf_inv(1 - 2^-53) = 5.86) to
@@ -671,6 +718,7 @@ static void test_vector_operand(void **state) {
 int main(void) {
   tt_skip_unrunnable_target();
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_exact_products),
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_vector_operand),
       cmocka_unit_test(test_exp_summand),

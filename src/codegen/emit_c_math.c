@@ -120,13 +120,14 @@ static void icmp(mp *p, LLVMValueRef in) {
   bin(p, in, ops[pr]);
 }
 
-/* A call: an intrinsic (fma, fabs, rint, floor, copysign) or libm's erf (f64 erf, as the JIT). */
+/* A call: an intrinsic (fma, fmuladd, fabs, rint, floor, copysign) or libm's erf (f64 erf, as the
+   JIT). fmuladd is printed as fma, which is what the JIT's targets with FMA compute for it. */
 static void call(mp *p, LLVMValueRef in) {
   LLVMValueRef fn = LLVMGetCalledValue(in);
   size_t len = 0;
   const char *name = LLVMGetValueName2(fn, &len);
   const char *s = is_f64(LLVMTypeOf(in)) ? "" : "f";
-  static const char *const map[][2] = {{"llvm.fma.", "fma"},     {"llvm.fabs.", "fabs"},
+  static const char *const map[][2] = {{"llvm.fma.", "fma"},     {"llvm.fmuladd.", "fma"}, {"llvm.fabs.", "fabs"},
                                        {"llvm.rint.", "rint"},   {"llvm.floor.", "floor"},
                                        {"llvm.copysign.", "copysign"}, {"erf", "erf"}};
   const char *c = NULL;

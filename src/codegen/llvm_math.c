@@ -11,8 +11,13 @@
    width, but turns a libm call into one scalar call per lane. Both sides of a branch are
    computed and joined by select; NaN inputs flow through ordered compares (which are false
    for NaN) into the result, and every select below is written so that a NaN is not replaced.
-   llvm.fma is used for every multiply-add: Cody-Waite steps rely on the exact product, and the
-   error bounds in docs/MATH.md are measured with it (every x86-64 CPU with AVX2 has FMA). */
+   Two kinds of multiply-add: fma3 (llvm.fma) where the product must be exact, in the Cody-Waite
+   reduction steps and the few error terms that cancel against a rounded product, and in exp's
+   and tanh's last step 1 + r P, where a second rounding would break their bounds; mad
+   (llvm.fmuladd) everywhere else, Horner steps above all. On a target with FMA both are one
+   vfmadd, so the code and docs/MATH.md's figures are the same; without FMA, fma_expand.c makes
+   each llvm.fma an exact Dekker product (~25 operations), while a mad is a multiply and an add,
+   within the bounds docs/MATH.md gives for such targets. */
 
 typedef struct {
   LLVMBuilderRef b;
@@ -64,6 +69,10 @@ static LLVMValueRef fma3(em *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) 
   LLVMValueRef args[3] = {a, b, c};
   return intrinsic(e, "llvm.fma", args, 3);
 }
+static LLVMValueRef mad(em *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMValueRef args[3] = {a, b, c};
+  return intrinsic(e, "llvm.fmuladd", args, 3);
+}
 static LLVMValueRef fabs1(em *e, LLVMValueRef a) { return intrinsic(e, "llvm.fabs", &a, 1); }
 static LLVMValueRef rint1(em *e, LLVMValueRef a) { return intrinsic(e, "llvm.rint", &a, 1); }
 static LLVMValueRef floor1(em *e, LLVMValueRef a) { return intrinsic(e, "llvm.floor", &a, 1); }
@@ -98,7 +107,7 @@ static LLVMValueRef as_float(em *e, LLVMValueRef a) { return LLVMBuildBitCast(e-
 static LLVMValueRef poly(em *e, LLVMValueRef x, const double *c, int n) {
   LLVMValueRef r = kf(e, c[n - 1]);
   for (int i = n - 2; i >= 0; i--)
-    r = fma3(e, r, x, kf(e, c[i]));
+    r = mad(e, r, x, kf(e, c[i]));
   return r;
 }
 
@@ -170,10 +179,10 @@ static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, exp_kind kind) {
   double magic = summand ? f->round_m + f->bias - 1
                  : kind == EXP_LOW ? f->round_m + f->bias + down
                                    : f->round_m;
-  LLVMValueRef t = fma3(e, xc, kf(e, log2e), kf(e, magic));
+  LLVMValueRef t = mad(e, xc, kf(e, log2e), kf(e, magic));
   LLVMValueRef nf = sub(e, t, kf(e, magic));
   LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
-  r = fma3(e, nf, kf(e, -ln2_lo), r);
+  r = mad(e, nf, kf(e, -ln2_lo), r);
   const double *coef = e->f64 ? EXP64_P : EXP32_P;
   int n_coef = e->f64 ? 11 : 6;
   if (summand) {
@@ -230,7 +239,7 @@ static LLVMValueRef emit_log(em *e, LLVMValueRef x) {
   LLVMValueRef R = e->f64 ? mul(e, z, poly(e, z, LOG64_Q, 7)) : mul(e, z, poly(e, z, LOG32_Q, 3));
   LLVMValueRef hfsq = mul(e, mul(e, kf(e, 0.5), fm), fm);
   /* k*ln2_hi - ((hfsq - (s*(hfsq+R) + k*ln2_lo)) - f) */
-  LLVMValueRef t = fma3(e, s, add(e, hfsq, R), mul(e, kf_, kf(e, ln2_lo)));
+  LLVMValueRef t = mad(e, s, add(e, hfsq, R), mul(e, kf_, kf(e, ln2_lo)));
   t = sub(e, sub(e, hfsq, t), fm);
   LLVMValueRef y = fma3(e, kf_, kf(e, ln2_hi), LLVMBuildFNeg(e->b, t, ""));
   double inf = __builtin_inf();
@@ -271,7 +280,7 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
   LLVMValueRef a2 = mul(e, a, a);
   LLVMValueRef P = e->f64 ? poly(e, a2, TANH64_P, 9) : poly(e, a2, cg_tanh32_p, 4);
   /* a^3 underflows to 0 for tiny a, where tanh rounds to a */
-  LLVMValueRef small = fma3(e, mul(e, a, a2), P, a);
+  LLVMValueRef small = mad(e, mul(e, a, a2), P, a);
   LLVMValueRef big;
   if (e->f64) {
     LLVMValueRef ex = emit_exp(e, add(e, a, a));
@@ -283,7 +292,7 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
     /* t = round_m + bias - n: its low bits are the exponent field of 2^-n (-n + bias in
        [129, 154]), and n as a float is exact */
     double magic = f->round_m + f->bias;
-    LLVMValueRef t = fma3(e, ac, kf(e, 2 * 1.4426950216293335), kf(e, magic));
+    LLVMValueRef t = mad(e, ac, kf(e, 2 * 1.4426950216293335), kf(e, magic));
     LLVMValueRef nf = sub(e, kf(e, magic), t);
     LLVMValueRef r = fma3(e, nf, kf(e, 0.5 * 0.6931471824645996), ac);
     LLVMValueRef p = fma3(e, r, poly(e, r, cg_tanh32_e, 6), kf(e, 1.0));
@@ -291,7 +300,7 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
        2^-n in [4, 2^27] costs no multiply: one shift */
     LLVMValueRef pow2_mn = as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), ""));
     LLVMValueRef q = fdiv(e, p, add(e, p, pow2_mn));
-    big = fma3(e, q, kf(e, -2.0), kf(e, 1.0));
+    big = mad(e, q, kf(e, -2.0), kf(e, 1.0));
   }
   LLVMValueRef y = sel(e, fcmp(e, LLVMRealOLT, a, kf(e, e->f64 ? 0.3 : 0.55)), small, big);
   return copysign2(e, y, x); /* keeps -0; NaN comes through the big branch */
@@ -343,7 +352,7 @@ static LLVMValueRef emit_erf(em *e, LLVMValueRef x) {
   if (e->f64) return emit_erf_libm(e, x);
   LLVMValueRef a = fabs1(e, x);
   /* x + x*(P - 1): the rounding of P near 1.1 would cost an ulp */
-  LLVMValueRef small = fma3(e, x, poly(e, mul(e, x, x), ERF32_SMALL, 7), x);
+  LLVMValueRef small = mad(e, x, poly(e, mul(e, x, x), ERF32_SMALL, 7), x);
   LLVMValueRef ac = clamp(e, a, 0.0, 4.0);
   LLVMValueRef h = poly(e, sub(e, ac, kf(e, 2.5)), ERF32_TAIL, 8);
   /* log(erfc) <= -1.8 on the branch's range [1, 4] */
@@ -382,24 +391,24 @@ static LLVMValueRef emit_sincos(em *e, LLVMValueRef x, int is_cos) {
   LLVMValueRef p = mul(e, x, kf(e, two_over_pi));
   LLVMValueRef perr = fma3(e, x, kf(e, two_over_pi), LLVMBuildFNeg(e->b, p, ""));
   LLVMValueRef q = rint1(e, p);
-  LLVMValueRef frac = add(e, sub(e, p, q), fma3(e, x, kf(e, two_over_pi_lo), perr));
+  LLVMValueRef frac = add(e, sub(e, p, q), mad(e, x, kf(e, two_over_pi_lo), perr));
   q = add(e, q, sel(e, fcmp(e, LLVMRealOGT, frac, kf(e, 0.5)), kf(e, 1.0), kf(e, 0.0)));
   q = sub(e, q, sel(e, fcmp(e, LLVMRealOLT, frac, kf(e, -0.5)), kf(e, 1.0), kf(e, 0.0)));
   LLVMValueRef r = x;
   for (int i = 0; i < 3; i++)
-    r = fma3(e, q, kf(e, -pio2[i]), r);
+    r = i < 2 ? fma3(e, q, kf(e, -pio2[i]), r) : mad(e, q, kf(e, -pio2[i]), r);
   r = clamp(e, r, -0.8, 0.8);
   /* q mod 4 in floating point works for every finite q; inf/NaN give NaN, replaced by 0 before
      the conversion (fptosi of NaN would be poison). */
-  LLVMValueRef qm = fma3(e, floor1(e, mul(e, q, kf(e, 0.25))), kf(e, -4.0), q);
+  LLVMValueRef qm = mad(e, floor1(e, mul(e, q, kf(e, 0.25))), kf(e, -4.0), q);
   qm = sel(e, is_nan(e, qm), kf(e, 0.0), qm);
   LLVMValueRef quad = LLVMBuildFPToSI(e->b, qm, e->ity, "");
   if (is_cos) quad = LLVMBuildAdd(e->b, quad, ki(e, 1), "");
   LLVMValueRef y = mul(e, r, r);
   LLVMValueRef s =
-      fma3(e, mul(e, r, y), e->f64 ? poly(e, y, SIN64_S, 6) : poly(e, y, SIN32_S, 3), r);
-  LLVMValueRef c = fma3(e, mul(e, y, y), e->f64 ? poly(e, y, COS64_C, 6) : poly(e, y, COS32_C, 3),
-                        fma3(e, y, kf(e, -0.5), kf(e, 1.0)));
+      mad(e, mul(e, r, y), e->f64 ? poly(e, y, SIN64_S, 6) : poly(e, y, SIN32_S, 3), r);
+  LLVMValueRef c = mad(e, mul(e, y, y), e->f64 ? poly(e, y, COS64_C, 6) : poly(e, y, COS32_C, 3),
+                        mad(e, y, kf(e, -0.5), kf(e, 1.0)));
   LLVMValueRef zero = ki(e, 0);
   LLVMValueRef odd =
       LLVMBuildICmp(e->b, LLVMIntNE, LLVMBuildAnd(e->b, quad, ki(e, 1), ""), zero, "");
@@ -452,12 +461,12 @@ static LLVMValueRef emit_expm1(em *e, LLVMValueRef x) {
   double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
   double ln2_lo = e->f64 ? 2.3190468138462996e-17 : -1.9046542121259336e-09;
   LLVMValueRef xc = clamp(e, x, e->f64 ? -40.0 : -18.0, e->f64 ? 710.0 : 89.0);
-  LLVMValueRef t = fma3(e, xc, kf(e, log2e), kf(e, f->round_m));
+  LLVMValueRef t = mad(e, xc, kf(e, log2e), kf(e, f->round_m));
   LLVMValueRef nf = sub(e, t, kf(e, f->round_m));
   LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
   LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
-  r = fma3(e, nf, kf(e, -ln2_lo), r);
-  LLVMValueRef em1 = fma3(e, mul(e, r, r), poly(e, r, EXPM1_TAYLOR, e->f64 ? 12 : 6), r);
+  r = mad(e, nf, kf(e, -ln2_lo), r);
+  LLVMValueRef em1 = mad(e, mul(e, r, r), poly(e, r, EXPM1_TAYLOR, e->f64 ? 12 : 6), r);
   /* 2^-n with n capped at mantissa + 2, where 1 - 2^-n has rounded to 1 already */
   LLVMValueRef cap = ki(e, f->mant + 2);
   LLVMValueRef ncap = sel(e, LLVMBuildICmp(e->b, LLVMIntSGT, n, cap, ""), cap, n);
@@ -569,7 +578,7 @@ static LLVMValueRef emit_atan2(em *e, LLVMValueRef y, LLVMValueRef x) {
   LLVMValueRef u = sel(e, big, ub, t);
   LLVMValueRef z = mul(e, u, u);
   LLVMValueRef P = e->f64 ? poly(e, z, ATAN64_P, 11) : poly(e, z, ATAN32_P, 5);
-  LLVMValueRef at = fma3(e, mul(e, u, z), P, u);
+  LLVMValueRef at = mad(e, mul(e, u, z), P, u);
   /* the octant: k and s */
   LLVMValueRef k = sel(e, big, kf(e, 1.0), kf(e, 0.0)), s = kf(e, 1.0);
   k = sel(e, swap, sub(e, kf(e, 2.0), k), k);
@@ -577,7 +586,7 @@ static LLVMValueRef emit_atan2(em *e, LLVMValueRef y, LLVMValueRef x) {
   LLVMValueRef xneg = LLVMBuildICmp(e->b, LLVMIntSLT, as_int(e, x), ki(e, 0), "");
   k = sel(e, xneg, sub(e, kf(e, 4.0), k), k);
   s = sel(e, xneg, LLVMBuildFNeg(e->b, s, ""), s);
-  LLVMValueRef r = fma3(e, k, kf(e, pi4_hi), fma3(e, k, kf(e, pi4_lo), mul(e, s, at)));
+  LLVMValueRef r = fma3(e, k, kf(e, pi4_hi), mad(e, k, kf(e, pi4_lo), mul(e, s, at)));
   r = copysign2(e, r, y);
   return sel(e, fcmp(e, LLVMRealUNO, x, y), add(e, x, y), r);
 }
