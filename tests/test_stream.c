@@ -352,6 +352,20 @@ static void left_half(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
   r[0] = jit_add(t, h, jit_scalar(t, 1.0));
 }
 
+static bool g_full_width; /* prefetches()'s last kernel loads f32 in vectors of the target's width */
+
+/* Whether the optimized module text loads f32 (dt) in vectors as wide as the context's target
+   says its vectors are ("..., 256-bit vectors"); true for other dtypes. */
+static bool full_width_loads(const char *text, jit_dtype dt) {
+  if (dt != JIT_F32) return true;
+  const char *t = jit_ctx_target(ot_ctx()), *bits = strstr(t, "-bit vectors");
+  assert_non_null(bits);
+  while (bits > t && bits[-1] >= '0' && bits[-1] <= '9') bits--;
+  char want[48];
+  snprintf(want, sizeof want, "load <%d x float>", atoi(bits) / 32);
+  return strstr(text, want) != NULL;
+}
+
 /* Runs fn (n_results results) compiled and on the interpreter on a random array of dtype dt and
    shape, expects equal results, and says whether the compiled code prefetches. */
 static bool prefetches(jit_trace_fn fn, int n_results, jit_dtype dt, int rank, const int64_t *shape) {
@@ -369,6 +383,7 @@ static bool prefetches(jit_trace_fn fn, int n_results, jit_dtype dt, int rank, c
   OT_ASSERT_OK(jit_precompile(f, &xa));
   char *text = ot_fn_dump(f, &xa, JIT_DUMP_LLVM);
   bool found = strstr(text, "@llvm.prefetch") != NULL;
+  g_full_width = full_width_loads(text, dt);
   free(text);
   jit_fn_free(f);
   jit_array_free(xa);
@@ -378,15 +393,19 @@ static bool prefetches(jit_trace_fn fn, int n_results, jit_dtype dt, int rank, c
 
 /* A loop kernel reading whole rows of an input past the caches prefetches it ahead of its loads,
    in runs of a cache line of its narrowest element, with a scalar tail (lengths that are no
-   multiple of a run); same values as the interpreter for every dtype width. A small input, or a
-   loop over part of each row, does not prefetch. */
+   multiple of a run); same values as the interpreter for every dtype width. The runs of f32 are
+   vector code of the target's full width (emit_llvm.c keeps LLVM from unrolling them before it
+   vectorizes them). A small input, or a loop over part of each row, does not prefetch. */
 static void test_loop_kernel_prefetch(void **state) {
   (void)state;
   const int64_t flat = ((int64_t)5 << 20) + 37;
   const jit_dtype dts[] = {JIT_F32, JIT_F64, JIT_BF16, JIT_I8, JIT_I32};
-  for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++)
+  for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
     assert_true(prefetches(twice_and_sign, 2, dts[i], 1, &flat));
+    assert_true(g_full_width);
+  }
   assert_true(prefetches(twice_and_sign, 2, JIT_F32, 2, (int64_t[]){1100, 1000}));
+  assert_true(g_full_width);
   assert_false(prefetches(twice_and_sign, 2, JIT_F32, 1, (int64_t[]){(int64_t)1 << 18}));
   assert_false(prefetches(left_half, 1, JIT_F32, 2, (int64_t[]){2048, 1024}));
 }

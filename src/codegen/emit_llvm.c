@@ -561,19 +561,33 @@ static LLVMValueRef combine(le *e, const lp_ins *in, LLVMValueRef acc, LLVMValue
 #define REDUCE_IC 4
 #define REDUCE_MIN_TRIP 64
 
-static void loop_hints(le *e, LLVMValueRef latch_br, bool tail, bool reduces) {
-  static const char ilc[] = "llvm.loop.interleave.count", ven[] = "llvm.loop.vectorize.enable",
-                    und[] = "llvm.loop.unroll.disable";
+/* A streamed run (emit_streamed) of a constant 16 or so iterations: left alone, LLVM unrolls it
+   whole before the loop vectorizer sees it and the SLP vectorizer puts the copies back together
+   into vectors, which for W8's relu kernel was 2.5x the LLVM work of a plain loop. So the run is
+   not unrolled until it is vectorized; the vector loop (one or a few iterations) is then
+   unrolled whole, into the same straight vector code. */
+typedef enum { HINT_MAIN, HINT_TAIL, HINT_RUN } hint_kind;
+
+static LLVMMetadataRef md_str(le *e, const char *s) {
+  return LLVMMDStringInContext2(e->c, s, strlen(s));
+}
+
+static void loop_hints(le *e, LLVMValueRef latch_br, hint_kind kind, bool reduces) {
+  bool tail = kind == HINT_TAIL;
   LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->c, NULL, 0);
-  LLVMMetadataRef a[2] = {LLVMMDStringInContext2(e->c, tail ? ven : ilc, tail ? sizeof ven - 1 : sizeof ilc - 1),
+  LLVMMetadataRef a[2] = {md_str(e, tail ? "llvm.loop.vectorize.enable" : "llvm.loop.interleave.count"),
                           LLVMValueAsMetadata(tail ? LLVMConstInt(e->i1, 0, 0)
                                                    : LLVMConstInt(e->i32, reduces ? REDUCE_IC : 1, 0))};
-  LLVMMetadataRef u = LLVMMDStringInContext2(e->c, und, sizeof und - 1);
-  LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(e->c, a, 2), LLVMMDNodeInContext2(e->c, &u, 1)};
-  LLVMMetadataRef node = LLVMMDNodeInContext2(e->c, ops, tail ? 3 : 2);
+  LLVMMetadataRef u = md_str(e, "llvm.loop.unroll.disable");
+  LLVMMetadataRef full = md_str(e, "llvm.loop.unroll.full");
+  LLVMMetadataRef after[2] = {md_str(e, "llvm.loop.vectorize.followup_vectorized"),
+                              LLVMMDNodeInContext2(e->c, &full, 1)};
+  LLVMMetadataRef ops[4] = {tmp, LLVMMDNodeInContext2(e->c, a, 2), LLVMMDNodeInContext2(e->c, &u, 1),
+                            LLVMMDNodeInContext2(e->c, after, 2)};
+  LLVMMetadataRef node = LLVMMDNodeInContext2(e->c, ops, kind == HINT_MAIN ? 2 : kind == HINT_TAIL ? 3 : 4);
   LLVMMetadataReplaceAllUsesWith(tmp, node);
-  unsigned kind = LLVMGetMDKindIDInContext(e->c, "llvm.loop", 9);
-  LLVMSetMetadata(latch_br, kind, LLVMMetadataAsValue(e->c, node));
+  unsigned md_kind = LLVMGetMDKindIDInContext(e->c, "llvm.loop", 9);
+  LLVMSetMetadata(latch_br, md_kind, LLVMMetadataAsValue(e->c, node));
 }
 
 /* A counted loop being built: open_loop leaves the builder in its body with i its counter;
@@ -597,10 +611,11 @@ static counted_loop open_loop(le *e, LLVMValueRef lo, LLVMValueRef hi, const cha
   return l;
 }
 
-static void close_loop(le *e, const counted_loop *l, LLVMValueRef next, bool tail, bool reduces) {
+static void close_loop(le *e, const counted_loop *l, LLVMValueRef next, hint_kind kind,
+                       bool reduces) {
   LLVMBuilderRef b = e->b;
   LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
-  loop_hints(e, LLVMBuildBr(b, l->head), tail, reduces);
+  loop_hints(e, LLVMBuildBr(b, l->head), kind, reduces);
   LLVMValueRef vals[2] = {l->lo, next};
   LLVMBasicBlockRef from[2] = {l->pre, end};
   LLVMAddIncoming(l->i, vals, from, 2);
@@ -608,7 +623,7 @@ static void close_loop(le *e, const counted_loop *l, LLVMValueRef next, bool tai
 }
 
 /* for (i = lo; i < hi; i++) body */
-static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi, bool tail,
+static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi, hint_kind kind,
                       bool reduces) {
   counted_loop l = open_loop(e, lo, hi, "i");
   e->val[in->b] = l.i;
@@ -617,7 +632,7 @@ static void emit_loop(le *e, const lp_ins *in, LLVMValueRef lo, LLVMValueRef hi,
   if (LLVMIsAConstantInt(lo) && LLVMIsAConstantInt(hi) &&
       LLVMConstIntGetSExtValue(hi) - LLVMConstIntGetSExtValue(lo) < REDUCE_MIN_TRIP)
     reduces = false;
-  close_loop(e, &l, next, tail, reduces);
+  close_loop(e, &l, next, kind, reduces);
 }
 
 /* An innermost loop runs as a main loop over a multiple of 16 iterations, which the vectorizer
@@ -675,9 +690,9 @@ static void emit_streamed(le *e, const lp_ins *in, LLVMValueRef trip) {
   }
   e->in_stream = true; /* an innermost loop: no streamed loop inside */
   LLVMValueRef next = LLVMBuildNSWAdd(b, i, run, "");
-  emit_loop(e, in, i, next, false, false);
-  close_loop(e, &runs, next, true, false); /* the runs themselves: not vectorized */
-  emit_loop(e, in, main, trip, true, false);
+  emit_loop(e, in, i, next, HINT_RUN, false);
+  close_loop(e, &runs, next, HINT_TAIL, false); /* the runs themselves: not vectorized */
+  emit_loop(e, in, main, trip, HINT_TAIL, false);
   e->in_stream = false;
 }
 
@@ -696,16 +711,16 @@ static void emit_for(le *e, const lp_ins *in) {
     return;
   }
   if (in->imm.i == 1) { /* seldom run: one scalar loop, as a tail */
-    emit_loop(e, in, zero, trip, true, false);
+    emit_loop(e, in, zero, trip, HINT_TAIL, false);
     return;
   }
   if (!innermost || LLVMIsConstant(trip)) {
-    emit_loop(e, in, zero, trip, false, innermost && reduces);
+    emit_loop(e, in, zero, trip, HINT_MAIN, innermost && reduces);
     return;
   }
   LLVMValueRef main = LLVMBuildAnd(e->b, trip, LLVMConstInt(e->i64, ~(uint64_t)(LP_VEC_MULTIPLE - 1), 1), "");
-  emit_loop(e, in, zero, main, false, reduces);
-  emit_loop(e, in, main, trip, true, false);
+  emit_loop(e, in, zero, main, HINT_MAIN, reduces);
+  emit_loop(e, in, main, trip, HINT_TAIL, false);
 }
 
 /* One llvm.prefetch (read, data) per cache line; a plain GEP, since the address may lie past the
