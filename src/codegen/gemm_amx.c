@@ -6,7 +6,6 @@
 #include "codegen/gemm_amx.h"
 
 #include <cpuid.h>
-#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -65,12 +64,19 @@ static tile_config config_of_loop(void) {
     STORE(S, 3, c + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);                                       \
   } while (0)
 
-/* ---- the instructions ---- */
+/* ---- the instructions ----
+ * Written as asm here, not GCC 12's intrinsics: its _tile_loadconfig tells the compiler that
+ * ldtilecfg reads 8 bytes, so -O3 drops the stores of the other 56 (a garbage configuration, a #GP
+ * on the first dot), and its _tile_loadd reads no memory at all as far as the compiler knows.
+ * Each asm here names what it reads and writes: the configuration as a 64-byte operand, the tile
+ * loads and stores as "memory". */
 
-#define HW_ZERO(S, t) _tile_zero(t)
-#define HW_LOAD(S, t, p, stride) _tile_loadd(t, p, stride)
-#define HW_DP(S, c, a, b) _tile_dpbf16ps(c, a, b)
-#define HW_STORE(S, t, p, stride) _tile_stored(t, p, stride)
+#define HW_ZERO(S, t) __asm__ volatile("tilezero %%tmm" #t ::)
+#define HW_LOAD(S, t, p, stride)                                                                   \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(p), "r"((int64_t)(stride)) : "memory")
+#define HW_DP(S, c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+#define HW_STORE(S, t, p, stride)                                                                  \
+  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((int64_t)(stride)) : "memory")
 
 AMX_ATTR static void tile_hw(int64_t kp, const uint32_t *a, const uint32_t *b, float *c) {
   AMX_TILE_LOOP(HW_ZERO, HW_LOAD, HW_DP, HW_STORE, _);
@@ -78,10 +84,10 @@ AMX_ATTR static void tile_hw(int64_t kp, const uint32_t *a, const uint32_t *b, f
 
 AMX_ATTR void gemm_amx_begin(void) {
   tile_config cfg = config_of_loop();
-  _tile_loadconfig(&cfg);
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
 
-AMX_ATTR void gemm_amx_end(void) { _tile_release(); }
+AMX_ATTR void gemm_amx_end(void) { __asm__ volatile("tilerelease" ::); }
 
 /* ---- the model: the SDM's pseudo-code over a configured register file ---- */
 
