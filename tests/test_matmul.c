@@ -755,9 +755,10 @@ static void run_epilogue(int64_t M, int64_t K, int64_t N, jit_dtype out_dt) {
   cg_dylib_free(lib);
 }
 
-/* The C model of AMX's tdpbf16ps (gemm_amx.h) on hand-made tiles: row i of a times column j of b
-   summed in k order, the even k of a pair first, each addition rounded; a bf16 denormal reads as
-   zero and a denormal sum is flushed; zero pairs (a strip's padding) add nothing. */
+/* The C model of AMX's tdpbf16ps (gemm_amx.h) on hand-made tiles: row i of a times column j of b,
+   per 16 pairs the even products and the odd ones summed apart in k order, each addition rounded,
+   then added to the sums; a bf16 denormal reads as zero and a denormal sum is flushed; zero pairs
+   (a strip's padding) add nothing. Where AMX runs, the instructions give the model's bits. */
 static uint32_t bf16_pair(float even, float odd) {
   uint32_t e, o;
   memcpy(&e, &even, 4);
@@ -791,7 +792,8 @@ static void test_amx_model(void **state) {
       for (int q = 0; q < KP; q++) odd += (q % 3) * 0.5;
       assert_true(c[i * GEMM_AMX_NR + j] == (float)(i + 1 + odd));
     }
-  /* order: 2^24 + 1 rounds to 2^24 (even first), then -2^24 + 1 = 1; denormals */
+  /* order: the evens 2^24 - 2^24 = 0 and the odds 1 + 1 = 2 apart give 2 (adding in k order,
+     2^24 + 1 would round to 2^24 and give 1); denormals */
   memset(a, 0, sizeof a);
   memset(b, 0, sizeof b);
   a[gemm_amx_lhs_at(0, 0)] = bf16_pair(16777216.0f, 1.0f);
@@ -805,22 +807,43 @@ static void test_amx_model(void **state) {
   a[gemm_amx_lhs_at(3, 0)] = bf16_pair(0x1p-70f, 0.0f); /* row 3 col 2: 2^-140 then + 1 */
   a[gemm_amx_lhs_at(3, 1)] = bf16_pair(1.0f, 0.0f);
   b[GEMM_AMX_NR + 2] = bf16_pair(1.0f, 0.0f);
+  /* row 4 col 3: evens 1.5 2^-126 - 2^-126 = 2^-127 flushed to 0, odds 2^-126: 2^-126 */
+  a[gemm_amx_lhs_at(4, 0)] = bf16_pair(0x1.8p-63f, 0x1p-63f);
+  a[gemm_amx_lhs_at(4, 1)] = bf16_pair(-0x1p-63f, 0.0f);
+  b[3] = b[GEMM_AMX_NR + 3] = bf16_pair(0x1p-63f, 0x1p-63f);
+  /* row 5 col 4: the even sum 1 + 2^-24 + 2^-24 stays 1, the odd 2^-24 + 2^-24 = 2^-23 is kept */
+  a[gemm_amx_lhs_at(5, 0)] = bf16_pair(1.0f, 0x1p-12f);
+  a[gemm_amx_lhs_at(5, 1)] = bf16_pair(0x1p-12f, 0x1p-12f);
+  a[gemm_amx_lhs_at(5, 2)] = bf16_pair(0x1p-12f, 0.0f);
+  b[4] = bf16_pair(1.0f, 0x1p-12f);
+  b[GEMM_AMX_NR + 4] = b[2 * GEMM_AMX_NR + 4] = bf16_pair(0x1p-12f, 0x1p-12f);
+  static float hand_hw[GEMM_AMX_MR * GEMM_AMX_NR];
+  if (gemm_amx_runs_here()) {
+    gemm_amx_begin();
+    gemm_amx_tile(GEMM_AMX_HW, KP, a, b, hand_hw);
+    gemm_amx_end();
+  }
   gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, c);
-  assert_true(c[0] == 1.0f);
+  assert_true(c[0] == 2.0f);
+  assert_true(c[4 * GEMM_AMX_NR + 3] == 0x1p-126f);
+  assert_true(c[5 * GEMM_AMX_NR + 4] == 1.0f + 0x1p-23f);
+  if (gemm_amx_runs_here()) assert_memory_equal(hand_hw, c, sizeof c);
   assert_true(c[GEMM_AMX_NR + 1] == 0.0f);  /* denormal operand read as 0 (else 2^-33) */
   assert_true(c[2 * GEMM_AMX_NR + 2] == 0.0f && !signbit(c[2 * GEMM_AMX_NR + 2]));
   assert_true(c[3 * GEMM_AMX_NR + 2] == 1.0f);
-  /* where the instructions run, they give the model's sums on random data (within rounding) */
+  /* where the instructions run, they give the model's bits on random data, small and large */
   if (gemm_amx_runs_here()) {
     static float hw[GEMM_AMX_MR * GEMM_AMX_NR];
-    for (int i = 0; i < GEMM_AMX_MR * KP; i++) a[i] = bf16_pair((float)urand(), (float)urand());
-    for (int i = 0; i < KP * GEMM_AMX_NR; i++) b[i] = bf16_pair((float)urand(), (float)urand());
+    for (int i = 0; i < GEMM_AMX_MR * KP; i++)
+      a[i] = bf16_pair((float)urand() * (i % 5 ? 1.0f : 0x1p-60f), (float)urand() * 1e3f);
+    for (int i = 0; i < KP * GEMM_AMX_NR; i++)
+      b[i] = bf16_pair((float)urand() * (i % 3 ? 1.0f : 0x1p-70f), (float)urand());
     poison_stack();
     gemm_amx_begin();
     gemm_amx_tile(GEMM_AMX_HW, KP, a, b, hw);
     gemm_amx_end();
     gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, c);
-    for (int i = 0; i < GEMM_AMX_MR * GEMM_AMX_NR; i++) assert_true(fabsf(hw[i] - c[i]) <= 1e-4f);
+    assert_memory_equal(hw, c, sizeof c);
   }
 }
 

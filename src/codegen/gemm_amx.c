@@ -89,7 +89,7 @@ AMX_ATTR void gemm_amx_begin(void) {
 
 AMX_ATTR void gemm_amx_end(void) { __asm__ volatile("tilerelease" ::); }
 
-/* ---- the model: the SDM's pseudo-code over a configured register file ---- */
+/* ---- the model: the hardware's sums over a configured register file ---- */
 
 typedef struct model {
   tile_config cfg;
@@ -132,18 +132,23 @@ static void model_dp(model *m, int dst, int ta, int tb) {
     model_poison(m, dst);
     return;
   }
+  /* As the hardware sums (measured on Emerald Rapids, bit for bit on random and hand-made tiles),
+     not as the SDM's pseudo-code: per instruction, the even products and the odd ones in two
+     sums of their own, in k order, each addition rounded and flushed; then the two added and
+     that added to the destination. */
   for (int r = 0; r < c->rows[dst]; r++) {
-    float tmp[TILE_COLSB / 4];
+    float tmp[TILE_COLSB / 4], even[TILE_COLSB / 4] = {0}, odd[TILE_COLSB / 4] = {0};
     memcpy(tmp, m->tile[dst][r], sizeof tmp);
     for (int k = 0; k < c->colsb[ta] / 4; k++) {
       uint16_t ap[2], bp[2];
       memcpy(ap, &m->tile[ta][r][4 * k], sizeof ap);
       for (int n = 0; n < c->colsb[dst] / 4; n++) {
         memcpy(bp, &m->tile[tb][k][4 * n], sizeof bp);
-        tmp[n] = flush(tmp[n] + bf16_in(ap[0]) * bf16_in(bp[0]));
-        tmp[n] = flush(tmp[n] + bf16_in(ap[1]) * bf16_in(bp[1]));
+        even[n] = flush(even[n] + bf16_in(ap[0]) * bf16_in(bp[0]));
+        odd[n] = flush(odd[n] + bf16_in(ap[1]) * bf16_in(bp[1]));
       }
     }
+    for (int n = 0; n < c->colsb[dst] / 4; n++) tmp[n] = flush(tmp[n] + flush(even[n] + odd[n]));
     memcpy(m->tile[dst][r], tmp, sizeof tmp);
   }
 }

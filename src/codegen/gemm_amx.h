@@ -3,8 +3,8 @@
  * along k (tdpbf16ps: 16 x 16 x 32 products an instruction, against 16 x 2 of vdpbf16ps).
  *
  * The same loop runs on the tile instructions where the host executes them (gemm_amx_runs_here)
- * and on a C model of them anywhere (the instructions' pseudo-code in the Intel SDM, with the
- * tile configuration's checks the hardware faults on), so that the core's packing, loops, edges
+ * and on a C model of them anywhere (the sums in the order and rounding measured on the
+ * hardware, with the tile configuration's checks the hardware faults on), so that the core's packing, loops, edges
  * and epilogues are tested on every AVX-512 host (the core's plans are the AVX-512 ones), and an
  * AMX host checks its own instructions against the model once (gemm_amx_runs_here) before any
  * dot uses them.
@@ -34,8 +34,10 @@ static inline int64_t gemm_amx_lhs_at(int64_t i, int64_t q) {
 /* c[32 x 32] (row-major, 32 floats a row) = the sums over kp pairs (a multiple of 16) of
    a[32 x kp] (pair q of row i at a + gemm_amx_lhs_at(i, q): the low half of each uint32 is the
    even k) times b[kp x 32] (pair q of column j at b + q * 32 + j), in tdpbf16ps's order and
-   rounding: for each 16 pairs, per element, the even product then the odd one added, each
-   rounded (the products are exact), bf16 denormals read as zero and f32 denormal sums flushed.
+   rounding as the hardware does it (not the SDM's pseudo-code, which adds each product to the
+   destination in turn): for each 16 pairs, per element, the 16 even products summed in k order
+   and the 16 odd ones likewise, each addition rounded (the products are exact), then
+   c + (even + odd); bf16 denormals read as zero and f32 denormal sums flushed.
    GEMM_AMX_HW only between gemm_amx_begin and gemm_amx_end on the calling thread. */
 void gemm_amx_tile(gemm_amx_mode mode, int64_t kp, const uint32_t *a, const uint32_t *b, float *c);
 
@@ -45,7 +47,8 @@ void gemm_amx_end(void);
 
 /* Whether this host runs AMX-BF16: the CPU has it, the OS saves the tile state, Linux granted this
    process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM), and a tile of the instructions gave the
-   model's sums (within rounding order) on random data. Checked once per process. */
+   model's sums (within rounding, so that an AMX that orders its additions otherwise still runs)
+   on random data. Checked once per process. */
 bool gemm_amx_runs_here(void);
 
 #endif /* TJIT_CODEGEN_GEMM_AMX_H */
