@@ -224,8 +224,12 @@ static void check_other_sums(const cg_matmul_desc *d, void **bufs, int out, cons
   if (!g_core_dot) return;
   if (amx) g_amx_checks++;
   else g_pairs_checks++;
-  void *saved = bufs[out], *mine = malloc(ob);
-  assert_non_null(mine);
+  /* an AMX plan's blocks are its own (its scratch too: the runtime sizes it by the same desc) */
+  size_t sb = (cg_matmul_scratch_bytes(&dp) + 63) / 64 * 64;
+  void *saved = bufs[out], *saved_scratch = bufs[dp.scratch_buf], *mine = malloc(ob);
+  void *scratch = aligned_alloc(64, sb ? sb : 64);
+  assert_true(mine && scratch);
+  bufs[dp.scratch_buf] = scratch;
   bufs[out] = mine;
   run_core_dot(bufs, 0, rows);
   bufs[out] = saved;
@@ -236,6 +240,8 @@ static void check_other_sums(const cg_matmul_desc *d, void **bufs, int out, cons
                amx == GEMM_AMX_HW ? "AMX" : amx ? "AMX (model)" : "vdpbf16ps", i, g, w);
   }
   check_bits(&dp, run_core_dot, bufs, out, mine, ob, rows);
+  bufs[dp.scratch_buf] = saved_scratch;
+  free(scratch);
   free(mine);
   core_dot_free(g_core_dot);
   g_core_dot = NULL;
@@ -635,6 +641,10 @@ static void test_dtypes(void **state) {
   transposed_and_batched(JIT_BF16, 3, 29);
   mcase odd = mat(JIT_BF16, 37, 2 * 1024 + 3, 70);
   run_case(&odd);
+  /* AMX (M fills whole 32-row tiles per block): three K blocks, edge tiles below and right,
+     rows split inside a tile (an edge tile's sums must be a whole one's) */
+  mcase amx = mat(JIT_BF16, 200, 2 * 1024 + 52, 70);
+  run_case(&amx);
   static const jit_dtype dts[] = {JIT_F64, JIT_I32, JIT_I64, JIT_I8, JIT_U8, JIT_BF16, JIT_F16};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     mcase c = mat(dts[i], 23, 1100, 37); /* K > KC: partial sums in out or in scratch */
@@ -844,6 +854,20 @@ static void test_amx_model(void **state) {
     gemm_amx_end();
     gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, c);
     assert_memory_equal(hw, c, sizeof c);
+    /* and from sums in memory, rows 40 floats apart, to a strided destination */
+    enum { LD = 40 };
+    static float c_in[GEMM_AMX_MR * LD], hw2[GEMM_AMX_MR * LD], model2[GEMM_AMX_MR * LD];
+    for (int i = 0; i < GEMM_AMX_MR * LD; i++) c_in[i] = (float)urand() * 3;
+    memset(hw2, 0, sizeof hw2);
+    memset(model2, 0, sizeof model2);
+    gemm_amx_block x = {.kp = KP, .a = a, .b = b, .c_in = c_in, .c_in_ld = LD, .c = hw2, .c_ld = LD};
+    gemm_amx_begin();
+    gemm_amx_block_run(GEMM_AMX_HW, &x);
+    gemm_amx_end();
+    x.c = model2;
+    gemm_amx_block_run(GEMM_AMX_MODEL, &x);
+    assert_memory_equal(hw2, model2, sizeof hw2);
+    assert_true(hw2[0] != hw[0] && hw2[GEMM_AMX_NR] == 0.0f); /* c_in was added; past col 31 untouched */
   }
 }
 

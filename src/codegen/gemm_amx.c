@@ -41,14 +41,28 @@ static tile_config config_of_loop(void) {
   return c;
 }
 
-/* The loop over kp pairs: per 16 pairs, two lhs and two rhs tiles and the four products. */
-#define AMX_TILE_LOOP(ZERO, LOAD, DP, STORE, S)                                                    \
+/* The loop over kp pairs: per 16 pairs, two lhs and two rhs tiles and the four products; the
+   sums start from x->c_in or zero and end in x->c; a share of x->pf's lines is prefetched into L2
+   each step, so that all are by the end. */
+#define AMX_TILE_LOOP(ZERO, LOAD, DP, STORE, S, x)                                                 \
   do {                                                                                             \
-    ZERO(S, 0);                                                                                    \
-    ZERO(S, 1);                                                                                    \
-    ZERO(S, 2);                                                                                    \
-    ZERO(S, 3);                                                                                    \
-    for (int64_t q = 0; q < kp; q += GEMM_AMX_KPAIRS) {                                            \
+    const uint32_t *a = (x)->a, *b = (x)->b;                                                       \
+    if ((x)->c_in) {                                                                               \
+      LOAD(S, 0, (x)->c_in, (x)->c_in_ld * 4);                                                     \
+      LOAD(S, 1, (x)->c_in + 16, (x)->c_in_ld * 4);                                                \
+      LOAD(S, 2, (x)->c_in + 16 * (x)->c_in_ld, (x)->c_in_ld * 4);                                 \
+      LOAD(S, 3, (x)->c_in + 16 * (x)->c_in_ld + 16, (x)->c_in_ld * 4);                            \
+    } else {                                                                                       \
+      ZERO(S, 0);                                                                                  \
+      ZERO(S, 1);                                                                                  \
+      ZERO(S, 2);                                                                                  \
+      ZERO(S, 3);                                                                                  \
+    }                                                                                              \
+    int64_t steps = (x)->kp / GEMM_AMX_KPAIRS;                                                     \
+    int64_t pf_each = steps ? ((x)->pf_lines + steps - 1) / steps : 0;                             \
+    const char *pf = (x)->pf, *pf_end = pf ? pf + (x)->pf_lines * 64 : NULL;                       \
+    for (int64_t q = 0; q < (x)->kp; q += GEMM_AMX_KPAIRS) {                                       \
+      for (int64_t l = 0; l < pf_each && pf < pf_end; l++, pf += 64) __builtin_prefetch(pf, 0, 2);  \
       LOAD(S, 4, a + gemm_amx_lhs_at(0, q), GEMM_AMX_KPAIRS * 4);                                  \
       LOAD(S, 5, a + gemm_amx_lhs_at(16, q), GEMM_AMX_KPAIRS * 4);                                 \
       LOAD(S, 6, b + q * GEMM_AMX_NR, GEMM_AMX_NR * 4);                                            \
@@ -58,10 +72,10 @@ static tile_config config_of_loop(void) {
       DP(S, 2, 5, 6);                                                                              \
       DP(S, 3, 5, 7);                                                                              \
     }                                                                                              \
-    STORE(S, 0, c, GEMM_AMX_NR * 4);                                                               \
-    STORE(S, 1, c + 16, GEMM_AMX_NR * 4);                                                          \
-    STORE(S, 2, c + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);                                            \
-    STORE(S, 3, c + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);                                       \
+    STORE(S, 0, (x)->c, (x)->c_ld * 4);                                                            \
+    STORE(S, 1, (x)->c + 16, (x)->c_ld * 4);                                                       \
+    STORE(S, 2, (x)->c + 16 * (x)->c_ld, (x)->c_ld * 4);                                           \
+    STORE(S, 3, (x)->c + 16 * (x)->c_ld + 16, (x)->c_ld * 4);                                      \
   } while (0)
 
 /* ---- the instructions ----
@@ -78,8 +92,8 @@ static tile_config config_of_loop(void) {
 #define HW_STORE(S, t, p, stride)                                                                  \
   __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((int64_t)(stride)) : "memory")
 
-AMX_ATTR static void tile_hw(int64_t kp, const uint32_t *a, const uint32_t *b, float *c) {
-  AMX_TILE_LOOP(HW_ZERO, HW_LOAD, HW_DP, HW_STORE, _);
+AMX_ATTR static void tile_hw(const gemm_amx_block *x) {
+  AMX_TILE_LOOP(HW_ZERO, HW_LOAD, HW_DP, HW_STORE, _, x);
 }
 
 AMX_ATTR void gemm_amx_begin(void) {
@@ -158,16 +172,21 @@ static void model_dp(model *m, int dst, int ta, int tb) {
 #define MODEL_DP(S, c, a, b) model_dp(S, c, a, b)
 #define MODEL_STORE(S, t, p, stride) model_store(S, t, p, stride)
 
-static void tile_model(int64_t kp, const uint32_t *a, const uint32_t *b, float *c) {
+static void tile_model(const gemm_amx_block *x) {
   model m;
   m.cfg = config_of_loop();
-  AMX_TILE_LOOP(MODEL_ZERO, MODEL_LOAD, MODEL_DP, MODEL_STORE, &m);
+  AMX_TILE_LOOP(MODEL_ZERO, MODEL_LOAD, MODEL_DP, MODEL_STORE, &m, x);
+}
+
+void gemm_amx_block_run(gemm_amx_mode mode, const gemm_amx_block *x) {
+  if (mode == GEMM_AMX_HW) tile_hw(x);
+  else tile_model(x);
 }
 
 void gemm_amx_tile(gemm_amx_mode mode, int64_t kp, const uint32_t *a, const uint32_t *b,
                    float *c) {
-  if (mode == GEMM_AMX_HW) tile_hw(kp, a, b, c);
-  else tile_model(kp, a, b, c);
+  gemm_amx_block x = {.kp = kp, .a = a, .b = b, .c = c, .c_ld = GEMM_AMX_NR};
+  gemm_amx_block_run(mode, &x);
 }
 
 /* ---- does this host run it ---- */
@@ -210,9 +229,9 @@ static bool hw_agrees_with_model(void) {
     b[(i * 7) % (KP * GEMM_AMX_NR)] = w ^ 0x00010001u * (uint32_t)(i & 1);
   }
   gemm_amx_begin();
-  tile_hw(KP, a, b, got);
+  gemm_amx_tile(GEMM_AMX_HW, KP, a, b, got);
   gemm_amx_end();
-  tile_model(KP, a, b, want);
+  gemm_amx_tile(GEMM_AMX_MODEL, KP, a, b, want);
   for (int i = 0; i < GEMM_AMX_MR * GEMM_AMX_NR; i++)
     if (!(fabsf(got[i] - want[i]) <= 1e-5f * (2 * KP)))
       return false;

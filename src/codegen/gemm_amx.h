@@ -41,6 +41,21 @@ static inline int64_t gemm_amx_lhs_at(int64_t i, int64_t q) {
    GEMM_AMX_HW only between gemm_amx_begin and gemm_amx_end on the calling thread. */
 void gemm_amx_tile(gemm_amx_mode mode, int64_t kp, const uint32_t *a, const uint32_t *b, float *c);
 
+/* gemm_amx_tile's loop in full: the sums start from c_in (32 x 32 f32, rows c_in_ld floats
+   apart), or zero where it is NULL, and end in c (rows c_ld floats apart; c may be c_in), and
+   pf_lines cache lines from pf (the next strip) are prefetched into L2 over the loop. */
+typedef struct gemm_amx_block {
+  int64_t kp;
+  const uint32_t *a, *b;
+  const float *c_in;
+  int64_t c_in_ld;
+  float *c;
+  int64_t c_ld;
+  const char *pf;
+  int64_t pf_lines;
+} gemm_amx_block;
+void gemm_amx_block_run(gemm_amx_mode mode, const gemm_amx_block *x);
+
 /* Loads the tile configuration on this thread / releases the tiles (GEMM_AMX_HW only). */
 void gemm_amx_begin(void);
 void gemm_amx_end(void);

@@ -399,19 +399,30 @@ DEFINE_TILE(CORE512, float, float, f32_512, MR512, 32)
 DEFINE_TILE(CORE512, double, double, f64_512, MR512, 16)
 DEFINE_TILE(CORE512BF, uint32_t, float, bf16dp_512, MR512, 32)
 
-/* AMX's register tile (gemm_amx.h), on the instructions or their model, then as DEFINE_TILE's
-   stack copy (the output here is always f32 sums: bf16 dots only). */
+/* AMX's register tile (gemm_amx.h), on the instructions or their model. A whole tile starts from
+   the partial sums in out (a K block but the first) and ends there (a K block but the last, or no
+   epilogue), loaded and stored by the tile instructions; an epilogue's tile and an edge tile end
+   in a stack copy, as DEFINE_TILE's (the output here is always f32 sums: bf16 dots only). */
 #define DEFINE_TILE_AMX(SUF, MODE)                                                                 \
   static void tile_##SUF(int64_t kc, const uint32_t *a, const uint32_t *b, float *out, int64_t ld, \
                          int64_t rows, int64_t cols, int first, gemm_core_epi epi,                 \
                          void *const *bufs, int64_t row, int64_t col, const char *pf,              \
                          int64_t pf_lines) {                                                       \
-    (void)pf, (void)pf_lines; /* none: the tiles read both strips front to back (not yet timed) */ \
     _Alignas(64) float tile[GEMM_AMX_MR * GEMM_AMX_NR];                                            \
-    gemm_amx_tile(MODE, KSTEPS_AMX(kc), a, b, tile);                                               \
-    if (!first)                                                                                    \
+    bool whole = rows == GEMM_AMX_MR && cols == GEMM_AMX_NR;                                       \
+    gemm_amx_block x = {.kp = KSTEPS_AMX(kc), .a = a, .b = b,                                      \
+                        .c_in = first ? NULL : whole ? out : tile,                                 \
+                        .c_in_ld = whole ? ld : GEMM_AMX_NR,                                       \
+                        .c = whole && !epi ? out : tile, .c_ld = whole && !epi ? ld : GEMM_AMX_NR, \
+                        .pf = pf, .pf_lines = pf_lines};                                           \
+    if (!first && !whole) { /* the same sums as a whole tile's: an element's bits do not depend   \
+                               on where a thread's rows begin */                                   \
+      memset(tile, 0, sizeof tile);                                                                \
       for (int64_t i = 0; i < rows; i++)                                                           \
-        for (int64_t j = 0; j < cols; j++) tile[i * GEMM_AMX_NR + j] += out[i * ld + j];           \
+        memcpy(tile + i * GEMM_AMX_NR, out + i * ld, (size_t)cols * sizeof(float));                \
+    }                                                                                              \
+    gemm_amx_block_run(MODE, &x);                                                                  \
+    if (whole && !epi) return;                                                                     \
     if (epi) {                                                                                     \
       epi(bufs, tile, row, rows, col);                                                             \
       return;                                                                                      \
