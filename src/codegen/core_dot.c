@@ -63,6 +63,7 @@ struct core_dot {
      the row's last tile); then the post program, one row at a time (register 0: the sum), makes
      the row's output of it */
   bool reduces;
+  bool chain; /* a bf16 program epi_bf16_chain runs (is_chain) */
   int red_read, n_post, post_root;
   vm_ins post[MAX_INS];
 };
@@ -193,6 +194,47 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
   return true;
 }
 
+/* A value the tile program loads once per tile, the same for every row. */
+static bool is_leaf(uint8_t op) { return op == VM_CONST || op == VM_SCALAR || op == VM_COLS; }
+
+/* Whether a bf16 dot's program is a chain: the sums, then ops that each take the value before
+   them and leaves (consts, scalars, column reads: a bias, a scale), ending at the root. */
+static bool is_chain(const core_dot *c) {
+  if (!c->bf16 || c->reduces || c->n_ins < 1) return false;
+  int value = -1;
+  for (int r = 0; r < c->n_ins; r++) {
+    const vm_ins *in = &c->ins[r];
+    switch ((vm_op)in->op) {
+    case VM_CONST:
+    case VM_SCALAR:
+    case VM_COLS: continue;
+    case VM_ACC:
+      if (value >= 0) return false;
+      break;
+    case VM_ADD:
+    case VM_SUB:
+    case VM_MUL:
+    case VM_DIV:
+    case VM_MAX:
+    case VM_MIN: {
+      bool a_leaf = in->a != value, b_leaf = in->b != value;
+      if (value < 0 || a_leaf == b_leaf) return false; /* one operand the value, one a leaf */
+      if (!is_leaf(c->ins[a_leaf ? in->a : in->b].op)) return false;
+      break;
+    }
+    case VM_NEG:
+    case VM_ABS:
+    case VM_SQRT:
+    case VM_TANH:
+      if (value < 0 || in->a != value) return false;
+      break;
+    default: return false;
+    }
+    value = r;
+  }
+  return value == c->root;
+}
+
 /* The program of a reducing epilogue's post ops: arithmetic on each row's sum, consts, scalars
    and per-row reads. */
 static bool build_post(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
@@ -252,6 +294,7 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
     c->n_ins = 1;
     c->root = 0;
   }
+  c->chain = is_chain(c);
   *out = c;
   return JIT_OK;
 }
@@ -629,30 +672,71 @@ DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, F64_LOADV, F64_LOA
            _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd,
            _mm256_castsi256_pd, _mm256_sqrt_pd)
 
-/* A bf16 dot's program of the sums alone (VM_ACC): a whole tile's rows rounded and stored 8 at a
-   time. Through epi_f32 (its register file of NV vectors an instruction, rounded at the load and
-   again at the store) it took a quarter of a [512, 1024] x [1024, 4096] dot on AMX tiles. */
-CORE static void epi_bf16_sums(void *const *bufs, const void *tile_, int64_t row, int64_t rows,
-                               int64_t col) {
+/* A chain's whole tile, each 8 lanes carried through the chain in a register: the same
+   operations as epi_f32's (rounded to bf16 where it rounds), without its register file in
+   memory, which made a bias + relu epilogue as slow as the AMX dot it follows. Edge tiles go
+   to epi_f32. */
+CORE static void epi_bf16_chain(void *const *bufs, const void *tile_, int64_t row, int64_t rows,
+                                int64_t col) {
   const core_dot *c = running;
-  int64_t nr = GEMM_CORE_NR(c->plan.vec_bytes, 4);
-  if (c->n - col < nr) {
+  int64_t nr = GEMM_CORE_NR(c->plan.vec_bytes, 4), nvr = nr / 8;
+  if (c->n - col < nr || nvr > 4) {
     epi_f32(bufs, tile_, row, rows, col);
     return;
   }
+  __m256i all = _mm256_set1_epi32(-1);
+  __m256 leaf[MAX_INS][4];
+  bool steps = false;
+  for (int r = 0; r < c->n_ins; r++) {
+    const vm_ins *in = &c->ins[r];
+    for (int64_t v = 0; v < nvr; v++)
+      switch ((vm_op)in->op) {
+      case VM_CONST: leaf[r][v] = round_bf16(_mm256_set1_ps((float)in->k)); break;
+      case VM_SCALAR:
+        leaf[r][v] = _mm256_set1_ps(ir_bf16_to_f32(*(const uint16_t *)bufs[2 + in->read]));
+        break;
+      case VM_COLS:
+        leaf[r][v] = load_bf16((const uint16_t *)bufs[2 + in->read] + col + v * 8, all, true);
+        break;
+      case VM_ACC: break;
+      default: steps = true; break;
+      }
+  }
   const float *tile = tile_;
   uint16_t *out = (uint16_t *)bufs[c->plan.out_buf] + row * c->n + col;
-  __m256i all = _mm256_set1_epi32(-1);
   for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < nr; j += 8)
-      store_bf16(out + i * c->n + j, all, true, _mm256_loadu_ps(tile + i * nr + j));
+    for (int64_t v = 0; v < nvr; v++) {
+      __m256 x = _mm256_loadu_ps(tile + i * nr + v * 8);
+      if (steps) x = round_bf16(x);
+      for (int r = 0; r < c->n_ins; r++) {
+        const vm_ins *in = &c->ins[r];
+        vm_op op = (vm_op)in->op;
+        if (op == VM_ACC || is_leaf(op)) continue;
+        __m256 a = is_leaf(c->ins[in->a].op) ? leaf[in->a][v] : x;
+        __m256 b = is_leaf(c->ins[in->b].op) ? leaf[in->b][v] : x; /* unary: b unused */
+        switch (op) {
+        case VM_ADD: x = round_bf16(_mm256_add_ps(a, b)); break;
+        case VM_SUB: x = round_bf16(_mm256_sub_ps(a, b)); break;
+        case VM_MUL: x = round_bf16(_mm256_mul_ps(a, b)); break;
+        case VM_DIV: x = round_bf16(_mm256_div_ps(a, b)); break;
+        case VM_MAX: x = max_f32(a, b); break;
+        case VM_MIN: x = min_f32(a, b); break;
+        case VM_NEG: x = _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); break;
+        case VM_ABS: x = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); break;
+        case VM_SQRT: x = round_bf16(_mm256_sqrt_ps(a)); break;
+        case VM_TANH: x = round_bf16(tanh_f32(a)); break;
+        default: break; /* not in a chain (is_chain) */
+        }
+      }
+      store_bf16(out + i * c->n + v * 8, all, true, x);
+    }
 }
 
 void core_dot_run(const core_dot *c, void *const *bufs, int64_t rb, int64_t re) {
   const core_dot *was = running;
   running = c;
-  bool sums_alone = c->n_ins == 1 && c->ins[0].op == VM_ACC && !c->reduces;
-  if (c->bf16) tjit_gemm_core_bf16(&c->plan, &c->sums, bufs, rb, re, sums_alone ? epi_bf16_sums : epi_f32);
+  if (c->bf16)
+    tjit_gemm_core_bf16(&c->plan, &c->sums, bufs, rb, re, c->chain ? epi_bf16_chain : epi_f32);
   else if (c->es == 4) tjit_gemm_core_f32(&c->plan, bufs, rb, re, c->n_ins ? epi_f32 : NULL);
   else tjit_gemm_core_f64(&c->plan, bufs, rb, re, c->n_ins ? epi_f64 : NULL);
   running = was;
