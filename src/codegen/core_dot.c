@@ -63,7 +63,14 @@ struct core_dot {
      the row's last tile); then the post program, one row at a time (register 0: the sum), makes
      the row's output of it */
   bool reduces;
-  bool chain; /* a bf16 program epi_bf16_chain runs (is_chain) */
+  /* a bf16 program epi_bf16_chain runs (is_chain): its ops after the sums, in order, each
+     operand a leaf's register or -1 for the value before it */
+  bool chain;
+  int n_steps;
+  struct chain_step {
+    uint8_t op;
+    int8_t a, b;
+  } steps[MAX_INS];
   int red_read, n_post, post_root;
   vm_ins post[MAX_INS];
 };
@@ -198,8 +205,10 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
 static bool is_leaf(uint8_t op) { return op == VM_CONST || op == VM_SCALAR || op == VM_COLS; }
 
 /* Whether a bf16 dot's program is a chain: the sums, then ops that each take the value before
-   them and leaves (consts, scalars, column reads: a bias, a scale), ending at the root. */
-static bool is_chain(const core_dot *c) {
+   them and leaves (consts, scalars, column reads: a bias, a scale), ending at the root; its
+   steps go to c->steps. */
+static bool is_chain(core_dot *c) {
+  c->n_steps = 0;
   if (!c->bf16 || c->reduces || c->n_ins < 1) return false;
   int value = -1;
   for (int r = 0; r < c->n_ins; r++) {
@@ -230,6 +239,10 @@ static bool is_chain(const core_dot *c) {
       break;
     default: return false;
     }
+    if (in->op != VM_ACC)
+      c->steps[c->n_steps++] = (struct chain_step){
+          .op = in->op, .a = (int8_t)(in->a == value ? -1 : in->a),
+          .b = (int8_t)(is_unary(in->op) || in->op == VM_TANH || in->b == value ? -1 : in->b)};
     value = r;
   }
   return value == c->root;
@@ -686,7 +699,6 @@ CORE static void epi_bf16_chain(void *const *bufs, const void *tile_, int64_t ro
   }
   __m256i all = _mm256_set1_epi32(-1);
   __m256 leaf[MAX_INS][4];
-  bool steps = false;
   for (int r = 0; r < c->n_ins; r++) {
     const vm_ins *in = &c->ins[r];
     for (int64_t v = 0; v < nvr; v++)
@@ -698,8 +710,7 @@ CORE static void epi_bf16_chain(void *const *bufs, const void *tile_, int64_t ro
       case VM_COLS:
         leaf[r][v] = load_bf16((const uint16_t *)bufs[2 + in->read] + col + v * 8, all, true);
         break;
-      case VM_ACC: break;
-      default: steps = true; break;
+      default: break;
       }
   }
   const float *tile = tile_;
@@ -707,14 +718,11 @@ CORE static void epi_bf16_chain(void *const *bufs, const void *tile_, int64_t ro
   for (int64_t i = 0; i < rows; i++)
     for (int64_t v = 0; v < nvr; v++) {
       __m256 x = _mm256_loadu_ps(tile + i * nr + v * 8);
-      if (steps) x = round_bf16(x);
-      for (int r = 0; r < c->n_ins; r++) {
-        const vm_ins *in = &c->ins[r];
-        vm_op op = (vm_op)in->op;
-        if (op == VM_ACC || is_leaf(op)) continue;
-        __m256 a = is_leaf(c->ins[in->a].op) ? leaf[in->a][v] : x;
-        __m256 b = is_leaf(c->ins[in->b].op) ? leaf[in->b][v] : x; /* unary: b unused */
-        switch (op) {
+      if (c->n_steps) x = round_bf16(x);
+      for (int s = 0; s < c->n_steps; s++) {
+        const struct chain_step *st = &c->steps[s];
+        __m256 a = st->a < 0 ? x : leaf[st->a][v], b = st->b < 0 ? x : leaf[st->b][v];
+        switch ((vm_op)st->op) {
         case VM_ADD: x = round_bf16(_mm256_add_ps(a, b)); break;
         case VM_SUB: x = round_bf16(_mm256_sub_ps(a, b)); break;
         case VM_MUL: x = round_bf16(_mm256_mul_ps(a, b)); break;
