@@ -4,7 +4,9 @@
  * instruction at a time over them: a few dozen vector operations per MR x NR x kc FMAs. 256-bit
  * vectors for both cores: AVX-512 hosts run them at full rate, and one copy of the programs (their
  * tanh, bf16 rounding) serves both. Like gemm_core.c, compiled with a target attribute and run
- * only where gemm_core_runs_here.
+ * only where gemm_core_runs_here. A program that is a chain (each op takes the value before it
+ * and leaves: is_chain) runs a row at a time with its vectors in registers (epi_chain), the same
+ * operations; TJIT_GEMM_CORE=vm keeps every program on the register file, to compare the two.
  */
 #include "codegen/core_dot.h"
 
@@ -63,14 +65,15 @@ struct core_dot {
      the row's last tile); then the post program, one row at a time (register 0: the sum), makes
      the row's output of it */
   bool reduces;
-  /* a bf16 program epi_bf16_chain runs (is_chain): its ops after the sums, in order, each
-     operand a leaf's register or -1 for the value before it */
+  /* an f32 or bf16 program epi_chain runs (is_chain): its ops after the sums, in order, each
+     operand a leaf's register or -1 for the value before it; mats: the leaves read per row */
   bool chain;
-  int n_steps;
+  int n_steps, n_mats;
   struct chain_step {
     uint8_t op;
     int8_t a, b;
   } steps[MAX_INS];
+  int8_t mats[MAX_INS];
   int red_read, n_post, post_root;
   vm_ins post[MAX_INS];
 };
@@ -204,16 +207,19 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
 /* A value the tile program loads once per tile, the same for every row. */
 static bool is_leaf(uint8_t op) { return op == VM_CONST || op == VM_SCALAR || op == VM_COLS; }
 
-/* Whether a bf16 dot's program is a chain: the sums, then ops that each take the value before
-   them and leaves (consts, scalars, column reads: a bias, a scale), ending at the root; its
-   steps go to c->steps. */
+/* Whether an f32 or bf16 dot's program is a chain: the sums, then ops that each take the value
+   before them (as one operand or both) and leaves (consts, scalars, column reads, [rows, N]
+   reads: a bias, a scale, a target), ending at the root, which a reducing epilogue sums over the
+   row; its steps go to c->steps. TJIT_GEMM_CORE=vm runs every program on epi_f32 (to compare). */
 static bool is_chain(core_dot *c) {
-  c->n_steps = 0;
-  if (!c->bf16 || c->reduces || c->n_ins < 1) return false;
+  c->n_steps = c->n_mats = 0;
+  const char *env = getenv("TJIT_GEMM_CORE");
+  if (c->es != 4 || c->n_ins < 1 || (env && strcmp(env, "vm") == 0)) return false;
   int value = -1;
   for (int r = 0; r < c->n_ins; r++) {
     const vm_ins *in = &c->ins[r];
     switch ((vm_op)in->op) {
+    case VM_MAT: c->mats[c->n_mats++] = (int8_t)r; continue;
     case VM_CONST:
     case VM_SCALAR:
     case VM_COLS: continue;
@@ -226,9 +232,11 @@ static bool is_chain(core_dot *c) {
     case VM_DIV:
     case VM_MAX:
     case VM_MIN: {
-      bool a_leaf = in->a != value, b_leaf = in->b != value;
-      if (value < 0 || a_leaf == b_leaf) return false; /* one operand the value, one a leaf */
-      if (!is_leaf(c->ins[a_leaf ? in->a : in->b].op)) return false;
+      bool a_value = in->a == value, b_value = in->b == value;
+      if (value < 0 || !(a_value || b_value)) return false;
+      if ((!a_value && !is_leaf(c->ins[in->a].op) && c->ins[in->a].op != VM_MAT) ||
+          (!b_value && !is_leaf(c->ins[in->b].op) && c->ins[in->b].op != VM_MAT))
+        return false;
       break;
     }
     case VM_NEG:
@@ -361,6 +369,7 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
       fputs(r == root && (part || !c->reduces) ? "  (stored)\n" : "\n", out);
     }
   }
+  if (c->chain) fputs("; a chain: each row's vectors go through the ops in registers\n", out);
 }
 
 /* ---- running ---- */
@@ -434,6 +443,14 @@ CORE static void store_bf16(uint16_t *p, __m256i mask, bool whole, __m256 x) {
   _mm_store_si128((__m128i *)v, h);
   for (int l = 0; l < 8; l++)
     if (m[l]) p[l] = v[l];
+}
+
+/* 8 bf16 values (each op's result rounded, or NaN quieted by that rounding) at p: their upper
+   halves, no rounding again */
+CORE static void store_bf16_exact(uint16_t *p, __m256 x) {
+  __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(x), 16);
+  _mm_storeu_si128((__m128i *)p,
+                   _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)));
 }
 
 /* The program of the dot this thread runs (core_dot_run), for the core's epilogue callback. */
@@ -685,67 +702,106 @@ DEFINE_EPI(double, f64, __m256d, __m256i, 4, _mm256_loadu_pd, F64_LOADV, F64_LOA
            _mm256_or_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_cmp_pd, _mm256_blendv_pd,
            _mm256_castsi256_pd, _mm256_sqrt_pd)
 
-/* A chain's whole tile, each 8 lanes carried through the chain in a register: the same
-   operations as epi_f32's (rounded to bf16 where it rounds), without its register file in
-   memory, which made a bias + relu epilogue as slow as the AMX dot it follows. Edge tiles go
-   to epi_f32. */
-CORE static void epi_bf16_chain(void *const *bufs, const void *tile_, int64_t row, int64_t rows,
-                                int64_t col) {
-  const core_dot *c = running;
-  int64_t nr = GEMM_CORE_NR(c->plan.vec_bytes, 4), nvr = nr / 8;
-  if (c->n - col < nr || nvr > 4) {
-    epi_f32(bufs, tile_, row, rows, col);
-    return;
-  }
-  __m256i all = _mm256_set1_epi32(-1);
+/* A chain's whole tile, a row at a time, its vectors carried through the chain in registers:
+   the same operations as epi_f32's (rounded to bf16 where it rounds) and a reduction's sums in
+   its order, without its register file in memory, which made a bias + relu epilogue as slow as
+   the AMX dot it follows and W6's loss a tenth of its dot. nvr: the row's vectors (2 or 4);
+   bf16: the dot's kind (both constants where it is inlined). */
+CORE static inline __attribute__((always_inline)) void chain_tile(
+    const core_dot *c, const int nvr, const bool bf16, void *const *bufs, const float *tile,
+    int64_t row, int64_t rows, int64_t col) {
+  const int64_t nr = nvr * 8, n = c->n;
+  const __m256i all = _mm256_set1_epi32(-1);
   __m256 leaf[MAX_INS][4];
   for (int r = 0; r < c->n_ins; r++) {
     const vm_ins *in = &c->ins[r];
-    for (int64_t v = 0; v < nvr; v++)
+    const void *p = bufs[2 + in->read];
+    for (int v = 0; v < nvr; v++)
       switch ((vm_op)in->op) {
-      case VM_CONST: leaf[r][v] = round_bf16(_mm256_set1_ps((float)in->k)); break;
+      case VM_CONST:
+        leaf[r][v] = _mm256_set1_ps((float)in->k);
+        if (bf16) leaf[r][v] = round_bf16(leaf[r][v]);
+        break;
       case VM_SCALAR:
-        leaf[r][v] = _mm256_set1_ps(ir_bf16_to_f32(*(const uint16_t *)bufs[2 + in->read]));
+        leaf[r][v] = _mm256_set1_ps(bf16 ? ir_bf16_to_f32(*(const uint16_t *)p) : *(const float *)p);
         break;
       case VM_COLS:
-        leaf[r][v] = load_bf16((const uint16_t *)bufs[2 + in->read] + col + v * 8, all, true);
+        leaf[r][v] = bf16 ? load_bf16((const uint16_t *)p + col + v * 8, all, true)
+                          : _mm256_loadu_ps((const float *)p + col + v * 8);
         break;
       default: break;
       }
   }
-  const float *tile = tile_;
-  uint16_t *out = (uint16_t *)bufs[c->plan.out_buf] + row * c->n + col;
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t v = 0; v < nvr; v++) {
-      __m256 x = _mm256_loadu_ps(tile + i * nr + v * 8);
-      if (c->n_steps) x = round_bf16(x);
-      for (int s = 0; s < c->n_steps; s++) {
-        const struct chain_step *st = &c->steps[s];
-        __m256 a = st->a < 0 ? x : leaf[st->a][v], b = st->b < 0 ? x : leaf[st->b][v];
-        switch ((vm_op)st->op) {
-        case VM_ADD: x = round_bf16(_mm256_add_ps(a, b)); break;
-        case VM_SUB: x = round_bf16(_mm256_sub_ps(a, b)); break;
-        case VM_MUL: x = round_bf16(_mm256_mul_ps(a, b)); break;
-        case VM_DIV: x = round_bf16(_mm256_div_ps(a, b)); break;
-        case VM_MAX: x = max_f32(a, b); break;
-        case VM_MIN: x = min_f32(a, b); break;
-        case VM_NEG: x = _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); break;
-        case VM_ABS: x = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); break;
-        case VM_SQRT: x = round_bf16(_mm256_sqrt_ps(a)); break;
-        case VM_TANH: x = round_bf16(tanh_f32(a)); break;
-        default: break; /* not in a chain (is_chain) */
-        }
-      }
-      store_bf16(out + i * c->n + v * 8, all, true, x);
+  if (c->n_mats) prefetch_next_strip(c, bufs, row, rows, col, (int)nr);
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t at = (row + i) * n + col;
+    for (int m = 0; m < c->n_mats; m++) {
+      const void *p = bufs[2 + c->ins[c->mats[m]].read];
+      _Pragma("GCC unroll 4") for (int v = 0; v < nvr; v++)
+        leaf[c->mats[m]][v] = bf16 ? load_bf16((const uint16_t *)p + at + v * 8, all, true)
+                                   : _mm256_loadu_ps((const float *)p + at + v * 8);
     }
+    __m256 x[4];
+    _Pragma("GCC unroll 4") for (int v = 0; v < nvr; v++) {
+      x[v] = _mm256_loadu_ps(tile + i * nr + v * 8);
+      if (bf16 && c->n_steps) x[v] = round_bf16(x[v]);
+    }
+    for (int s = 0; s < c->n_steps; s++) {
+      const struct chain_step *st = &c->steps[s];
+      _Pragma("GCC unroll 4") for (int v = 0; v < nvr; v++) {
+        __m256 a = st->a < 0 ? x[v] : leaf[st->a][v], b = st->b < 0 ? x[v] : leaf[st->b][v], y;
+        switch ((vm_op)st->op) {
+        case VM_ADD: y = _mm256_add_ps(a, b); break;
+        case VM_SUB: y = _mm256_sub_ps(a, b); break;
+        case VM_MUL: y = _mm256_mul_ps(a, b); break;
+        case VM_DIV: y = _mm256_div_ps(a, b); break;
+        case VM_SQRT: y = _mm256_sqrt_ps(a); break;
+        case VM_TANH: y = tanh_f32(a); break;
+        case VM_MAX: x[v] = max_f32(a, b); continue;
+        case VM_MIN: x[v] = min_f32(a, b); continue;
+        case VM_NEG: x[v] = _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); continue;
+        case VM_ABS: x[v] = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); continue;
+        default: continue; /* not in a chain (is_chain) */
+        }
+        x[v] = bf16 ? round_bf16(y) : y;
+      }
+    }
+    if (c->reduces) { /* epi_f32's sum: the row's vectors in order, the lanes in hsum's tree */
+      __m256 s = x[0];
+      _Pragma("GCC unroll 4") for (int v = 1; v < nvr; v++) s = _mm256_add_ps(s, x[v]);
+      float *sums = bufs[2 + c->red_read];
+      float acc = (col == 0 ? 0.0f : sums[row + i]) + hsum_f32(s);
+      sums[row + i] = col + nr >= n ? post_f32(c, bufs, row + i, acc) : acc;
+      continue;
+    }
+    void *out = bufs[c->plan.out_buf];
+    _Pragma("GCC unroll 4") for (int v = 0; v < nvr; v++) {
+      if (bf16 && c->n_steps) store_bf16_exact((uint16_t *)out + at + v * 8, x[v]);
+      else if (bf16) store_bf16((uint16_t *)out + at + v * 8, all, true, x[v]);
+      else _mm256_storeu_ps((float *)out + at + v * 8, x[v]);
+    }
+  }
+}
+
+/* Whole tiles of a chain (the core's 16 or 32 columns); edge tiles go to epi_f32. */
+CORE static void epi_chain(void *const *bufs, const void *tile, int64_t row, int64_t rows,
+                           int64_t col) {
+  const core_dot *c = running;
+  int64_t nr = GEMM_CORE_NR(c->plan.vec_bytes, 4);
+  if (c->n - col < nr || (nr != 16 && nr != 32)) epi_f32(bufs, tile, row, rows, col);
+  else if (nr == 32 && c->bf16) chain_tile(c, 4, true, bufs, tile, row, rows, col);
+  else if (nr == 32) chain_tile(c, 4, false, bufs, tile, row, rows, col);
+  else if (c->bf16) chain_tile(c, 2, true, bufs, tile, row, rows, col);
+  else chain_tile(c, 2, false, bufs, tile, row, rows, col);
 }
 
 void core_dot_run(const core_dot *c, void *const *bufs, int64_t rb, int64_t re) {
   const core_dot *was = running;
   running = c;
   if (c->bf16)
-    tjit_gemm_core_bf16(&c->plan, &c->sums, bufs, rb, re, c->chain ? epi_bf16_chain : epi_f32);
-  else if (c->es == 4) tjit_gemm_core_f32(&c->plan, bufs, rb, re, c->n_ins ? epi_f32 : NULL);
+    tjit_gemm_core_bf16(&c->plan, &c->sums, bufs, rb, re, c->chain ? epi_chain : epi_f32);
+  else if (c->es == 4)
+    tjit_gemm_core_f32(&c->plan, bufs, rb, re, !c->n_ins ? NULL : c->chain ? epi_chain : epi_f32);
   else tjit_gemm_core_f64(&c->plan, bufs, rb, re, c->n_ins ? epi_f64 : NULL);
   running = was;
 }
