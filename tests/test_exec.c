@@ -531,6 +531,65 @@ static void test_core_epilogue_programs(void **state) {
   unsetenv("TJIT_BF16_DOT");
 }
 
+/* relu(x @ w + b) * 3: a bf16 chain of an add, a max and a mul */
+static void tiny_chain_fn(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_mul(t, jit_relu(t, jit_add(t, jit_matmul(t, a[0], a[1]), a[2])), jit_scalar(t, 3.0));
+}
+
+/* A bf16 chain whose sums, bias and results are f32 denormals (products of 2^-70-sized bf16),
+   with a NaN and an infinity in the bias:
+   where the chain rounds by vcvtneps2bf16 (which flushes denormal inputs) the vectors with such
+   lanes round the integer way; the bits equal the VM's (TJIT_GEMM_CORE=vm) and the generated
+   kernel's (TJIT_GEMM_CORE=0), sums by the f32 micro-kernel in each. */
+static void test_bf16_chain_denormals(void **state) {
+  (void)state;
+  enum { M = 70, K = 40, N = 96 };
+  const int64_t sa[2] = {M, K}, sw[2] = {K, N}, sb[1] = {N};
+  void *h[3] = {random_data(JIT_BF16, M * K, 71), random_data(JIT_BF16, K * N, 72),
+                random_data(JIT_BF16, N, 73)};
+  for (int i = 0; i < 3; i++) {
+    int64_t n = i == 0 ? M * K : i == 1 ? K * N : N;
+    double scale = i < 2 ? 0x1p-70 : 0x1p-132; /* products ~2^-140; bias bf16 denormals */
+    for (int64_t j = 0; j < n; j++)
+      ir_store_f64(JIT_BF16, h[i], j, ir_load_f64(JIT_BF16, h[i], j) * scale);
+  }
+  ir_store_f64(JIT_BF16, h[2], 5, NAN); /* a NaN through the max (llvm.maximum's), and -inf */
+  ir_store_f64(JIT_BF16, h[2], 37, -INFINITY);
+  jit_array *args[3] = {upload(ctx1, JIT_BF16, 2, sa, h[0]), upload(ctx1, JIT_BF16, 2, sw, h[1]),
+                        upload(ctx1, JIT_BF16, 1, sb, h[2])};
+  setenv("TJIT_BF16_DOT", "f32", 1);
+  static const char *const modes[] = {NULL, "vm", "0"};
+  uint16_t *out[3];
+  int denormals = 0;
+  for (int m = 0; m < 3; m++) {
+    if (modes[m]) setenv("TJIT_GEMM_CORE", modes[m], 1);
+    else unsetenv("TJIT_GEMM_CORE");
+    jit_fn *f = NULL;
+    jit_fn_opts o = {.name = "tiny_chain", .n_args = 3, .n_results = 1};
+    assert_int_equal(jit_compile(ctx1, tiny_chain_fn, NULL, &o, &f), JIT_OK);
+    jit_array *res = NULL;
+    if (jit_call(f, args, &res) != JIT_OK) fail_msg("%s", jit_last_error());
+    out[m] = download(res);
+    jit_array_free(res);
+    jit_fn_free(f);
+  }
+  unsetenv("TJIT_GEMM_CORE");
+  unsetenv("TJIT_BF16_DOT");
+  for (int64_t i = 0; i < M * N; i++) {
+    denormals += (out[0][i] & 0x7f80) == 0 && (out[0][i] & 0x7f) != 0;
+    if (out[0][i] != out[1][i] || out[0][i] != out[2][i])
+      fail_msg("element %lld: chain 0x%04x, VM 0x%04x, generated 0x%04x", (long long)i,
+               out[0][i], out[1][i], out[2][i]);
+  }
+  assert_true(denormals > M * N / 8); /* the case is what it says */
+  for (int i = 0; i < 3; i++) {
+    free(out[i]);
+    free(h[i]);
+    jit_array_free(args[i]);
+  }
+}
+
 /* ---- dots whose row kernel sums their epilogue (cg_epi_plan_reduce) ------------------------------- */
 
 enum { N_RED_KINDS = 11 };
@@ -1317,6 +1376,7 @@ int main(void) {
       cmocka_unit_test(test_dot_f32),      cmocka_unit_test(test_dot_dtypes),
       cmocka_unit_test(test_dot_epilogues), cmocka_unit_test(test_dot_fused_epilogues),
       cmocka_unit_test(test_core_epilogue_programs), cmocka_unit_test(test_core_reducing_epilogues),
+      cmocka_unit_test(test_bf16_chain_denormals),
       cmocka_unit_test(test_scan_const_rhs), cmocka_unit_test(test_param_rhs_kept),
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_dump),         cmocka_unit_test(test_concurrent),

@@ -68,6 +68,7 @@ struct core_dot {
   /* an f32 or bf16 program epi_chain runs (is_chain): its ops after the sums, in order, each
      operand a leaf's register or -1 for the value before it; mats: the leaves read per row */
   bool chain;
+  bool chain512; /* a bf16 chain epi_chain runs on zmm (chain_tile512) */
   int n_steps, n_mats;
   struct chain_step {
     uint8_t op;
@@ -316,6 +317,9 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
     c->root = 0;
   }
   c->chain = is_chain(c);
+  c->chain512 = c->chain && bf16 && c->n_steps && p.vec_bytes == 64 && gemm_core_pairs_run_here();
+  for (int i = 0; i < c->n_steps; i++)
+    if (c->steps[i].op == VM_TANH) c->chain512 = false; /* tanh_f32 is 8 lanes */
   *out = c;
   return JIT_OK;
 }
@@ -723,7 +727,8 @@ CORE static inline __attribute__((always_inline)) void chain_tile(
         if (bf16) leaf[r][v] = round_bf16(leaf[r][v]);
         break;
       case VM_SCALAR:
-        leaf[r][v] = _mm256_set1_ps(bf16 ? ir_bf16_to_f32(*(const uint16_t *)p) : *(const float *)p);
+        leaf[r][v] =
+            _mm256_set1_ps(bf16 ? ir_bf16_to_f32(*(const uint16_t *)p) : *(const float *)p);
         break;
       case VM_COLS:
         leaf[r][v] = bf16 ? load_bf16((const uint16_t *)p + col + v * 8, all, true)
@@ -783,12 +788,104 @@ CORE static inline __attribute__((always_inline)) void chain_tile(
   }
 }
 
+/* ---- a bf16 chain on zmm (c->chain512: AVX-512 BF16 hosts) ----
+   vcvtneps2bf16 rounds as round_bf16 does (to nearest even, a NaN quieted by bit 6 of its upper
+   half) but flushes f32 denormal inputs to zero, so a vector with a denormal lane rounds the
+   integer way; every other one is a single instruction where round_bf16 is eight. */
+#define CORE512BF __attribute__((target("avx512f,avx512bf16,avx2,fma")))
+
+CORE512BF static __m512 widen_bf16_512(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+CORE512BF static __m512 round_bf16_512(__m512 x) {
+  __m512i u = _mm512_castps_si512(x);
+  __mmask16 denormal = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) &
+                       _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x007fffff));
+  if (!denormal) return widen_bf16_512((__m256i)_mm512_cvtneps_pbh(x));
+  __m512i hi = _mm512_srli_epi32(u, 16);
+  __m512i bias =
+      _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1)));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), hi, _mm512_set1_epi32(0x40));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(r, 16));
+}
+
+/* llvm.maximum / llvm.minimum, as max_f32 and min_f32 */
+CORE512BF static __m512 extreme_512(__m512 x, __m512 y, bool max) {
+  __m512i xi = _mm512_castps_si512(x), yi = _mm512_castps_si512(y);
+  __m512 m = max ? _mm512_max_ps(x, y) : _mm512_min_ps(x, y);
+  __m512 tie = _mm512_castsi512_ps(max ? _mm512_and_si512(xi, yi) : _mm512_or_si512(xi, yi));
+  m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), m, tie);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_UNORD_Q), m, _mm512_add_ps(x, y));
+}
+
+/* chain_tile for a bf16 dot's whole 32-column tiles with ops (c->n_steps), 16 lanes a vector:
+   the same values */
+CORE512BF static void chain_tile512(const core_dot *c, void *const *bufs, const float *tile,
+                                    int64_t row, int64_t rows, int64_t col) {
+  enum { NVR = 2 };
+  const int64_t n = c->n;
+  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+  __m512 leaf[MAX_INS][NVR];
+  for (int r = 0; r < c->n_ins; r++) {
+    const vm_ins *in = &c->ins[r];
+    const uint16_t *p = bufs[2 + in->read];
+    for (int v = 0; v < NVR; v++)
+      switch ((vm_op)in->op) {
+      case VM_CONST: leaf[r][v] = round_bf16_512(_mm512_set1_ps((float)in->k)); break;
+      case VM_SCALAR: leaf[r][v] = _mm512_set1_ps(ir_bf16_to_f32(*p)); break;
+      case VM_COLS:
+        leaf[r][v] = widen_bf16_512(_mm256_loadu_si256((const __m256i *)(p + col + v * 16)));
+        break;
+      default: break;
+      }
+  }
+  if (c->n_mats) prefetch_next_strip(c, bufs, row, rows, col, 32);
+  uint16_t *out = bufs[c->plan.out_buf];
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t at = (row + i) * n + col;
+    for (int m = 0; m < c->n_mats; m++) {
+      const uint16_t *p = bufs[2 + c->ins[c->mats[m]].read];
+      for (int v = 0; v < NVR; v++)
+        leaf[c->mats[m]][v] =
+            widen_bf16_512(_mm256_loadu_si256((const __m256i *)(p + at + v * 16)));
+    }
+    __m512 x[NVR];
+    for (int v = 0; v < NVR; v++) x[v] = round_bf16_512(_mm512_loadu_ps(tile + i * 32 + v * 16));
+    for (int s = 0; s < c->n_steps; s++) {
+      const struct chain_step *st = &c->steps[s];
+      for (int v = 0; v < NVR; v++) {
+        __m512 a = st->a < 0 ? x[v] : leaf[st->a][v], b = st->b < 0 ? x[v] : leaf[st->b][v];
+        __m512i ai = _mm512_castps_si512(a);
+        switch ((vm_op)st->op) {
+        case VM_ADD: x[v] = round_bf16_512(_mm512_add_ps(a, b)); break;
+        case VM_SUB: x[v] = round_bf16_512(_mm512_sub_ps(a, b)); break;
+        case VM_MUL: x[v] = round_bf16_512(_mm512_mul_ps(a, b)); break;
+        case VM_DIV: x[v] = round_bf16_512(_mm512_div_ps(a, b)); break;
+        case VM_SQRT: x[v] = round_bf16_512(_mm512_sqrt_ps(a)); break;
+        case VM_MAX: x[v] = extreme_512(a, b, true); break;
+        case VM_MIN: x[v] = extreme_512(a, b, false); break;
+        case VM_NEG: x[v] = _mm512_castsi512_ps(_mm512_xor_si512(ai, sign)); break;
+        case VM_ABS: x[v] = _mm512_castsi512_ps(_mm512_andnot_si512(sign, ai)); break;
+        default: break; /* not in a chain512 (core_dot_build) */
+        }
+      }
+    }
+    /* bf16 values already (each op rounded): their upper halves */
+    for (int v = 0; v < NVR; v++)
+      _mm256_storeu_si256((__m256i *)(out + at + v * 16),
+                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(x[v]), 16)));
+  }
+}
+
 /* Whole tiles of a chain (the core's 16 or 32 columns); edge tiles go to epi_f32. */
 CORE static void epi_chain(void *const *bufs, const void *tile, int64_t row, int64_t rows,
                            int64_t col) {
   const core_dot *c = running;
   int64_t nr = GEMM_CORE_NR(c->plan.vec_bytes, 4);
   if (c->n - col < nr || (nr != 16 && nr != 32)) epi_f32(bufs, tile, row, rows, col);
+  else if (nr == 32 && c->chain512) chain_tile512(c, bufs, tile, row, rows, col);
   else if (nr == 32 && c->bf16) chain_tile(c, 4, true, bufs, tile, row, rows, col);
   else if (nr == 32) chain_tile(c, 4, false, bufs, tile, row, rows, col);
   else if (c->bf16) chain_tile(c, 2, true, bufs, tile, row, rows, col);
