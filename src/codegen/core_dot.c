@@ -317,7 +317,8 @@ jit_status core_dot_build(const cg_matmul_desc *d, const cg_epi_plan *pl, core_d
     c->root = 0;
   }
   c->chain = is_chain(c);
-  c->chain512 = c->chain && bf16 && c->n_steps && p.vec_bytes == 64 && gemm_core_pairs_run_here();
+  c->chain512 = c->chain && bf16 && c->n_steps && p.vec_bytes == 64 && d->bf16_cvt &&
+                gemm_core_pairs_run_here();
   for (int i = 0; i < c->n_steps; i++)
     if (c->steps[i].op == VM_TANH) c->chain512 = false; /* tanh_f32 is 8 lanes */
   *out = c;
@@ -373,7 +374,9 @@ void core_dot_print(const core_dot *c, const char *name, FILE *out) {
       fputs(r == root && (part || !c->reduces) ? "  (stored)\n" : "\n", out);
     }
   }
-  if (c->chain) fputs("; a chain: each row's vectors go through the ops in registers\n", out);
+  if (c->chain)
+    fprintf(out, "; a chain: each row's vectors go through the ops in registers%s\n",
+            c->chain512 ? " (zmm, rounded by vcvtneps2bf16)" : "");
 }
 
 /* ---- running ---- */

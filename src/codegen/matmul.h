@@ -77,6 +77,8 @@ typedef struct cg_matmul_desc {
                            the precompiled core does: cg_matmul_core_plan_bf16) */
   int bf16_amx;         /* a gemm_amx_mode: bf16 operands may be multiplied by AMX tiles, or by
                            their C model (the core only; takes precedence over bf16_dot) */
+  bool bf16_cvt;        /* the target has AVX-512 BF16: a bf16 epilogue may round by
+                           vcvtneps2bf16 (core_dot.c, where the host has it too) */
   bool lhs_view;        /* the lhs is read through lhs_strides (elements, one per lhs dim; they
                            may overlap), not as a dense row-major array: a conv's im2col view */
   int64_t lhs_strides[IR_MAX_RANK];

@@ -279,6 +279,7 @@ static jit_status add_dot(builder *B, uint32_t ki, ir_ref dot, const cg_epi_plan
   desc.bf16_amx = dt == JIT_BF16 ? (int)bf16_amx(B->e) : GEMM_AMX_OFF;
   /* vdpbf16ps stays the fallback of a dot AMX does not fit (gemm_core_amx_fits) */
   desc.bf16_dot = dt == JIT_BF16 && bf16_dot(B->e); /* measures once: only for bf16 dots */
+  desc.bf16_cvt = B->e->ctx->jit && cg_jit_target(B->e->ctx->jit)->bf16_dot;
   TRY_RET(buf_for(B, d->args[0], &s->bufs[0]));
   TRY_RET(buf_for(B, d->args[1], &s->bufs[1]));
   for (uint32_t i = 0; i < (epi ? epi->n_reads : 0); i++)

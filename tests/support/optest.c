@@ -45,10 +45,33 @@ jit_ctx *ot_ctx_with(int devices, int threads, int opt_level) {
   return c;
 }
 
+static void probe_dot(jit_trace *t, const jit_val *a, jit_val *r, void *user) {
+  (void)user;
+  r[0] = jit_matmul(t, a[0], a[1]);
+}
+
 bool ot_core_runs(jit_ctx *ctx) {
-  const char *tg = jit_ctx_target(ctx);
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !getenv("TJIT_CPU") &&
-         (strstr(tg, "256-bit") || (strstr(tg, "512-bit") && __builtin_cpu_supports("avx512f")));
+  const int64_t shape[2] = {16, 16};
+  float zeros[16 * 16] = {0};
+  jit_array *args[2] = {NULL, NULL};
+  jit_fn *f = NULL;
+  char *dump = NULL;
+  size_t len = 0;
+  bool runs = false;
+  jit_fn_opts o = {.name = "core_probe", .n_args = 2, .n_results = 1};
+  FILE *ms = open_memstream(&dump, &len);
+  if (ms && jit_array_from_host(ctx, JIT_F32, 2, shape, zeros, &args[0]) == JIT_OK &&
+      jit_array_from_host(ctx, JIT_F32, 2, shape, zeros, &args[1]) == JIT_OK &&
+      jit_compile(ctx, probe_dot, NULL, &o, &f) == JIT_OK && jit_precompile(f, args) == JIT_OK &&
+      jit_fn_dump(f, args, JIT_DUMP_LLVM, ms) == JIT_OK) {
+    fflush(ms);
+    runs = strstr(dump, "on the precompiled core") != NULL;
+  }
+  if (ms) fclose(ms);
+  free(dump);
+  jit_fn_free(f);
+  for (int i = 0; i < 2; i++) jit_array_free(args[i]);
+  return runs;
 }
 
 jit_array *ot_f32_array(jit_ctx *ctx, int rank, const int64_t *shape, uint64_t seed) {

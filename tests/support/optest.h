@@ -25,9 +25,9 @@ int ot_teardown(void **state);
 jit_ctx *ot_ctx(void);
 /* A context of its own (the caller destroys it): devices, threads, opt_level as given. */
 jit_ctx *ot_ctx_with(int devices, int threads, int opt_level);
-/* Whether ctx's dots run on the precompiled core (codegen/gemm_core.h): the host has AVX2 and FMA,
-   no TJIT_CPU names another target, and ctx's target blocks for 256-bit vectors, or for 512-bit
-   ones with AVX-512F on the host. */
+/* Whether ctx's dots run on the precompiled core (codegen/gemm_core.h), as the library decides it
+   for ctx's target and this host (TJIT_CPU and TJIT_GEMM_CORE included): a probe dot's dump says
+   so. */
 bool ot_core_runs(jit_ctx *ctx);
 /* An f32 array of uniform values in [-1, 1), the same for the same seed. */
 jit_array *ot_f32_array(jit_ctx *ctx, int rank, const int64_t *shape, uint64_t seed);
