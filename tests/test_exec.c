@@ -67,6 +67,17 @@ static void *download(const jit_array *a) {
   return buf;
 }
 
+/* f's LLVM dump for args (a compiled signature), as a string the caller frees */
+static char *llvm_dump(jit_fn *f, jit_array *const *args) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *ms = open_memstream(&text, &len);
+  assert_non_null(ms);
+  assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_LLVM, ms), JIT_OK);
+  fclose(ms);
+  return text;
+}
+
 /* ---- contexts ------------------------------------------------------------------------------------ */
 static jit_ctx *ctx2, *ctx1, *ctx0; /* opt 3 with 2 threads, opt 3 with 1 thread, opt 0 */
 
@@ -432,12 +443,8 @@ static void *run_prog(jit_ctx *ctx, int kind, jit_dtype dt, int64_t m, int64_t k
   if (jit_call(f, args, &res) != JIT_OK) fail_msg("kind %d: %s", kind, jit_last_error());
   void *out = download(res);
   if (g_prog_llvm) {
-    size_t len = 0;
     free(g_prog_llvm);
-    FILE *ms = open_memstream(&g_prog_llvm, &len);
-    assert_non_null(ms);
-    assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_LLVM, ms), JIT_OK);
-    fclose(ms);
+    g_prog_llvm = llvm_dump(f, args);
   }
   jit_fn_stats st;
   assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
@@ -572,12 +579,7 @@ static void test_bf16_chain_denormals(void **state) {
     if (jit_call(f, args, &res) != JIT_OK) fail_msg("%s", jit_last_error());
     out[m] = download(res);
     if (m == 0 && ot_core_runs(ctx1)) { /* zmm where the target and the host have AVX-512 BF16 */
-      char *dump = NULL;
-      size_t len = 0;
-      FILE *ms = open_memstream(&dump, &len);
-      assert_non_null(ms);
-      assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_LLVM, ms), JIT_OK);
-      fclose(ms);
+      char *dump = llvm_dump(f, args);
       bool zmm = strstr(jit_ctx_target(ctx1), "bf16 dot") && __builtin_cpu_supports("avx512bf16");
       if (!strstr(dump, "a chain:") || zmm != (strstr(dump, "vcvtneps2bf16") != NULL))
         fail_msg("target %s: expected a chain%s:\n%s", jit_ctx_target(ctx1),
@@ -735,13 +737,7 @@ static void test_core_reducing_epilogues(void **state) {
           jit_fn_stats st;
           assert_int_equal(jit_fn_stats_get(f, &st), JIT_OK);
           llvm_ms[mode] = st.llvm_ms;
-          if (!mode) {
-            size_t len = 0;
-            FILE *ms = open_memstream(&dump, &len);
-            assert_non_null(ms);
-            assert_int_equal(jit_fn_dump(f, args, JIT_DUMP_LLVM, ms), JIT_OK);
-            fclose(ms);
-          }
+          if (!mode) dump = llvm_dump(f, args);
           jit_array_free(res);
           jit_fn_free(f);
         }
