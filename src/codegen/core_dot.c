@@ -205,8 +205,11 @@ static bool build_program(core_dot *c, const cg_epi_plan *pl, jit_dtype dt) {
   return true;
 }
 
-/* A value the tile program loads once per tile, the same for every row. */
-static bool is_leaf(uint8_t op) { return op == VM_CONST || op == VM_SCALAR || op == VM_COLS; }
+/* A value a chain reads rather than computes: once per tile (a const, a scalar, a column read)
+   or once per row (a [rows, N] read). */
+static bool is_leaf(uint8_t op) {
+  return op == VM_CONST || op == VM_SCALAR || op == VM_COLS || op == VM_MAT;
+}
 
 /* Whether an f32 or bf16 dot's program is a chain: the sums, then ops that each take the value
    before them (as one operand or both) and leaves (consts, scalars, column reads, [rows, N]
@@ -219,11 +222,11 @@ static bool is_chain(core_dot *c) {
   int value = -1;
   for (int r = 0; r < c->n_ins; r++) {
     const vm_ins *in = &c->ins[r];
+    if (is_leaf(in->op)) {
+      if (in->op == VM_MAT) c->mats[c->n_mats++] = (int8_t)r;
+      continue;
+    }
     switch ((vm_op)in->op) {
-    case VM_MAT: c->mats[c->n_mats++] = (int8_t)r; continue;
-    case VM_CONST:
-    case VM_SCALAR:
-    case VM_COLS: continue;
     case VM_ACC:
       if (value >= 0) return false;
       break;
@@ -235,8 +238,7 @@ static bool is_chain(core_dot *c) {
     case VM_MIN: {
       bool a_value = in->a == value, b_value = in->b == value;
       if (value < 0 || !(a_value || b_value)) return false;
-      if ((!a_value && !is_leaf(c->ins[in->a].op) && c->ins[in->a].op != VM_MAT) ||
-          (!b_value && !is_leaf(c->ins[in->b].op) && c->ins[in->b].op != VM_MAT))
+      if ((!a_value && !is_leaf(c->ins[in->a].op)) || (!b_value && !is_leaf(c->ins[in->b].op)))
         return false;
       break;
     }
