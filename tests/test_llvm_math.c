@@ -62,6 +62,7 @@ typedef struct {
   void *fn[2][CG_MATH_COUNT]; /* [f64][op] */
   void *vec5;                 /* exp on a <5 x float> operand, no loop */
   void *summand[2];           /* cg_math_emit_exp_summand's map, [f64] */
+  void *nonpos[2];            /* cg_math_emit_exp_nonpos's map, [f64] */
   double ms_build, ms_opt, ms_emit, ms_load;
   size_t obj_len;
 } jitted;
@@ -73,10 +74,13 @@ static void add_noalias(LLVMContextRef c, LLVMValueRef fn, unsigned param) {
   LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(c, kind, 0));
 }
 
+/* Which emitter a map of exp calls. */
+typedef enum { EXP_PLAIN, EXP_SUMMAND, EXP_NONPOS } exp_variant;
+
 /* void NAME(T *restrict y, const T *restrict x, int64_t n): y[i] = op(x[i]); for the binary
    atan2, void NAME(T *restrict y, const T *restrict a, const T *restrict b, int64_t n). */
 static void build_map(LLVMModuleRef m, LLVMContextRef c, const char *name, cg_math_fn op,
-                      bool summand, LLVMTypeRef t) {
+                      exp_variant variant, LLVMTypeRef t) {
   LLVMTypeRef i64 = LLVMInt64TypeInContext(c), ptr = LLVMPointerTypeInContext(c, 0);
   unsigned nin = op == CG_MATH_ATAN2 ? 2 : 1;
   LLVMTypeRef params[4] = {ptr, ptr, ptr, i64};
@@ -99,7 +103,9 @@ static void build_map(LLVMModuleRef m, LLVMContextRef c, const char *name, cg_ma
     LLVMValueRef xb = LLVMBuildLoad2(b, t, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 2), &i, 1, ""), "");
     yi = cg_math_emit2(b, op, xi, xb);
   } else {
-    yi = summand ? cg_math_emit_exp_summand(b, xi) : cg_math_emit(b, op, xi);
+    yi = variant == EXP_SUMMAND  ? cg_math_emit_exp_summand(b, xi)
+         : variant == EXP_NONPOS ? cg_math_emit_exp_nonpos(b, xi)
+                                 : cg_math_emit(b, op, xi);
   }
   assert_non_null(yi);
   LLVMBuildStore(b, yi, LLVMBuildGEP2(b, t, LLVMGetParam(fn, 0), &i, 1, ""));
@@ -153,10 +159,13 @@ static int setup(void **state) {
   for (int d = 0; d < 2; d++)
     for (int op = 0; op < CG_MATH_COUNT; op++) {
       snprintf(name, sizeof name, "%s_f%d", cg_math_name(op), d ? 64 : 32);
-      build_map(m, c, name, op, false, d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
+      build_map(m, c, name, op, EXP_PLAIN,
+                d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
     }
-  build_map(m, c, "exp_summand_f32", CG_MATH_EXP, true, LLVMFloatTypeInContext(c));
-  build_map(m, c, "exp_summand_f64", CG_MATH_EXP, true, LLVMDoubleTypeInContext(c));
+  build_map(m, c, "exp_summand_f32", CG_MATH_EXP, EXP_SUMMAND, LLVMFloatTypeInContext(c));
+  build_map(m, c, "exp_summand_f64", CG_MATH_EXP, EXP_SUMMAND, LLVMDoubleTypeInContext(c));
+  build_map(m, c, "exp_nonpos_f32", CG_MATH_EXP, EXP_NONPOS, LLVMFloatTypeInContext(c));
+  build_map(m, c, "exp_nonpos_f64", CG_MATH_EXP, EXP_NONPOS, LLVMDoubleTypeInContext(c));
   build_vec5(m, c);
   double t1 = now_ms();
   int ok = cg_optimize(J.jit, m) == JIT_OK;
@@ -193,6 +202,8 @@ static int setup(void **state) {
   if (ok) ok = cg_lookup(J.lib, "vec5", &J.vec5) == JIT_OK;
   if (ok) ok = cg_lookup(J.lib, "exp_summand_f32", &J.summand[0]) == JIT_OK;
   if (ok) ok = cg_lookup(J.lib, "exp_summand_f64", &J.summand[1]) == JIT_OK;
+  if (ok) ok = cg_lookup(J.lib, "exp_nonpos_f32", &J.nonpos[0]) == JIT_OK;
+  if (ok) ok = cg_lookup(J.lib, "exp_nonpos_f64", &J.nonpos[1]) == JIT_OK;
   double t4 = now_ms();
   free(obj);
   LLVMDisposeModule(m);
@@ -234,16 +245,21 @@ static void test_exact_products(void **state) {
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("exact", c);
   int failed = 0;
   for (int d = 0; d < 2; d++)
-    for (int op = 0; op <= CG_MATH_COUNT; op++) { /* CG_MATH_COUNT: exp as a summand */
-      bool summand = op == CG_MATH_COUNT;
+    for (int op = 0; op <= CG_MATH_COUNT + 1; op++) { /* past the last: exp's two variants */
+      exp_variant variant = op == CG_MATH_COUNT       ? EXP_SUMMAND
+                            : op == CG_MATH_COUNT + 1 ? EXP_NONPOS
+                                                      : EXP_PLAIN;
       char name[64];
-      snprintf(name, sizeof name, "%s_f%d", summand ? "exp_summand" : cg_math_name(op),
+      snprintf(name, sizeof name, "%s_f%d",
+               variant == EXP_SUMMAND  ? "exp_summand"
+               : variant == EXP_NONPOS ? "exp_nonpos"
+                                       : cg_math_name(op),
                d ? 64 : 32);
-      build_map(m, c, name, summand ? CG_MATH_EXP : (cg_math_fn)op, summand,
+      build_map(m, c, name, variant ? CG_MATH_EXP : (cg_math_fn)op, variant,
                 d ? LLVMDoubleTypeInContext(c) : LLVMFloatTypeInContext(c));
       char *text = LLVMPrintValueToString(LLVMGetNamedFunction(m, name));
       int fma = count_calls(text, "@llvm.fma."), mad = count_calls(text, "@llvm.fmuladd.");
-      int want = summand ? 2 : exact[d][op];
+      int want = variant ? 2 : exact[d][op];
       if (fma != want || (mad == 0 && !(d && op == CG_MATH_ERF))) {
         print_error("%s: %d exact multiply-adds (want %d), %d that may round twice\n", name, fma,
                     want, mad);
@@ -692,6 +708,59 @@ static void test_exp_summand(void **state) {
   assert_int_equal(bad, 0);
 }
 
+/* cg_math_emit_exp_nonpos: exp's bits for every x <= 0 and NaN: every 257th f32 bit pattern
+   with the sign set, the edges (-0, the subnormals, where results turn subnormal and then 0,
+   -inf, NaNs), 1M random negative f64 patterns and 1M f64 over [-800, 0]. */
+static void test_exp_nonpos(void **state) {
+  (void)state;
+  enum { N = 1 << 16 };
+  float *x32 = malloc(N * sizeof *x32), *e32 = malloc(N * sizeof *e32), *v32 = malloc(N * sizeof *v32);
+  double *x64 = malloc(N * sizeof *x64), *e64 = malloc(N * sizeof *e64), *v64 = malloc(N * sizeof *v64);
+  assert_true(x32 && e32 && v32 && x64 && e64 && v64);
+  static const float edges32[] = {-0.0f, -0x1p-149f, -0x1p-126f, -1e-30f, -87.3f, -87.4f,
+                                  -103.27f, -103.98f, -104.0f, -104.1f, -1e30f, -INFINITY, NAN,
+                                  -NAN};
+  long bad = 0, subnormal = 0;
+  uint64_t seed = 0x9e9u;
+  for (uint64_t base = 0; base < (1ull << 31); base += (uint64_t)N * 257) {
+    int n = 0;
+    if (!base)
+      for (size_t k = 0; k < sizeof edges32 / sizeof *edges32; k++) x32[n++] = edges32[k];
+    for (uint64_t bits = base; n < N && bits < (1ull << 31); bits += 257) {
+      uint32_t u = (uint32_t)bits | 0x80000000u;
+      memcpy(&x32[n++], &u, 4);
+    }
+    ((map32_fn)(uintptr_t)J.fn[0][CG_MATH_EXP])(e32, x32, n);
+    ((map32_fn)(uintptr_t)J.nonpos[0])(v32, x32, n);
+    for (int i = 0; i < n; i++) {
+      bool ok = isnan(x32[i]) ? isnan(v32[i]) : memcmp(&e32[i], &v32[i], 4) == 0;
+      subnormal += fpclassify(e32[i]) == FP_SUBNORMAL;
+      if (!ok && bad++ < 5) fprintf(stderr, "f32 x %a: exp %a, nonpos %a\n", x32[i], e32[i], v32[i]);
+    }
+  }
+  for (int part = 0; part < 2; part++)
+    for (int chunk = 0; chunk < (1 << 20) / N; chunk++) {
+      for (int i = 0; i < N; i++) {
+        uint64_t u = xorshift(&seed);
+        if (part) x64[i] = -800.0 * (double)(u >> 11) * 0x1p-53;
+        else {
+          u |= 1ull << 63;
+          memcpy(&x64[i], &u, 8);
+        }
+      }
+      ((map64_fn)(uintptr_t)J.fn[1][CG_MATH_EXP])(e64, x64, N);
+      ((map64_fn)(uintptr_t)J.nonpos[1])(v64, x64, N);
+      for (int i = 0; i < N; i++) {
+        bool ok = isnan(x64[i]) ? isnan(v64[i]) : memcmp(&e64[i], &v64[i], 8) == 0;
+        subnormal += fpclassify(e64[i]) == FP_SUBNORMAL;
+        if (!ok && bad++ < 5) fprintf(stderr, "f64 x %a: exp %a, nonpos %a\n", x64[i], e64[i], v64[i]);
+      }
+    }
+  free(x32), free(e32), free(v32), free(x64), free(e64), free(v64);
+  assert_true(subnormal > 10000); /* results rounded into the subnormals were compared */
+  assert_int_equal(bad, 0);
+}
+
 /* cg_math_emit on a <5 x float> operand gives the loop's scalar results lane for lane. */
 static void test_vector_operand(void **state) {
   (void)state;
@@ -722,6 +791,7 @@ int main(void) {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_vector_operand),
       cmocka_unit_test(test_exp_summand),
+      cmocka_unit_test(test_exp_nonpos),
       cmocka_unit_test(test_atan2),
       cmocka_unit_test(test_sweep_f32),
       cmocka_unit_test(test_sweep_f64),

@@ -217,7 +217,8 @@ static LLVMValueRef ew_float(le *e, const lp_ins *in, LLVMValueRef x, LLVMValueR
       e->bad = true;
       return LLVMGetUndef(t);
     }
-    r = cg_math_emit(b, math_of[in->ew], x);
+    r = in->ew == IR_EXP && in->range == LP_RANGE_NONPOS ? cg_math_emit_exp_nonpos(b, x)
+                                                          : cg_math_emit(b, math_of[in->ew], x);
     break;
   }
   if (!r) {

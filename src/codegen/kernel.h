@@ -151,12 +151,19 @@ typedef enum lp_op {
 #define LP_QUOT_QA64 500
 #define LP_QUOT_QB64 200
 
+/* Facts about an operand that let an emitter use cheaper code with the same results. */
+typedef enum lp_range {
+  LP_RANGE_ANY,
+  LP_RANGE_NONPOS /* <= 0 or NaN: x - max(x) over axes holding x, -|x|, -(x x) */
+} lp_range;
+
 typedef struct lp_ins {
   uint8_t op;       /* lp_op */
   uint8_t dt;       /* result dtype (jit_dtype) */
   uint8_t in_dt;    /* LP_EW: operand dtype */
   uint8_t ew;       /* LP_EW, LP_ACC: ir_op */
   uint8_t cmp;      /* LP_EW cmp: jit_cmp_op */
+  uint8_t range;    /* LP_EW: what is known of operand a's values (lp_range) */
   int32_t a, b, c;  /* operand values (-1: none) */
   int32_t buf;      /* LP_LOAD, LP_STORE */
   int32_t body;     /* LP_FOR: block */

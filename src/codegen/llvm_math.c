@@ -160,25 +160,31 @@ static const double EXP64_P[] = {1.0,
    low: exp(x) where x <= 43 (f64 354) whenever the result is read (exp(-|x|) in the logistic,
    exp(log(erfc)) in erf), so that the factors for x < 0 serve every x: 2^(n + 64) stays normal
    (f64 2^(n + 512)) and is one shift as for a summand; the x >= 0 factors give the same bits
-   (both products are exact there). Saves the compare, the select and an add. */
-typedef enum { EXP_ANY, EXP_SUMMAND, EXP_LOW } exp_kind;
+   (both products are exact there). Saves the compare, the select and an add. Its p is computed
+   already scaled by 2^-64 (f64 2^-512), from coefficients so scaled: every Horner step is the
+   unscaled one times that power of 2 (the values stay far above the subnormals), so p 2^-64 is
+   exact and the one multiply by 2^(n + 64) rounds as the two did.
+   nonpos: exp(x) for x <= 0 or NaN (x - max(x), -abs(x)): low without the upper clamp. */
+typedef enum { EXP_ANY, EXP_SUMMAND, EXP_LOW, EXP_NONPOS } exp_kind;
 
 static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, exp_kind kind) {
   const fmt_info *f = e->f64 ? &FMT64 : &FMT32;
-  bool summand = kind == EXP_SUMMAND;
+  bool summand = kind == EXP_SUMMAND, low = kind == EXP_LOW || kind == EXP_NONPOS;
   int down = e->f64 ? 512 : 64;
   double lo = summand ? (e->f64 ? -707.0 : -86.5) : (e->f64 ? -746.0 : -104.0);
   double hi = kind == EXP_LOW ? (e->f64 ? 354.0 : 43.0) : e->f64 ? 710.0 : 89.0;
   double log2e = e->f64 ? 1.4426950408889634 : 1.4426950216293335;
   double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
   double ln2_lo = e->f64 ? 2.3190468138462996e-17 : -1.9046542121259336e-09;
-  LLVMValueRef xc = clamp(e, x, lo, hi);
+  LLVMValueRef xc = kind == EXP_NONPOS
+                        ? sel(e, fcmp(e, LLVMRealOLT, x, kf(e, lo)), kf(e, lo), x)
+                        : clamp(e, x, lo, hi);
   /* a summand's t also holds the exponent field of 2^(n - 1) in its low bits (round_m plus
      bias - 1: n - 1 + bias stays in [1, 2 bias - 1] after the clamp), so that 2^(n - 1) is one
      shift; the sum rounds to the same integer, as no x log2e is ever half way between two */
   double magic = summand ? f->round_m + f->bias - 1
-                 : kind == EXP_LOW ? f->round_m + f->bias + down
-                                   : f->round_m;
+                 : low ? f->round_m + f->bias + down
+                       : f->round_m;
   LLVMValueRef t = mad(e, xc, kf(e, log2e), kf(e, magic));
   LLVMValueRef nf = sub(e, t, kf(e, magic));
   LLVMValueRef r = fma3(e, nf, kf(e, -ln2_hi), xc);
@@ -191,12 +197,14 @@ static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, exp_kind kind) {
     LLVMValueRef p2 = fma3(e, poly(e, r, twice, n_coef), r, kf(e, 2.0));
     return mul(e, p2, as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), "")));
   }
-  LLVMValueRef p = fma3(e, poly(e, r, coef, n_coef), r, kf(e, 1.0));
   double scale_down = e->f64 ? 0x1p-512 : 0x1p-64;
-  if (kind == EXP_LOW) {
-    LLVMValueRef s1 = as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), ""));
-    return mul(e, mul(e, p, s1), kf(e, scale_down));
+  if (low) {
+    double scaled[11];
+    for (int i = 0; i < n_coef; i++) scaled[i] = coef[i] * scale_down;
+    LLVMValueRef p_down = fma3(e, poly(e, r, scaled, n_coef), r, kf(e, scale_down));
+    return mul(e, p_down, as_float(e, LLVMBuildShl(e->b, as_int(e, t), ki(e, f->mant), "")));
   }
+  LLVMValueRef p = fma3(e, poly(e, r, coef, n_coef), r, kf(e, 1.0));
   LLVMValueRef n = LLVMBuildSub(e->b, as_int(e, t), as_int(e, kf(e, f->round_m)), "");
   LLVMValueRef neg = fcmp(e, LLVMRealOLT, xc, kf(e, 0.0));
   LLVMValueRef s1 = pow2i(e, f, LLVMBuildAdd(e->b, n, sel(e, neg, ki(e, down), ki(e, -1)), ""));
@@ -311,7 +319,7 @@ static LLVMValueRef emit_tanh(em *e, LLVMValueRef x) {
    overflows and results down in the subnormal range keep their digits. */
 
 static LLVMValueRef emit_logistic(em *e, LLVMValueRef x) {
-  LLVMValueRef t = emit_exp_as(e, LLVMBuildFNeg(e->b, fabs1(e, x), ""), EXP_LOW);
+  LLVMValueRef t = emit_exp_as(e, LLVMBuildFNeg(e->b, fabs1(e, x), ""), EXP_NONPOS);
   LLVMValueRef d = add(e, kf(e, 1.0), t);
   /* one division of the chosen numerator: the same results as dividing both, for half the
      divider's time, which bounds W1-like kernels */
@@ -619,6 +627,11 @@ static bool em_init(em *e, LLVMBuilderRef b, LLVMValueRef x) {
 LLVMValueRef cg_math_emit_exp_summand(LLVMBuilderRef b, LLVMValueRef x) {
   em e;
   return em_init(&e, b, x) ? emit_exp_as(&e, x, EXP_SUMMAND) : NULL;
+}
+
+LLVMValueRef cg_math_emit_exp_nonpos(LLVMBuilderRef b, LLVMValueRef x) {
+  em e;
+  return em_init(&e, b, x) ? emit_exp_as(&e, x, EXP_NONPOS) : NULL;
 }
 
 LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x) {

@@ -38,6 +38,9 @@ LLVMValueRef cg_math_emit(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef x);
    it a positive normal number under 2^-124 (f64: 2^-1019), so that c plus it is c plus exp(x) for
    every x. Without the selects that round subnormal results once. */
 LLVMValueRef cg_math_emit_exp_summand(LLVMBuilderRef b, LLVMValueRef x);
+/* exp(x) as cg_math_emit, for an x that is <= 0 or NaN wherever the result is read (softmax's
+   x - max(x)): the same bits, with fewer operations. */
+LLVMValueRef cg_math_emit_exp_nonpos(LLVMBuilderRef b, LLVMValueRef x);
 /* The binary functions (CG_MATH_ATAN2: atan2(y, x), C's argument order) as cg_math_emit; y and
    x have one type. NULL for a unary FN. */
 LLVMValueRef cg_math_emit2(LLVMBuilderRef b, cg_math_fn fn, LLVMValueRef y, LLVMValueRef x);

@@ -384,6 +384,7 @@ jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out)
     ew.ew = (uint8_t)in->op;
     ew.in_dt = (uint8_t)in_dt;
     ew.cmp = (uint8_t)in->attr.cmp;
+    if (in->op == IR_EXP && lw_at_most_zero(f, in->args[0])) ew.range = LP_RANGE_NONPOS;
     id = lw_emit(L, ew);
   } else {
     switch (in->op) {
@@ -493,7 +494,7 @@ void lp_free(lp_func *lf) {
 
 static bool same_ins(const lp_ins *a, const lp_ins *b) {
   return a->op == b->op && a->dt == b->dt && a->in_dt == b->in_dt && a->ew == b->ew &&
-         a->cmp == b->cmp && a->a == b->a && a->b == b->b && a->c == b->c && a->buf == b->buf &&
+         a->cmp == b->cmp && a->range == b->range && a->a == b->a && a->b == b->b && a->c == b->c && a->buf == b->buf &&
          a->body == b->body && a->imm.i == b->imm.i; /* a float's bits: -0 is not 0 */
 }
 

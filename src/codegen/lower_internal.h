@@ -126,6 +126,9 @@ void lw_close_nest(lower *L, const saved_nest *sv);
 bool lw_computed(const lower *L, ir_ref v);
 /* Value v read at m into *out (lower.c). */
 jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
+/* lower_range.c: whether every element of float value v is <= 0 or NaN, as the IR computing
+   it shows (x - max(x) with the max over axes holding x, -|x|, -(x x)). */
+bool lw_at_most_zero(const ir_func *f, ir_ref v);
 jit_status lw_gen_gather(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 jit_status lw_gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 jit_status lw_write_scatter(lower *L);
