@@ -3,6 +3,7 @@
 #ifndef TJIT_BENCH_H
 #define TJIT_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,8 @@ typedef struct floor_result {
   double triad_mib;         /* size of each of the three arrays, MiB */
   const char *triad_isa;    /* vectors of the triad loop: "avx512f", "avx2" or "sse2" */
   int fma_accumulators;     /* independent vector accumulators per thread */
+  int max_bits;             /* the vector width both were measured at (floors_again's too) */
+  long fma_iters;           /* FMA loop iterations per thread in one run (~0.2 s) */
 } floor_result;
 
 /* Measures both floors; reps = triad repetitions per thread count. max_vector_bits (256, 512;
@@ -29,6 +32,11 @@ typedef struct floor_result {
    (TJIT_CPU=x86-64-v3 on an AVX-512 machine) is measured against what its code could reach.
    0 on success. */
 int floors_measure(int reps, int max_vector_bits, floor_result *out);
+/* One floor measured again, as it is next to a workload's timed calls: the triad's best of 3
+   (bytes) or the FMA loop's best of 3 runs of a quarter of fl's length, with nth threads, at fl's
+   vector width. A shared host's speed moves by tens of percent over minutes, so a workload is
+   also held against the floor measured just before and after it. GB/s or GFLOP/s; 0 on failure. */
+double floors_again(const floor_result *fl, bool bytes, int nth);
 
 /* ---- workloads (workloads.c) ------------------------------------------------------------------ */
 /* FLOOR_FLOPS_1T: FLOPs against one thread's FMA peak (a sequential loop such as W5's). */

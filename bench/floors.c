@@ -258,28 +258,34 @@ static double fma_run(fma_loop_fn fn, int nth, long iters) {
   return best;
 }
 
+static fma_loop_fn fma_pick(int max_bits, const char **isa, int *accumulators) {
+  *isa = "sse2 (mul+add)";
+  *accumulators = N_ACC;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (max_bits >= 512 && __builtin_cpu_supports("avx512f")) {
+    *isa = "avx512f";
+    return fma_avx512;
+  }
+  if (max_bits >= 256 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    *isa = "avx2+fma";
+    *accumulators = N_ACC_AVX2;
+    return fma_avx2;
+  }
+#endif
+  return fma_generic;
+}
+
 int floors_measure(int reps, int max_vector_bits, floor_result *out) {
   memset(out, 0, sizeof *out);
   int max_bits = max_vector_bits > 0 ? max_vector_bits : 512;
+  out->max_bits = max_bits;
   out->triad_mib = (double)(TRIAD_N * sizeof(float)) / (1 << 20);
-  out->fma_accumulators = N_ACC;
   triad_fn tfn = triad_pick(max_bits, &out->triad_isa);
   for (int t = 1; t <= MAX_THREADS; t++)
     if (triad(tfn, t, reps, &out->triad_gbs[t - 1], &out->triad_median[t - 1]) != 0) return -1;
 
-  fma_loop_fn fn = fma_generic;
-  out->fma_isa = "sse2 (mul+add)";
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (max_bits >= 512 && __builtin_cpu_supports("avx512f")) {
-    fn = fma_avx512;
-    out->fma_isa = "avx512f";
-  } else if (max_bits >= 256 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    fn = fma_avx2;
-    out->fma_isa = "avx2+fma";
-    out->fma_accumulators = N_ACC_AVX2;
-  }
-#endif
+  fma_loop_fn fn = fma_pick(max_bits, &out->fma_isa, &out->fma_accumulators);
   /* Calibrate to ~0.2 s per run so that frequency ramps and timer noise do not matter. */
   double fpi = 0, t0 = bench_now();
   volatile double sink = fn(200000, &fpi);
@@ -287,6 +293,21 @@ int floors_measure(int reps, int max_vector_bits, floor_result *out) {
   double per_iter = (bench_now() - t0) / 200000;
   long iters = per_iter > 0 ? (long)(0.2 / per_iter) : 100000000L;
   if (iters < 100000) iters = 100000;
+  out->fma_iters = iters;
   for (int t = 1; t <= MAX_THREADS; t++) out->fma_gflops[t - 1] = fma_run(fn, t, iters);
   return 0;
+}
+
+double floors_again(const floor_result *fl, bool bytes, int nth) {
+  if (nth < 1 || nth > MAX_THREADS) return 0;
+  if (bytes) {
+    const char *isa;
+    double best = 0, median = 0;
+    return triad(triad_pick(fl->max_bits, &isa), nth, 3, &best, &median) == 0 ? best : 0;
+  }
+  const char *isa;
+  int accumulators;
+  fma_loop_fn fn = fma_pick(fl->max_bits, &isa, &accumulators);
+  long iters = fl->fma_iters / 4;
+  return fma_run(fn, nth, iters < 25000 ? 25000 : iters);
 }

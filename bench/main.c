@@ -501,6 +501,9 @@ typedef struct wl_result {
   int reps, warmups;
   double rate;              /* GB/s or GFLOP/s at the median */
   double pct_floor;         /* of triad(2 threads) or FMA peak(2 threads); < 0: none */
+  double floor_near;        /* that floor again, the higher of it just before and just after
+                               the timed calls (floors_again) */
+  double pct_near;          /* of floor_near; < 0: none */
   jit_fn_stats stats;       /* this process's function after the timed calls */
   peer_result peer;         /* --peers: the same workload in the peer's script */
 } wl_result;
@@ -519,7 +522,7 @@ static void run_workload(const workload *w, const options *o, const floor_result
                          wl_result *r) {
   memset(r, 0, sizeof *r);
   r->w = w;
-  r->pct_floor = -1;
+  r->pct_floor = r->pct_near = -1;
   if (w->na) {
     r->status = ST_NA;
     snprintf(r->msg, sizeof r->msg, "%s", w->na);
@@ -662,6 +665,9 @@ static void run_workload(const workload *w, const options *o, const floor_result
   for (int i = 1; i < warmups; i++)
     if (inst_call(&in, &sec, NULL, r->msg, sizeof r->msg) != 0) goto done;
   progress(" %d timed calls...", reps);
+  bool bytes = w->kind == FLOOR_BYTES;
+  int floor_threads = w->kind == FLOOR_FLOPS_1T ? 1 : 2;
+  if (w->kind != FLOOR_LATENCY) r->floor_near = floors_again(fl, bytes, floor_threads);
   times = calloc((size_t)reps, sizeof(double));
   if (!times) {
     snprintf(r->msg, sizeof r->msg, "out of memory");
@@ -669,6 +675,8 @@ static void run_workload(const workload *w, const options *o, const floor_result
   }
   for (int i = 0; i < reps; i++)
     if (inst_call(&in, &times[i], NULL, r->msg, sizeof r->msg) != 0) goto done;
+  if (w->kind != FLOOR_LATENCY)
+    r->floor_near = fmax(r->floor_near, floors_again(fl, bytes, floor_threads));
   qsort(times, (size_t)reps, sizeof(double), cmp_double);
   r->reps = reps;
   r->warmups = warmups;
@@ -681,6 +689,7 @@ static void run_workload(const workload *w, const options *o, const floor_result
     r->rate = w->amount / r->warm_median_s / 1e9;
     r->pct_floor = 100.0 * r->rate / fl->fma_gflops[w->kind == FLOOR_FLOPS ? 1 : 0];
   }
+  if (r->pct_floor >= 0 && r->floor_near > 0) r->pct_near = 100.0 * r->rate / r->floor_near;
   jit_fn_stats_get(in.fn, &r->stats);
   r->status = ST_OK;
   r->msg[0] = '\0';
@@ -705,7 +714,7 @@ static void run_isolated(const workload *w, const options *o, const floor_result
   }
   memset(r, 0, sizeof *r);
   r->w = w;
-  r->pct_floor = -1;
+  r->pct_floor = r->pct_near = -1;
   r->status = ST_ERROR;
   int fds[2];
   if (pipe(fds) != 0) {
@@ -851,9 +860,9 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
           fl->triad_isa, fl->triad_mib, fl->triad_gbs[0], fl->triad_gbs[1]);
   fprintf(f, "  FMA peak, %-8s x %d accumulators, GFLOP/s         %7.1f    %7.1f\n", fl->fma_isa,
           fl->fma_accumulators, fl->fma_gflops[0], fl->fma_gflops[1]);
-  fprintf(f, "\n%-3s %-14s %-8s %9s %9s %9s %9s %10s %10s %5s %14s %7s\n", "id", "workload",
-          "rel.err", "compile", "+disk", "1st call", "+disk", "warm med", "warm min", "reps", "rate",
-          "%floor");
+  fprintf(f, "\n%-3s %-14s %-8s %9s %9s %9s %9s %10s %10s %5s %14s %7s %7s\n", "id",
+          "workload", "rel.err", "compile", "+disk", "1st call", "+disk", "warm med", "warm min",
+          "reps", "rate", "%floor", "%near");
   int no_disk = 0, notes = 0;
   for (int i = 0; i < n; i++) {
     const wl_result *r = &rs[i];
@@ -867,7 +876,7 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
       else fprintf(f, "ERROR %s\n", r->msg);
       continue;
     }
-    char a[32], b[32], c[32], d[32], ca[32], cb[32], rate[32], pct[16];
+    char a[32], b[32], c[32], d[32], ca[32], cb[32], rate[32], pct[16], near[16];
     char bdisk[40], cbdisk[40];
     fmt_time(ca, sizeof ca, r->cold.ok ? r->cold.compile_ms / 1e3 : -1);
     fmt_time(cb, sizeof cb, r->cold_disk.ok ? r->cold_disk.compile_ms / 1e3 : -1);
@@ -882,9 +891,11 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
     else snprintf(rate, sizeof rate, "latency");
     if (r->pct_floor >= 0) snprintf(pct, sizeof pct, "%.1f%%", r->pct_floor);
     else snprintf(pct, sizeof pct, "-");
-    fprintf(f, "%-8.1e %9s %9s %9s %9s %10s %10s %5d %14s %7s\n", r->rel_err, ca, cbdisk, a, bdisk,
-            fmt_time(c, sizeof c, r->warm_median_s), fmt_time(d, sizeof d, r->warm_min_s), r->reps,
-            rate, pct);
+    if (r->pct_near >= 0) snprintf(near, sizeof near, "%.1f%%", r->pct_near);
+    else snprintf(near, sizeof near, "-");
+    fprintf(f, "%-8.1e %9s %9s %9s %9s %10s %10s %5d %14s %7s %7s\n", r->rel_err, ca, cbdisk, a,
+            bdisk, fmt_time(c, sizeof c, r->warm_median_s), fmt_time(d, sizeof d, r->warm_min_s),
+            r->reps, rate, pct, near);
     if (!r->cold.ok && !o->no_cold) fprintf(f, "    cold run failed: %s\n", r->cold.err);
     if (!r->cold_disk.ok && !o->no_cold) fprintf(f, "    cold+disk run failed: %s\n", r->cold_disk.err);
     if (r->w->note) notes = 1;
@@ -960,6 +971,8 @@ static void print_table(FILE *f, const machine *m, const options *o, const floor
           o->quick ? "2" : "3");
   fprintf(f, "%%floor: bytes workloads against triad (2 threads), FLOP workloads against FMA peak "
              "(2 threads; W5, a sequential loop, against 1 thread's); W7 is latency only\n");
+  fprintf(f, "%%near: against the same floor measured again just before and just after the "
+             "workload's timed calls (the higher), as a shared host's speed moves over minutes\n");
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -1110,6 +1123,12 @@ static int write_json(const char *path, const machine *m, const options *o,
         json_num(f, r->rate);
         fprintf(f, ", \"rate_unit\": \"%s\", \"pct_floor\": ", r->w->kind == FLOOR_BYTES ? "GB/s" : "GFLOP/s");
         json_num(f, r->pct_floor);
+        if (r->pct_near >= 0) {
+          fprintf(f, ", \"floor_near\": ");
+          json_num(f, r->floor_near);
+          fprintf(f, ", \"pct_floor_near\": ");
+          json_num(f, r->pct_near);
+        }
       }
     }
     fprintf(f, "}");
