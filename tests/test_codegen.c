@@ -828,6 +828,65 @@ static void test_row_divisor_quotients(void **state) {
   }
 }
 
+/* A quotient whose dividend is softmax's exp (in [0, 1]) skips the dividend's upper range check
+   and its sign mask (gen_quot's unit): still each quotient is the division of the exp by the row's
+   divisor bit for bit, in rows whose exps are subnormal or 0, hold a NaN or -inf, or whose
+   divisor is out of LP_QUOT's range. */
+static void test_unit_dividend_quotients(void **state) {
+  (void)state;
+  static const char text[] =
+      "func @unitq(%x: DT[ROWS,COLS], %s: DT[ROWS]) -> (DT[ROWS,COLS], DT[ROWS,COLS]) {\n"
+      "  %m = reduce_max %x axes=[1] : DT[ROWS]\n"
+      "  %mb = broadcast %m dims=[0] : DT[ROWS,COLS]\n"
+      "  %d = sub %x, %mb : DT[ROWS,COLS]\n"
+      "  %e = exp %d : DT[ROWS,COLS]\n"
+      "  %sb = broadcast %s dims=[0] : DT[ROWS,COLS]\n"
+      "  %y = div %e, %sb : DT[ROWS,COLS]\n"
+      "  return %e, %y\n}\n";
+  enum { ROWS = 48, COLS = 301 };
+  for (int wide = 0; wide < 2; wide++) {
+    jit_dtype dt = wide ? JIT_F64 : JIT_F32;
+    char *t = subst(text, jit_dtype_name(dt), ROWS, COLS);
+    ir_func *f = parse1(t);
+    free(t);
+    size_t es = jit_dtype_size(dt);
+    void *args[2] = {malloc(ROWS * COLS * es), malloc(ROWS * es)};
+    void *got[2] = {malloc(ROWS * COLS * es), malloc(ROWS * COLS * es)};
+    assert_true(args[0] && args[1] && got[0] && got[1]);
+    uint64_t s = 17 + (uint64_t)wide;
+    double span = wide ? 800 : 120; /* exps down through the subnormals to 0 */
+    for (int64_t r = 0; r < ROWS; r++) {
+      int kind = (int)(r % 8);
+      for (int64_t k = 0; k < COLS; k++) {
+        double v = kind == 1 || kind == 5 ? -span * unit(&s) : -2 + 4 * unit(&s);
+        if (kind == 2 && k == 7) v = NAN;
+        if (kind == 3 && k % 5 == 0) v = -INFINITY;
+        ir_store_f64(dt, args[0], r * COLS + k, v);
+      }
+      static const double divisors[8] = {3.5, 0.75, -2.0, 1.0, 0x1p-30, 1e30, 0.0, NAN};
+      ir_store_f64(dt, args[1], r, kind == 5 ? 1.25 : divisors[kind]);
+    }
+    exec *e = NULL;
+    exec_stats st;
+    assert_int_equal(exec_build(ctx, f, &e, &st), JIT_OK);
+    assert_int_equal(exec_run(e, (const void *const *)args, got), JIT_OK);
+    exec_free(e);
+    /* the compiled exps, and each divided by its row's divisor */
+    for (int64_t r = 0; r < ROWS; r++)
+      for (int64_t k = 0; k < COLS; k++) {
+        int64_t i = r * COLS + k;
+        if (wide)
+          ((double *)got[1])[i] = ((double *)got[0])[i] / ((double *)args[1])[r];
+        else
+          ((float *)got[1])[i] = ((float *)got[0])[i] / ((float *)args[1])[r];
+      }
+    bool ok = check_args(f, args, got, NULL, "unit dividend");
+    for (int k = 0; k < 2; k++) free(args[k]), free(got[k]);
+    ir_func_free(f);
+    assert_true(ok);
+  }
+}
+
 static void test_results_and_views(void **state) {
   (void)state;
   /* a param returned, a value returned twice, a view returned, a constant returned, empty arrays */
@@ -1176,6 +1235,7 @@ int main(void) {
       cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
       cmocka_unit_test(test_row_scratch),       cmocka_unit_test(test_row_divisor_quotients),
+      cmocka_unit_test(test_unit_dividend_quotients),
       cmocka_unit_test(test_exp_summands),
       cmocka_unit_test(test_exp_nonpos_operands),
       cmocka_unit_test(test_threads),           cmocka_unit_test(test_run_twice),

@@ -830,8 +830,10 @@ static void emit_ins(le *e, int32_t id) {
   case LP_MAG_BITS: {
     bool wide = in->in_dt == JIT_F64;
     LLVMTypeRef it = wide ? e->i64 : e->i32;
-    r = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, ""),
-                     LLVMConstInt(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull, 0), "");
+    r = LLVMBuildBitCast(b, x, it, "");
+    /* a unit operand's sign is clear but for a NaN's, which the quotient keeps anyway */
+    if (in->range != LP_RANGE_UNIT)
+      r = LLVMBuildAnd(b, r, LLVMConstInt(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull, 0), "");
     break;
   }
   default: e->bad = true; return;

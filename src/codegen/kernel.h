@@ -154,7 +154,8 @@ typedef enum lp_op {
 /* Facts about an operand that let an emitter use cheaper code with the same results. */
 typedef enum lp_range {
   LP_RANGE_ANY,
-  LP_RANGE_NONPOS /* <= 0 or NaN: x - max(x) over axes holding x, -|x|, -(x x) */
+  LP_RANGE_NONPOS, /* <= 0 or NaN: x - max(x) over axes holding x, -|x|, -(x x) (of an exp) */
+  LP_RANGE_UNIT    /* in [0, 1] or NaN: such an exp's result (of LP_MAG_BITS: no sign to clear) */
 } lp_range;
 
 typedef struct lp_ins {

@@ -282,8 +282,9 @@ static uint64_t pow2_bits(jit_dtype ut, int e) {
 /* a / b in the first write loop, for a divisor b of the row: a times 1 / b refined by one FMA
    step (3 FMAs where a vector division takes ~8 cycles of one divider; softmax's write loop was
    bound by it). The loop also gathers the largest and the smallest nonzero |a| so that
-   write_values can redo, dividing, the rows where a or b is outside LP_QUOT's ranges. */
-static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b) {
+   write_values can redo, dividing, the rows where a or b is outside LP_QUOT's ranges. An a known
+   to lie in [0, 1] (unit: softmax's exp) is never too large and has no sign to clear. */
+static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b, bool unit) {
   bool wide = dt == JIT_F64;
   jit_dtype ut = wide ? JIT_U64 : JIT_U32, ft = wide ? JIT_F64 : JIT_F32; /* f16/bf16: in f32 */
   int qb = wide ? LP_QUOT_QB64 : LP_QUOT_QB32;
@@ -291,8 +292,10 @@ static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b) {
   int32_t q = lw_emit(L, lw_mk(LP_QUOT, dt, a, b, c));
   lp_ins mag = lw_mk(LP_MAG_BITS, ut, a, -1, -1);
   mag.in_dt = (uint8_t)ft;
+  mag.range = unit ? LP_RANGE_UNIT : LP_RANGE_ANY;
   int32_t ma = lw_emit(L, mag);
   lp_ins mb_in = mag;
+  mb_in.range = LP_RANGE_ANY;
   mb_in.a = b;
   int32_t mb = lw_emit(L, mb_in); /* b's check is the row's: it lands before the loop */
   int32_t off = lw_ew(L, IR_SUB, ut, ut, mb, lw_bits_const(L, ut, pow2_bits(ut, -qb)), -1);
@@ -312,7 +315,7 @@ static int32_t gen_quot(lower *L, jit_dtype dt, int32_t a, int32_t b) {
   int32_t m1 = lw_ew(L, IR_SUB, ut, ut, ma, lw_bits_const(L, ut, 1), -1);
   lp_ins add = lw_mk(LP_ACC_ADD, ut, L->quot_max[wide], ma, -1);
   add.ew = IR_MAX;
-  lw_emit_at(L, add, L->depth - 1);
+  if (!unit) lw_emit_at(L, add, L->depth - 1);
   add.a = L->quot_min[wide];
   add.b = m1;
   add.ew = IR_MIN;
@@ -377,7 +380,7 @@ jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out)
     if (in->op == IR_DIV && L->quot_on && phase == L->write_phase && in_dt == t->dtype &&
         ir_dtype_is_float(t->dtype) && lw_level_of(L, x[1]) <= 1 &&
         lw_level_of(L, x[0]) > 1) {
-      id = gen_quot(L, t->dtype, x[0], x[1]);
+      id = gen_quot(L, t->dtype, x[0], x[1], lw_in_unit_interval(f, in->args[0]));
       goto done;
     }
     lp_ins ew = lw_mk(LP_EW, t->dtype, x[0], x[1], x[2]);

@@ -129,6 +129,8 @@ jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out)
 /* lower_range.c: whether every element of float value v is <= 0 or NaN, as the IR computing
    it shows (x - max(x) with the max over axes holding x, -|x|, -(x x)). */
 bool lw_at_most_zero(const ir_func *f, ir_ref v);
+/* Whether every element of float value v is in [0, 1] or NaN: the exp of such a value. */
+bool lw_in_unit_interval(const ir_func *f, ir_ref v);
 jit_status lw_gen_gather(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 jit_status lw_gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out);
 jit_status lw_write_scatter(lower *L);

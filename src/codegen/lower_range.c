@@ -70,3 +70,9 @@ bool lw_at_most_zero(const ir_func *f, ir_ref v) {
   default: return false;
   }
 }
+
+bool lw_in_unit_interval(const ir_func *f, ir_ref v) {
+  const ir_ins *in = &f->ins[v];
+  return ir_dtype_is_float(ir_type_of(f, v)->dtype) && in->op == IR_EXP &&
+         lw_at_most_zero(f, in->args[0]);
+}
