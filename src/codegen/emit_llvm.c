@@ -832,8 +832,10 @@ static void emit_ins(le *e, int32_t id) {
     LLVMTypeRef it = wide ? e->i64 : e->i32;
     r = LLVMBuildBitCast(b, x, it, "");
     /* a unit operand's sign is clear but for a NaN's, which the quotient keeps anyway */
-    if (in->range != LP_RANGE_UNIT)
-      r = LLVMBuildAnd(b, r, LLVMConstInt(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull, 0), "");
+    if (in->range != LP_RANGE_UNIT) {
+      unsigned long long mask = wide ? 0x7fffffffffffffffull : 0x7fffffffull;
+      r = LLVMBuildAnd(b, r, LLVMConstInt(it, mask, 0), "");
+    }
     break;
   }
   default: e->bad = true; return;

@@ -164,7 +164,7 @@ typedef struct lp_ins {
   uint8_t in_dt;    /* LP_EW: operand dtype */
   uint8_t ew;       /* LP_EW, LP_ACC: ir_op */
   uint8_t cmp;      /* LP_EW cmp: jit_cmp_op */
-  uint8_t range;    /* LP_EW: what is known of operand a's values (lp_range) */
+  uint8_t range;    /* LP_EW, LP_MAG_BITS: what is known of operand a's values (lp_range) */
   int32_t a, b, c;  /* operand values (-1: none) */
   int32_t buf;      /* LP_LOAD, LP_STORE */
   int32_t body;     /* LP_FOR: block */

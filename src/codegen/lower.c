@@ -497,8 +497,9 @@ void lp_free(lp_func *lf) {
 
 static bool same_ins(const lp_ins *a, const lp_ins *b) {
   return a->op == b->op && a->dt == b->dt && a->in_dt == b->in_dt && a->ew == b->ew &&
-         a->cmp == b->cmp && a->range == b->range && a->a == b->a && a->b == b->b && a->c == b->c && a->buf == b->buf &&
-         a->body == b->body && a->imm.i == b->imm.i; /* a float's bits: -0 is not 0 */
+         a->cmp == b->cmp && a->range == b->range && a->a == b->a && a->b == b->b &&
+         a->c == b->c && a->buf == b->buf && a->body == b->body &&
+         a->imm.i == b->imm.i; /* a float's bits: -0 is not 0 */
 }
 
 bool lp_same_code(const lp_func *a, const lp_func *b) {

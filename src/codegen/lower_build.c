@@ -67,8 +67,8 @@ static uint64_t ins_hash(const lp_ins *in) {
 
 static bool ins_same(const lp_ins *x, const lp_ins *y) {
   return x->op == y->op && x->dt == y->dt && x->in_dt == y->in_dt && x->ew == y->ew &&
-         x->cmp == y->cmp && x->range == y->range && x->a == y->a && x->b == y->b && x->c == y->c && x->buf == y->buf &&
-         x->imm.i == y->imm.i;
+         x->cmp == y->cmp && x->range == y->range && x->a == y->a && x->b == y->b &&
+         x->c == y->c && x->buf == y->buf && x->imm.i == y->imm.i;
 }
 
 static bool cse_grow(lower *L) {
