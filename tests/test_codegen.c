@@ -589,6 +589,110 @@ static void test_row_scratch(void **state) {
   }
 }
 
+/* ---- column sums read by an elementwise tail (lower.c write_columns) -------------------------------- */
+/* A bias's SGD update b - lr * sum(dy, 0) fused after its gradient (and the like: a product
+   summed, a max, three dims, f64) runs in column mode, its sums in a row scratch array of the
+   row's columns: results against the interpreter, with rows of 256 columns and a ragged last one.
+   A tail that is not elementwise with the sums' type, and a bf16 sum, stay row reductions. */
+static void test_column_tails(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    const char *scratch; /* the row scratch the sums would have in the C dump */
+    bool column;
+  } cases[] = {
+      {"func @bias_sgd(%b: f32[300], %dy: f32[70,300]) -> f32[300] {\n"
+       "  %s = reduce_sum %dy axes=[0] : f32[300]\n"
+       "  %lr = const 0.1 : f32[300]\n"
+       "  %u = mul %s, %lr : f32[300]\n"
+       "  %y = sub %b, %u : f32[300]\n"
+       "  return %y\n}\n",
+       "float b3[256];", true},
+      {"func @gain_sgd(%g: f32[40], %x: f32[33,40], %dy: f32[33,40]) -> f32[40] {\n"
+       "  %p = mul %x, %dy : f32[33,40]\n"
+       "  %s = reduce_sum %p axes=[0] : f32[40]\n"
+       "  %lr = const 0.1 : f32[40]\n"
+       "  %u = mul %s, %lr : f32[40]\n"
+       "  %y = sub %g, %u : f32[40]\n"
+       "  return %y\n}\n",
+       "float b4[40];", true},
+      {"func @max_tail(%b: f64[2,600], %x: f64[9,2,600]) -> f64[2,600] {\n"
+       "  %m = reduce_max %x axes=[0] : f64[2,600]\n"
+       "  %y = add %m, %b : f64[2,600]\n"
+       "  %z = mul %y, %m : f64[2,600]\n"
+       "  return %z\n}\n",
+       "double b3[256];", true},
+      {"func @pos_sgd(%p: f32[16,24], %dy: f32[5,16,24]) -> f32[16,24] {\n"
+       "  %s = reduce_sum %dy axes=[0] : f32[16,24]\n"
+       "  %y = sub %p, %s : f32[16,24]\n"
+       "  return %y\n}\n",
+       "float b3[24];", true},
+      {"func @narrow_tail(%b: f32[64], %dy: f32[20,64]) -> f16[64] {\n"
+       "  %s = reduce_sum %dy axes=[0] : f32[64]\n"
+       "  %y = sub %b, %s : f32[64]\n"
+       "  %z = convert %y : f16[64]\n"
+       "  return %z\n}\n",
+       "b3[64]", false},
+      {"func @bf16_sum(%b: bf16[64], %dy: bf16[20,64]) -> bf16[64] {\n"
+       "  %s = reduce_sum %dy axes=[0] : bf16[64]\n"
+       "  %y = sub %b, %s : bf16[64]\n"
+       "  return %y\n}\n",
+       "b3[64]", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ir_func *f = parse1(cases[i].text);
+    char *c = c_dump(f);
+    bool column = strstr(c, cases[i].scratch) != NULL;
+    if (column != cases[i].column) fprintf(stderr, "%s: column mode %d:\n%s", f->name, column, c);
+    assert_int_equal(column, cases[i].column);
+    free(c);
+    /* NaN, inf and extremes only for the max: a sum that overflows in f32 depends on its order */
+    bool max = strstr(cases[i].text, "reduce_max") != NULL;
+    bool ok = check_exact(f, 141 + i, (bool[]){max}, max, f->name);
+    ir_func_free(f);
+    assert_true(ok);
+  }
+}
+
+/* The same update with b donated: the output shares b's buffer, which the tail reads after every
+   sum is complete. */
+static void bias_sgd_fn(jit_trace *t, const jit_val *args, jit_val *results, void *user) {
+  (void)user;
+  int axis = 0;
+  jit_val s = jit_reduce_sum(t, args[1], 1, &axis);
+  results[0] = jit_sub(t, args[0], jit_mul(t, jit_scalar(t, 0.5), s));
+}
+
+static void test_column_tail_donated(void **state) {
+  (void)state;
+  enum { R = 37, C = 520 };
+  float b[C], dy[R * C], want[C], got[C];
+  for (int j = 0; j < C; j++) b[j] = (float)j * 0.25f - 10.0f;
+  for (int i = 0; i < R * C; i++) dy[i] = (float)((i * 7919) % 101) * 0.125f - 6.0f;
+  for (int j = 0; j < C; j++) { /* every partial sum exact in f32: multiples of 1/8 below 2^20 */
+    float sum = 0;
+    for (int i = 0; i < R; i++) sum += dy[i * C + j];
+    want[j] = b[j] - 0.5f * sum;
+  }
+  jit_fn_opts o = {.name = "bias_sgd", .n_args = 2, .n_results = 1, .donate_mask = 1};
+  jit_fn *f = NULL;
+  assert_int_equal(jit_compile(ctx, bias_sgd_fn, NULL, &o, &f), JIT_OK);
+  const int64_t sb[1] = {C}, sd[2] = {R, C};
+  for (int call = 0; call < 2; call++) {
+    jit_array *a[2] = {NULL, NULL}, *y = NULL;
+    assert_int_equal(jit_array_from_host(ctx, JIT_F32, 1, sb, b, &a[0]), JIT_OK);
+    assert_int_equal(jit_array_from_host(ctx, JIT_F32, 2, sd, dy, &a[1]), JIT_OK);
+    const void *b_bytes = a[0]->data;
+    assert_int_equal(jit_call(f, a, &y), JIT_OK);
+    assert_ptr_equal(y->data, b_bytes); /* in place: the kernel's one store to y follows b's load */
+    assert_int_equal(jit_array_to_host(y, got, sizeof got), JIT_OK);
+    assert_memory_equal(got, want, sizeof got);
+    jit_array_free(y);
+    jit_array_free(a[1]);
+  }
+  jit_fn_free(f);
+}
+
 /* ---- exp only added to a constant (emit_llvm.c lp_exp_only_summed) ------------------------------ */
 /* 1 / (1 + exp(-x)), exp(x) - 1, and programs whose exp must stay exact: (1 + e) e scaled up (its
    results under the normal range then show), e also returned (a kernel of its own), added to 2^-50
@@ -1234,7 +1338,8 @@ int main(void) {
       cmocka_unit_test(test_movement),          cmocka_unit_test(test_softmax_layernorm),
       cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
-      cmocka_unit_test(test_row_scratch),       cmocka_unit_test(test_row_divisor_quotients),
+      cmocka_unit_test(test_row_scratch),       cmocka_unit_test(test_column_tails),
+      cmocka_unit_test(test_column_tail_donated),       cmocka_unit_test(test_row_divisor_quotients),
       cmocka_unit_test(test_unit_dividend_quotients),
       cmocka_unit_test(test_exp_summands),
       cmocka_unit_test(test_exp_nonpos_operands),

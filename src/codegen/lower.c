@@ -345,6 +345,10 @@ jit_status lw_gen(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *out)
   /* row-level values are shared by a row's loops, except in column mode where a row dim
      follows the innermost loop */
   uint32_t phase = fz_map_row_level(m) && !L->column ? 0 : L->phase;
+  if (L->col_tail && v == L->col_red) {
+    *out = L->col_sum;
+    return JIT_OK;
+  }
   memo_ent *e = memo_slot(L, v, phase, clamp, m);
   if (!e) return jit_error(JIT_ENOMEM, "codegen: out of memory");
   if (e->id >= 0) {
@@ -648,17 +652,49 @@ static jit_status write_values(lower *L) {
    of the last kept dim: it sets them to the identity, then for every reduced index adds a
    contiguous strip of the operand into them (the output row stays in L1; the operand is read
    once, in order, vectorized along the kept dim). Sums of f16/bf16 would round at every step
-   in the output, so they stay row reductions (accumulating in f32). */
-static bool column_mode(const lower *L) {
+   in the output, so they stay row reductions (accumulating in f32).
+   The reduction may also be read by an elementwise tail of its own shape and dtype, the root:
+   a bias's SGD update b - lr * sum(dy, 0) fused after its gradient. The sums then build up in a
+   row scratch array (the output may share its buffer with b, a donated parameter, which the tail
+   reads after), and a last loop over the row's outputs writes the tail of each. */
+#define COLUMN_MAX_OPS 64 /* kernels with more ops stay row kernels (column_tail_ok's walk) */
+
+/* Whether every op of the kernel that reads red, directly or through others, is elementwise
+   with red's type, and the root is one of them. */
+static bool column_tail_ok(const ir_func *f, const fz_kernel *k, ir_ref red) {
+  if (k->n_ops > COLUMN_MAX_OPS) return false;
+  bool reads[COLUMN_MAX_OPS] = {false};
+  const ir_type *rt = ir_type_of(f, red);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (uint32_t i = 0; i < k->n_ops; i++) {
+      const ir_ins *in = &f->ins[k->ops[i]];
+      if (reads[i] || k->ops[i] == red) continue;
+      for (uint32_t a = 0; a < in->n_args && !reads[i]; a++)
+        for (uint32_t j = 0; j < k->n_ops && !reads[i]; j++)
+          reads[i] = in->args[a] == red || (reads[j] && in->args[a] == k->ops[j]);
+      if (!reads[i]) continue;
+      if (!(ir_op_flags[in->op] & IR_EW) || !ir_type_equal(ir_type_of(f, k->ops[i]), rt))
+        return false;
+      grew = true;
+    }
+  }
+  for (uint32_t i = 0; i < k->n_ops; i++)
+    if (k->ops[i] == k->root) return reads[i];
+  return false;
+}
+
+/* Whether the kernel runs in column mode, and the reduction it accumulates (*red). */
+static bool column_mode(const lower *L, ir_ref *red) {
   const fz_kernel *k = L->k;
   const ir_func *f = L->f;
-  ir_ref r = k->root;
-  const ir_ins *in = &f->ins[r];
-  if (k->kind != FZ_ROW || k->n_writes != 1 || !(ir_op_flags[in->op] & IR_REDUCE) || k->n_row < 1)
-    return false;
+  if (k->kind != FZ_ROW || k->n_writes != 1 || k->n_row < 1) return false;
+  uint32_t n_red = 0;
   for (uint32_t i = 0; i < k->n_ops; i++)
-    if (k->ops[i] != r && (ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE)) return false;
-  jit_dtype dt = ir_type_of(f, r)->dtype;
+    if (ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE) *red = k->ops[i], n_red++;
+  if (n_red != 1 || (*red != k->root && !column_tail_ok(f, k, *red))) return false;
+  const ir_ins *in = &f->ins[*red];
+  jit_dtype dt = ir_type_of(f, *red)->dtype;
   if ((dt == JIT_F16 || dt == JIT_BF16) && in->op == IR_REDUCE_SUM) return false;
   const ir_type *at = ir_type_of(f, in->args[0]);
   int last = -1;
@@ -670,32 +706,44 @@ static bool column_mode(const lower *L) {
   return true;
 }
 
-static jit_status write_columns(lower *L) {
+/* red: the reduction (column_mode); the kernel's root, or what the root's tail reads. */
+static jit_status write_columns(lower *L, ir_ref red) {
   jit_status st = JIT_OK;
   const fz_kernel *k = L->k;
   ir_ref r = k->root;
-  const ir_ins *in = &L->f->ins[r];
-  const fz_map *rm = &k->write_maps[0];
-  jit_dtype dt = ir_type_of(L->f, r)->dtype;
+  const ir_ins *in = &L->f->ins[red];
+  const fz_map *rm = &k->write_maps[0]; /* red's map too: the tail keeps its shape */
+  jit_dtype dt = ir_type_of(L->f, red)->dtype;
   int c = L->n_row - 1;
   int64_t n = L->row_ext[c], b = n < LP_COLUMNS ? n : LP_COLUMNS;
   L->row_ext[c] = b ? (n + b - 1) / b : 0;
   L->lf->n_rows = 1;
   for (int d = 0; d < L->n_row; d++) L->lf->n_rows *= L->row_ext[d];
   fz_map om;
-  if (!fz_map_operand(L->f, r, 0, rm, &om))
-    return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", r);
+  if (!fz_map_operand(L->f, red, 0, rm, &om))
+    return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", red);
+  int32_t sums = (int32_t)r; /* where the sums build up: the output, or the tail's scratch */
+  if (red != r) {
+    lp_func *lf = L->lf;
+    if (lf->n_scratch == LP_MAX_SCRATCH)
+      return jit_error(JIT_EINTERNAL, "codegen: no row scratch left for column sums");
+    sums = lw_scratch_buf((int32_t)lf->n_scratch);
+    lf->scratch_len[lf->n_scratch] = b;
+    lf->scratch_dt[lf->n_scratch++] = dt;
+    L->scratch_bytes += b * (int64_t)jit_dtype_size(dt);
+  }
   L->column = true;
   ir_op comb = ir_reduce_combiner(in->op);
   double init = reduce_init(comb, dt);
   int32_t start = lw_iop(L, LP_IMUL, lw_row_val(L, c), lw_iconst(L, b));
   int32_t trip = lw_iop(L, LP_IMIN, lw_iop(L, LP_ISUB, lw_iconst(L, n), start), lw_iconst(L, b));
   saved_nest sv;
-  /* the outputs of this row start at the identity */
+  /* the sums of this row start at the identity */
   lw_open_nest(L, 1, &trip, &sv);
   L->row_idx[c] = lw_iop(L, LP_IADD, start, L->inner_idx[0]);
-  lp_ins st0 = lw_mk(LP_STORE, dt, lw_address(L, r, rm), lw_value_const(L, dt, init), -1);
-  st0.buf = (int32_t)r;
+  int32_t at = red == r ? lw_address(L, r, rm) : L->inner_idx[0];
+  lp_ins st0 = lw_mk(LP_STORE, dt, at, lw_value_const(L, dt, init), -1);
+  st0.buf = sums;
   lw_emit_at(L, st0, L->depth - 1);
   lw_close_nest(L, &sv);
   /* then every reduced index adds its strip */
@@ -707,15 +755,33 @@ static jit_status write_columns(lower *L) {
   int32_t x = -1;
   st = lw_gen(L, in->args[0], &om, false, &x);
   if (st == JIT_OK) {
-    int32_t a = lw_address(L, r, rm);
+    int32_t a = red == r ? lw_address(L, r, rm) : L->inner_idx[om.n_inner];
     lp_ins ld = lw_mk(LP_LOAD, dt, a, -1, -1); /* not CSE'd: the loop stores to it */
-    ld.buf = (int32_t)r;
+    ld.buf = sums;
     int32_t acc = lw_emit_at(L, ld, L->depth - 1);
     lp_ins stv = lw_mk(LP_STORE, dt, a, lw_ew(L, comb, dt, dt, acc, x, -1), -1);
-    stv.buf = (int32_t)r;
+    stv.buf = sums;
     lw_emit_at(L, stv, L->depth - 1);
   }
   lw_close_nest(L, &sv);
+  if (st == JIT_OK && red != r) { /* the tail of each output, from its column's sum */
+    lw_open_nest(L, 1, &trip, &sv);
+    L->row_idx[c] = lw_iop(L, LP_IADD, start, L->inner_idx[0]);
+    lp_ins ld = lw_mk(LP_LOAD, dt, L->inner_idx[0], -1, -1);
+    ld.buf = sums;
+    L->col_sum = lw_emit_at(L, ld, L->depth - 1);
+    L->col_red = red;
+    L->col_tail = true;
+    int32_t y = -1;
+    st = lw_gen(L, r, rm, false, &y);
+    L->col_tail = false;
+    if (st == JIT_OK) {
+      lp_ins sy = lw_mk(LP_STORE, dt, lw_address(L, r, rm), y, -1);
+      sy.buf = (int32_t)r;
+      lw_emit_at(L, sy, L->depth - 1);
+    }
+    lw_close_nest(L, &sv);
+  }
   if (st == JIT_OK && L->oom) st = jit_error(JIT_ENOMEM, "codegen: out of memory");
   return st;
 }
@@ -753,9 +819,10 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
   L.stack[1] = L.lf->row;
   L.depth = 2;
   L.fma = fma;
+  ir_ref red = 0;
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
   if (p->f->ins[k->root].op == IR_SCATTER) TRY(lw_write_scatter(&L));
-  else if (column_mode(&L)) TRY(write_columns(&L));
+  else if (column_mode(&L, &red)) TRY(write_columns(&L, red));
   else TRY(write_values(&L));
   lw_drop_unread_scratch(&L);
   L.lf->row_work = block_work(L.lf, L.lf->row);

@@ -55,6 +55,9 @@ typedef struct lower {
   uint32_t n_cand, cap_cand;
   uint32_t write_phase;   /* the write loop's nest (0: none yet) */
   bool column;            /* column mode (write_columns) */
+  bool col_tail;          /* write_columns' tail loop: col_red's value is col_sum */
+  ir_ref col_red;
+  int32_t col_sum;
   bool cached[64];        /* cached[w]: write w's row holds a value cached by a reduction loop */
   int64_t scratch_bytes;  /* of the row scratch arrays so far */
   int64_t row_work_min;   /* elements a row touches in loops whose trips are known only when it
