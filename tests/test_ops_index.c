@@ -305,6 +305,16 @@ static void test_scatter(void **state) {
   /* empty: no updates; an empty kept dim */
   run_scatter(JIT_F32, 2, (int64_t[]){4, 3}, 1, (int64_t[]){0}, 0, true, 70, 0, 3);
   run_scatter(JIT_F32, 2, (int64_t[]){4, 0}, 1, (int64_t[]){3}, 0, true, 71, 0, 3);
+  /* few updates: the kernel's rows are chunks of the operand's rows (5 rows: 2, 2, 1; 9: 3, 3, 3;
+     no chunk past the end), the updates' rows vectorized along the last dim (an embedding's
+     gradient, 2-d indices; a window of a 3-d operand) or not (the last dim indexed) */
+  for (int add = 0; add < 2; add++) {
+    run_scatter(JIT_F32, 2, (int64_t[]){5, 64}, 1, (int64_t[]){1}, 0, add, 72, -6, 6);
+    run_scatter(JIT_F32, 2, (int64_t[]){9, 16}, 1, (int64_t[]){2}, 0, add, 73, -10, 10);
+    run_scatter(JIT_F32, 2, (int64_t[]){301, 40}, 2, (int64_t[]){3, 7}, 0, add, 74, -320, 320);
+    run_scatter(JIT_F64, 3, (int64_t[]){40, 3, 8}, 1, (int64_t[]){5}, 0, add, 75, -41, 41);
+    run_scatter(JIT_F32, 2, (int64_t[]){64, 30}, 1, (int64_t[]){3}, 1, add, 76, -31, 31);
+  }
 }
 
 /* A scatter into a constant (a gather's gradient scatters into zeros): its kernel stores the

@@ -122,6 +122,17 @@ jit_status lw_gen_pad(lower *L, ir_ref v, const fz_map *m, bool clamp, int32_t *
    dropped) rewrites an element of the chunk with its own value. */
 #define LP_SCATTER_CHUNKS 4
 
+/* Whether the updates' innermost dim is a window dim placed at the operand's last dim (stride 1)
+   of an operand of rank >= 2 (whose chunks split dim 0, so that whether an update lands in the
+   chunk does not depend on it). */
+static bool inner_window_contiguous(const ir_gather *g, const ir_type *ot, const ir_type *ut) {
+  if (ot->rank < 2 || ut->rank < 1 || g->offset_dims.n < 1) return false;
+  int last_window = g->offset_dims.d[g->offset_dims.n - 1]; /* placed at the last uncollapsed dim */
+  bool last_collapsed = false;
+  for (int k = 0; k < g->collapsed.n; k++) last_collapsed |= g->collapsed.d[k] == ot->rank - 1;
+  return !last_collapsed && last_window == ut->rank - 1;
+}
+
 jit_status lw_write_scatter(lower *L) {
   const ir_ins *in = &L->f->ins[L->k->root];
   const ir_gather *g = &in->attr.gather;
@@ -134,6 +145,7 @@ jit_status lw_write_scatter(lower *L) {
   int64_t chunks = ir_type_numel(ut) * LP_SCATTER_CHUNKS <= ir_type_numel(ot) ? LP_SCATTER_CHUNKS : 1;
   if (chunks > n0) chunks = n0;
   int64_t per = chunks ? (n0 + chunks - 1) / chunks : 0;
+  if (per) chunks = (n0 + per - 1) / per; /* no chunk past the end (5 rows: 3 chunks of 2, 2, 1) */
   L->n_row = 1;
   L->row_ext[0] = chunks;
   L->lf->n_rows = chunks;
@@ -183,16 +195,24 @@ jit_status lw_write_scatter(lower *L) {
     return st;
   }
   int32_t target = window_address(L, g, ot, start, &um);
-  /* in this row's chunk: lo * inner <= target < hi * inner */
+  /* An update whose innermost index w runs along the operand's last dim lands at at + w, where
+     at and whether it lands do not depend on w: one that does not land then rewrites t0 + w (in
+     the chunk's first row) instead of t0, so that the address is affine in w and the loop
+     vectorizes (an embedding's gradient: 16 elements a step instead of 1). */
+  bool affine = inner_window_contiguous(g, ot, ut);
+  int32_t w = affine ? L->inner_idx[ur - 1] : -1;
+  int32_t at = affine ? lw_iop(L, LP_ISUB, target, w) : target;
+  /* in this row's chunk: lo * inner <= at < hi * inner */
   int32_t t0 = lw_iop(L, LP_IMUL, lo, lw_iconst(L, inner));
-  int32_t rel = lw_iop(L, LP_ISUB, target, t0);
+  int32_t rel = lw_iop(L, LP_ISUB, at, t0);
   int32_t span = lw_iop(L, LP_IMUL, lw_iop(L, LP_ISUB, hi, lo), lw_iconst(L, inner));
   int32_t below = lw_emit(L, lw_mk(LP_ILT, JIT_BOOL, rel, lw_iconst(L, 0), -1));
   int32_t inside = lw_emit(L, lw_mk(LP_ILT, JIT_BOOL, rel, span, -1));
   int32_t in_chunk = lw_ew(L, IR_AND, JIT_BOOL, JIT_BOOL, inside,
                            lw_ew(L, IR_NOT, JIT_BOOL, JIT_BOOL, below, -1, -1), -1);
   ok = and_ok(L, ok, in_chunk);
-  int32_t dst = lw_ew(L, IR_SELECT, JIT_I64, JIT_I64, ok, target, t0);
+  int32_t dst = lw_ew(L, IR_SELECT, JIT_I64, JIT_I64, ok, at, t0);
+  if (affine) dst = lw_iop(L, LP_IADD, dst, w);
   lp_ins ld = lw_mk(LP_LOAD, dt, dst, -1, -1); /* not CSE'd: the loop stores to it */
   ld.buf = (int32_t)r;
   int32_t old = lw_emit_at(L, ld, L->depth - 1);
