@@ -495,7 +495,10 @@ static const edge EDGES[] = {
     {CG_MATH_EXP, NAN, NAN, 0},           {CG_MATH_EXP, 89.0, INFINITY, 32},
     {CG_MATH_EXP, 1e30, INFINITY, 0},     {CG_MATH_EXP, -104.0, 0.0, 32},
     {CG_MATH_EXP, 710.0, INFINITY, 64},   {CG_MATH_EXP, -746.0, 0.0, 64},
-    {CG_MATH_EXP, -1e30, 0.0, 0},         {CG_MATH_LOG, 0.0, -INFINITY, 0},
+    {CG_MATH_EXP, -1e30, 0.0, 0},         {CG_MATH_EXP, -132.0, 0.0, 32},
+    {CG_MATH_EXP, -132.5, 0.0, 32},       {CG_MATH_EXP, -133.0, 0.0, 32},
+    {CG_MATH_EXP, -1063.5, 0.0, 64},      {CG_MATH_EXP, -1064.0, 0.0, 64},
+    {CG_MATH_EXP, -1065.0, 0.0, 64},      {CG_MATH_LOG, 0.0, -INFINITY, 0},
     {CG_MATH_LOG, -0.0, -INFINITY, 0},    {CG_MATH_LOG, 1.0, 0.0, 0},
     {CG_MATH_LOG, INFINITY, INFINITY, 0}, {CG_MATH_LOG, -1.0, NAN, 0},
     {CG_MATH_LOG, -INFINITY, NAN, 0},     {CG_MATH_LOG, NAN, NAN, 0},
@@ -718,8 +721,8 @@ static void test_exp_nonpos(void **state) {
   double *x64 = malloc(N * sizeof *x64), *e64 = malloc(N * sizeof *e64), *v64 = malloc(N * sizeof *v64);
   assert_true(x32 && e32 && v32 && x64 && e64 && v64);
   static const float edges32[] = {-0.0f, -0x1p-149f, -0x1p-126f, -1e-30f, -87.3f, -87.4f,
-                                  -103.27f, -103.98f, -104.0f, -104.1f, -1e30f, -INFINITY, NAN,
-                                  -NAN};
+                                  -103.27f, -103.98f, -104.0f, -104.1f, -132.0f, -132.5f,
+                                  -133.0f, -1e30f, -INFINITY, NAN, -NAN};
   long bad = 0, subnormal = 0;
   uint64_t seed = 0x9e9u;
   for (uint64_t base = 0; base < (1ull << 31); base += (uint64_t)N * 257) {

@@ -164,14 +164,19 @@ static const double EXP64_P[] = {1.0,
    already scaled by 2^-64 (f64 2^-512), from coefficients so scaled: every Horner step is the
    unscaled one times that power of 2 (the values stay far above the subnormals), so p 2^-64 is
    exact and the one multiply by 2^(n + 64) rounds as the two did.
-   nonpos: exp(x) for x <= 0 or NaN (x - max(x), -abs(x)): low without the upper clamp. */
+   nonpos: exp(x) for x <= 0 or NaN (x - max(x), -abs(x)): low without the upper clamp.
+   The lower clamp (but a summand's) is where the factor 2^(n + 64) (f64 2^(n + 512)) has exponent
+   field 0, i.e. is +0: far below where exp rounds to 0 (-103.97, f64 -745.1), the result is then
+   0 * p, exact. A clamp where the factor is normal gives the same 0 through a product that
+   underflows, which Intel cores run as a microcode assist of ~150 cycles: a causal attention's
+   softmax, half its entries masked to -1e30, ran 9x slower for it. */
 typedef enum { EXP_ANY, EXP_SUMMAND, EXP_LOW, EXP_NONPOS } exp_kind;
 
 static LLVMValueRef emit_exp_as(em *e, LLVMValueRef x, exp_kind kind) {
   const fmt_info *f = e->f64 ? &FMT64 : &FMT32;
   bool summand = kind == EXP_SUMMAND, low = kind == EXP_LOW || kind == EXP_NONPOS;
   int down = e->f64 ? 512 : 64;
-  double lo = summand ? (e->f64 ? -707.0 : -86.5) : (e->f64 ? -746.0 : -104.0);
+  double lo = summand ? (e->f64 ? -707.0 : -86.5) : (e->f64 ? -1064.0 : -132.5); /* n -1535, -191 */
   double hi = kind == EXP_LOW ? (e->f64 ? 354.0 : 43.0) : e->f64 ? 710.0 : 89.0;
   double log2e = e->f64 ? 1.4426950408889634 : 1.4426950216293335;
   double ln2_hi = e->f64 ? 0.6931471805599453 : 0.6931471824645996;
