@@ -592,7 +592,8 @@ static void test_row_scratch(void **state) {
 /* ---- column sums read by an elementwise tail (lower.c write_columns) -------------------------------- */
 /* A bias's SGD update b - lr * sum(dy, 0) fused after its gradient (and the like: a product
    summed, a max, three dims, f64) runs in column mode, its sums in a row scratch array of the
-   row's columns: results against the interpreter, with rows of 256 columns and a ragged last one.
+   row's columns: results against the interpreter, with rows of 256 columns and a ragged last one,
+   and columns split into 4 rows for threads (300: 80 a row, the last 60; 256: 64 a row).
    A tail that is not elementwise with the sums' type, and a bf16 sum, stay row reductions. */
 static void test_column_tails(void **state) {
   (void)state;
@@ -607,7 +608,14 @@ static void test_column_tails(void **state) {
        "  %u = mul %s, %lr : f32[300]\n"
        "  %y = sub %b, %u : f32[300]\n"
        "  return %y\n}\n",
-       "float b3[256];", true},
+       "float b3[80];", true},
+      {"func @bias256_sgd(%b: f32[256], %dy: f32[30,256]) -> f32[256] {\n"
+       "  %s = reduce_sum %dy axes=[0] : f32[256]\n"
+       "  %lr = const 0.1 : f32[256]\n"
+       "  %u = mul %s, %lr : f32[256]\n"
+       "  %y = sub %b, %u : f32[256]\n"
+       "  return %y\n}\n",
+       "float b3[64];", true},
       {"func @gain_sgd(%g: f32[40], %x: f32[33,40], %dy: f32[33,40]) -> f32[40] {\n"
        "  %p = mul %x, %dy : f32[33,40]\n"
        "  %s = reduce_sum %p axes=[0] : f32[40]\n"

@@ -25,6 +25,8 @@
 #define LP_BLOCK 4096     /* elements per row when a long inner dim is split into rows */
 #define LP_SPLIT_ROWS 16  /* split when the kernel has fewer rows than this */
 #define LP_COLUMNS 256    /* output elements per row of a column reduction */
+#define LP_COLUMNS_MIN 64 /* ... and at least this many, when fewer rows would leave threads idle */
+#define LP_COLUMN_ROWS 4  /* rows a column reduction is split into when its columns allow */
 #define LP_SCRATCH_BYTES (16 << 10) /* row scratch of a kernel: stays in L1 beside its rows */
 
 /* ---- values ---------------------------------------------------------------------------------- */
@@ -715,7 +717,15 @@ static jit_status write_columns(lower *L, ir_ref red) {
   const fz_map *rm = &k->write_maps[0]; /* red's map too: the tail keeps its shape */
   jit_dtype dt = ir_type_of(L->f, red)->dtype;
   int c = L->n_row - 1;
-  int64_t n = L->row_ext[c], b = n < LP_COLUMNS ? n : LP_COLUMNS;
+  int64_t n = L->row_ext[c], b = n < LP_COLUMNS ? n : LP_COLUMNS, outer = 1;
+  for (int d = 0; d < c; d++) outer *= L->row_ext[d];
+  /* a bias's gradient (256 columns) is split for threads too: each row reads its columns of every
+     reduced index, so the rows share the operand's lines, not its bytes */
+  if (b > LP_COLUMNS_MIN && outer * ((n + b - 1) / b) < LP_COLUMN_ROWS) {
+    int64_t want = (n + LP_COLUMN_ROWS - 1) / LP_COLUMN_ROWS;
+    b = (want + 15) / 16 * 16;
+    if (b < LP_COLUMNS_MIN) b = LP_COLUMNS_MIN;
+  }
   L->row_ext[c] = b ? (n + b - 1) / b : 0;
   L->lf->n_rows = 1;
   for (int d = 0; d < L->n_row; d++) L->lf->n_rows *= L->row_ext[d];
@@ -736,7 +746,10 @@ static jit_status write_columns(lower *L, ir_ref red) {
   ir_op comb = ir_reduce_combiner(in->op);
   double init = reduce_init(comb, dt);
   int32_t start = lw_iop(L, LP_IMUL, lw_row_val(L, c), lw_iconst(L, b));
-  int32_t trip = lw_iop(L, LP_IMIN, lw_iop(L, LP_ISUB, lw_iconst(L, n), start), lw_iconst(L, b));
+  /* a trip LLVM can see when every row has b columns (8 columns: one vector, no remainder loop) */
+  int32_t trip = b && n % b == 0 ? lw_iconst(L, b)
+                                 : lw_iop(L, LP_IMIN, lw_iop(L, LP_ISUB, lw_iconst(L, n), start),
+                                          lw_iconst(L, b));
   saved_nest sv;
   /* the sums of this row start at the identity */
   lw_open_nest(L, 1, &trip, &sv);
