@@ -589,7 +589,7 @@ static void test_row_scratch(void **state) {
   }
 }
 
-/* ---- column sums read by an elementwise tail (lower.c write_columns) -------------------------------- */
+/* ---- column sums read by an elementwise tail (lower.c write_columns) ------------------------- */
 /* A bias's SGD update b - lr * sum(dy, 0) fused after its gradient (and the like: a product
    summed, a max, three dims, f64) runs in column mode, its sums in a row scratch array of the
    row's columns: results against the interpreter, with rows of 256 columns and a ragged last one,
@@ -1346,8 +1346,10 @@ int main(void) {
       cmocka_unit_test(test_movement),          cmocka_unit_test(test_softmax_layernorm),
       cmocka_unit_test(test_reductions),        cmocka_unit_test(test_row_patterns),
       cmocka_unit_test(test_dot_epilogue),      cmocka_unit_test(test_results_and_views),
-      cmocka_unit_test(test_row_scratch),       cmocka_unit_test(test_column_tails),
-      cmocka_unit_test(test_column_tail_donated),       cmocka_unit_test(test_row_divisor_quotients),
+      cmocka_unit_test(test_row_scratch),
+      cmocka_unit_test(test_column_tails),
+      cmocka_unit_test(test_column_tail_donated),
+      cmocka_unit_test(test_row_divisor_quotients),
       cmocka_unit_test(test_unit_dividend_quotients),
       cmocka_unit_test(test_exp_summands),
       cmocka_unit_test(test_exp_nonpos_operands),
