@@ -662,28 +662,24 @@ static jit_status write_values(lower *L) {
 #define COLUMN_MAX_OPS 64 /* kernels with more ops stay row kernels (column_tail_ok's walk) */
 
 /* Whether every op of the kernel that reads red, directly or through others, is elementwise
-   with red's type, and the root is one of them. */
+   with red's type, and the root is one of them. One pass: k->ops is increasing, so an op's
+   operands inside the kernel come before it. */
 static bool column_tail_ok(const ir_func *f, const fz_kernel *k, ir_ref red) {
   if (k->n_ops > COLUMN_MAX_OPS) return false;
-  bool reads[COLUMN_MAX_OPS] = {false};
+  bool reads[COLUMN_MAX_OPS] = {false}, root_reads = false;
   const ir_type *rt = ir_type_of(f, red);
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (uint32_t i = 0; i < k->n_ops; i++) {
-      const ir_ins *in = &f->ins[k->ops[i]];
-      if (reads[i] || k->ops[i] == red) continue;
-      for (uint32_t a = 0; a < in->n_args && !reads[i]; a++)
-        for (uint32_t j = 0; j < k->n_ops && !reads[i]; j++)
-          reads[i] = in->args[a] == red || (reads[j] && in->args[a] == k->ops[j]);
-      if (!reads[i]) continue;
-      if (!(ir_op_flags[in->op] & IR_EW) || !ir_type_equal(ir_type_of(f, k->ops[i]), rt))
-        return false;
-      grew = true;
+  for (uint32_t i = 0; i < k->n_ops; i++) {
+    const ir_ins *in = &f->ins[k->ops[i]];
+    for (uint32_t a = 0; a < in->n_args; a++) {
+      reads[i] |= in->args[a] == red;
+      for (uint32_t j = 0; j < i; j++) reads[i] |= reads[j] && in->args[a] == k->ops[j];
     }
+    if (!reads[i]) continue;
+    if (!(ir_op_flags[in->op] & IR_EW) || !ir_type_equal(ir_type_of(f, k->ops[i]), rt))
+      return false;
+    root_reads |= k->ops[i] == k->root;
   }
-  for (uint32_t i = 0; i < k->n_ops; i++)
-    if (k->ops[i] == k->root) return reads[i];
-  return false;
+  return root_reads;
 }
 
 /* Whether the kernel runs in column mode, and the reduction it accumulates (*red). */
