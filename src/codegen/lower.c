@@ -161,17 +161,24 @@ static int64_t row_len(const ir_type *t, const fz_map *m) {
   return n;
 }
 
+/* A new row scratch array of len elements of dt (its index), or -1 when the kernel's scratch has
+   no room for it. */
+static int32_t new_scratch(lower *L, int64_t len, jit_dtype dt) {
+  lp_func *lf = L->lf;
+  int64_t bytes = len * (int64_t)jit_dtype_size(dt);
+  if (lf->n_scratch == LP_MAX_SCRATCH || bytes > LP_SCRATCH_BYTES - L->scratch_bytes) return -1;
+  int32_t s = (int32_t)lf->n_scratch++;
+  lf->scratch_len[s] = len;
+  lf->scratch_dt[s] = dt;
+  L->scratch_bytes += bytes;
+  return s;
+}
+
 /* Inside a reduction loop: caches v (just computed as id) in a new row scratch array when the
    kernel's scratch has room for it. */
 static bool scratch_store(lower *L, cand *c, const ir_type *t, int32_t id) {
-  lp_func *lf = L->lf;
-  int64_t len = row_len(t, &c->m), bytes = len * (int64_t)jit_dtype_size(t->dtype);
-  if (lf->n_scratch == LP_MAX_SCRATCH || bytes > LP_SCRATCH_BYTES - L->scratch_bytes)
-    return false;
-  int32_t s = (int32_t)lf->n_scratch++;
-  lf->scratch_len[s] = len;
-  lf->scratch_dt[s] = t->dtype;
-  L->scratch_bytes += bytes;
+  int32_t s = new_scratch(L, row_len(t, &c->m), t->dtype);
+  if (s < 0) return false;
   lp_ins st = lw_mk(LP_STORE, t->dtype, lw_offset_in(L, c->v, &c->m, true), id, -1);
   st.buf = lw_scratch_buf(s);
   lw_emit_at(L, st, L->depth - 1);
@@ -730,13 +737,9 @@ static jit_status write_columns(lower *L, ir_ref red) {
     return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", red);
   int32_t sums = (int32_t)r; /* where the sums build up: the output, or the tail's scratch */
   if (red != r) {
-    lp_func *lf = L->lf;
-    if (lf->n_scratch == LP_MAX_SCRATCH)
-      return jit_error(JIT_EINTERNAL, "codegen: no row scratch left for column sums");
-    sums = lw_scratch_buf((int32_t)lf->n_scratch);
-    lf->scratch_len[lf->n_scratch] = b;
-    lf->scratch_dt[lf->n_scratch++] = dt;
-    L->scratch_bytes += b * (int64_t)jit_dtype_size(dt);
+    int32_t s = new_scratch(L, b, dt); /* <= LP_COLUMNS elements: room in any kernel's scratch */
+    if (s < 0) return jit_error(JIT_EINTERNAL, "codegen: no row scratch left for column sums");
+    sums = lw_scratch_buf(s);
   }
   L->column = true;
   ir_op comb = ir_reduce_combiner(in->op);
