@@ -170,6 +170,10 @@ static const convcase cases[] = {
     {"NWC", "WIO", "NWC", {2, 10, 5}, {3, 5, 4}, {2}, {0}, {3}, ONES, {3}, 1, JIT_F32},
     {"NHWC", "HWIO", "NHWC", {1, 3, 4, 2}, {2, 2, 2, 3}, ONES, {3, 0}, {2, 4}, ONES, ONES, 1, JIT_F32},
     {"NHWC", "HWIO", "NHWC", {2, 6, 7, 4}, {3, 3, 4, 3}, {1, 2}, {-1, 2}, {2, -1}, ONES, {2, 1}, 1, JIT_F32},
+    /* a single input feature (a first layer on grey images: depthwise with one group), padded;
+       strided with crops and rhs dilation in another layout */
+    {"NHWC", "HWIO", "NHWC", {2, 6, 5, 1}, {3, 3, 1, 8}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32},
+    {"NCHW", "OIHW", "NCHW", {2, 1, 7, 6}, {5, 1, 2, 3}, {2, 1}, {1, -1}, {0, 1}, ONES, {1, 2}, 1, JIT_F64},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -196,6 +200,7 @@ static const struct {
     {"strided 1x1", {"NHWC", "HWIO", "NHWC", {2, 9, 7, 40}, {1, 1, 40, 24}, {2, 3}, {0, 0}, {0, 0}, ONES, ONES, 1, JIT_F32}},
     /* grouped and depthwise at sizes that split over threads and several row and K blocks */
     {"larger grouped", {"NHWC", "HWIO", "NHWC", {2, 19, 17, 24}, {3, 3, 6, 40}, ONES, {1, 1}, {1, 1}, ONES, ONES, 4, JIT_F32}},
+    {"larger single feature", {"NHWC", "HWIO", "NHWC", {3, 23, 21, 1}, {3, 3, 1, 24}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32}},
     {"larger depthwise", {"NHWC", "HWIO", "NHWC", {2, 21, 19, 64}, {3, 3, 1, 64}, {2, 2}, {1, 1}, {1, 1}, ONES, ONES, 64, JIT_F32}},
     {"grouped deep K", {"NHWC", "HWIO", "NHWC", {1, 5, 6, 600}, {3, 3, 300, 6}, ONES, {1, 0}, {1, 0}, ONES, ONES, 2, JIT_F32}},
     /* padding read as zeros where the features are not contiguous (element by element), and
@@ -276,9 +281,26 @@ static int64_t window_of(const convcase *c) {
   return window;
 }
 
-/* What the depthwise pass expands into slices (no conv left, see passes/depthwise.c). */
+/* The number of output positions (the product of the output's spatial sizes). */
+static int64_t positions_of(const convcase *c) {
+  char sp[3];
+  int ns = spatial_letters(c, sp);
+  int64_t n = 1;
+  for (int i = 0; i < ns; i++) {
+    int64_t padded = dilated(c->lshape[pos(c->lspec, sp[i])], c->ldil[i]) + c->lo[i] + c->hi[i];
+    int64_t win = dilated(c->rshape[pos(c->rspec, sp[i])], c->rdil[i]);
+    n *= padded < win ? 0 : (padded - win) / c->stride[i] + 1;
+  }
+  return n;
+}
+
+/* What the depthwise pass expands into slices (no conv left, see passes/depthwise.c): a depthwise
+   conv, a single-feature one included, and a conv of batch 1 with few out features and positions
+   (the filter gradient's form, one reduction per position). */
 static bool depthwise_expanded(const convcase *c) {
-  return c->groups == c->lshape[pos(c->lspec, 'C')] && window_of(c) <= 49;
+  if (c->groups == c->lshape[pos(c->lspec, 'C')] && window_of(c) <= 49) return true;
+  return c->groups == 1 && c->lshape[pos(c->lspec, 'N')] == 1 && positions_of(c) <= 49 &&
+         c->rshape[pos(c->rspec, 'O')] <= 16;
 }
 
 /* Grouped and depthwise convs (their VJPs: a feature-grouped conv for the lhs, a batch-grouped
@@ -308,6 +330,48 @@ static void test_grouped_native(void **state) {
   }
   assert_true(checked >= 18);
   assert_true(three_d >= 6);
+}
+
+static int convs_in(const char *text) {
+  int n = 0;
+  for (const char *q = text; (q = strstr(q, " = conv ")) != NULL; q++) n++;
+  return n;
+}
+
+/* A single-feature conv is a fused loop of slices and so is its VJP wrt the filters (few out
+   features): the VJP wrt the lhs is the grad's one conv left. A batch-1 conv is expanded as a
+   filter gradient only with few out features; with 32 it stays the matmul kernel. */
+static void test_single_feature(void **state) {
+  (void)state;
+  int checked = 0;
+  for (int i = 0; i < N_CASES; i++) {
+    const convcase *c = &cases[i];
+    if (c->groups != 1 || c->lshape[pos(c->lspec, 'C')] != 1) continue;
+    for (int grad = 0; grad < 2; grad++) {
+      char *text = NULL, *ir = NULL;
+      compiled_dumps(c, grad, &text, &ir);
+      if (convs_in(ir) != grad) print_error("case %d%s:\n%s", i, grad ? " grad" : "", ir);
+      assert_int_equal(convs_in(ir), grad);
+      assert_null(strstr(text, "runs in the interpreter"));
+      free(text);
+      free(ir);
+      checked++;
+    }
+  }
+  assert_int_equal(checked, 4);
+  const convcase wide = {"NHWC", "HWIO", "NHWC", {1, 5, 5, 3}, {3, 3, 3, 32}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32};
+  const convcase narrow = {"NHWC", "HWIO", "NHWC", {1, 5, 5, 3}, {3, 3, 3, 16}, ONES, {1, 1}, {1, 1}, ONES, ONES, 1, JIT_F32};
+  check_case(&wide, "batch 1, 32 features");
+  check_case(&narrow, "batch 1, 16 features");
+  char *text = NULL, *ir = NULL;
+  compiled_dumps(&wide, false, &text, &ir);
+  assert_non_null(strstr(text, "is the matmul kernel"));
+  free(text);
+  free(ir);
+  compiled_dumps(&narrow, false, &text, &ir);
+  assert_int_equal(convs_in(ir), 0);
+  free(text);
+  free(ir);
 }
 
 /* Whether the list after key (as "[0,0]") on the line at q holds zeros only. */
@@ -529,7 +593,8 @@ static void test_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_loop), cmocka_unit_test(test_larger),
-      cmocka_unit_test(test_grouped_native), cmocka_unit_test(test_padding_folded),
+      cmocka_unit_test(test_grouped_native), cmocka_unit_test(test_single_feature),
+      cmocka_unit_test(test_padding_folded),
       cmocka_unit_test(test_grads),        cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_sharded),      cmocka_unit_test(test_errors),
   };
