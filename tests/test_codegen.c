@@ -1030,6 +1030,38 @@ static void test_threads(void **state) {
              true, false, false, 123);
 }
 
+/* Rows over several dims with short inner rows loop as a nest (emit_llvm.c row_nest): row
+   s W + w, W = 9 here. The threads take chunks of 4729 rows (ROW_CHUNKS), so chunks start and
+   end inside an outer row; every element must still be written once, exactly. An inner extent
+   below ROW_NEST_MIN (3) and long inner rows (300) keep the flat loop. */
+static void test_row_nests(void **state) {
+  (void)state;
+  static const char nest_ir[] =
+      "func @nest(%x: f32[1201,4,5,8], %y: f32[1201,7,9,8]) -> f32[1201,7,9,8] {\n"
+      "  %z = const 0 : f32[]\n"
+      "  %p = pad %x, %z lo=[0,0,0,0] hi=[0,0,0,0] interior=[0,1,1,0] : f32[1201,7,9,8]\n"
+      "  %a = add %p, %y : f32[1201,7,9,8]\n  return %a\n}\n";
+  static const char flat_ir[] =
+      "func @flat(%x: f32[1201,4,2,8], %y: f32[1201,7,3,8], %u: f32[40,9,300]) -> (f32[1201,7,3,8], f32[40,9,300]) {\n"
+      "  %z = const 0 : f32[]\n"
+      "  %p = pad %x, %z lo=[0,0,0,0] hi=[0,0,0,0] interior=[0,1,1,0] : f32[1201,7,3,8]\n"
+      "  %a = add %p, %y : f32[1201,7,3,8]\n"
+      "  %b = neg %u : f32[40,9,300]\n  return %a, %b\n}\n";
+  check_text(nest_ir, true, false, true, 131);
+  /* the outer loop's blocks (emit_row_nest) in the optimized module */
+  check_text(flat_ir, true, false, true, 132);
+  ir_func *f = parse1(nest_ir);
+  char *llvm = dump_text(f, JIT_DUMP_LLVM);
+  assert_non_null(strstr(llvm, "rows.body"));
+  free(llvm);
+  ir_func_free(f);
+  f = parse1(flat_ir);
+  llvm = dump_text(f, JIT_DUMP_LLVM);
+  assert_null(strstr(llvm, "rows.body"));
+  free(llvm);
+  ir_func_free(f);
+}
+
 /* The executable is reused by concurrent runs (the second gets its own scratch). */
 static void test_run_twice(void **state) {
   (void)state;
@@ -1354,7 +1386,7 @@ int main(void) {
       cmocka_unit_test(test_unit_dividend_quotients),
       cmocka_unit_test(test_exp_summands),
       cmocka_unit_test(test_exp_nonpos_operands),
-      cmocka_unit_test(test_threads),           cmocka_unit_test(test_run_twice),
+      cmocka_unit_test(test_threads), cmocka_unit_test(test_row_nests),           cmocka_unit_test(test_run_twice),
       cmocka_unit_test(test_api_softmax),       cmocka_unit_test(test_api_threads),
       cmocka_unit_test(test_random_programs),   cmocka_unit_test(test_regress_corpus),
       cmocka_unit_test(test_c_dump_compiles),

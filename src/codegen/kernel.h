@@ -192,6 +192,8 @@ typedef struct lp_func {
   uint32_t n_blocks, cap_blocks;
   int32_t entry, row;   /* blocks */
   int64_t n_rows;       /* the row range of a whole call: [0, n_rows) */
+  int64_t row_inner;    /* the innermost row dim's extent when rows span several dims, else 0:
+                           an emitter may loop over rows as a nest of that inner extent */
   int64_t row_work;     /* elements touched per row (for splitting rows over threads) */
   uint64_t stream_mask; /* bit k: bufs[k] may be written with streaming stores (see
                            codegen/stream.h), set by the runtime before emission */

@@ -871,6 +871,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
     if (found < 0) TRY(jit_error(JIT_EINTERNAL, "codegen: %s: a buffer without an index", lf->name));
     in->buf = found;
   }
+  lf->row_inner = L.n_row >= 2 ? L.row_ext[L.n_row - 1] : 0;
   *out = lf;
   L.lf = NULL;
 fail:
