@@ -15,9 +15,9 @@
  * features (RGB) sums one term per window offset and feature (FEW_FEATURES).
  *
  * Needs: verified f. Keeps: every value's type; the result up to the rounding of the float sum
- * (each add rounds, in window order, where the interpreter sums in double). Windows (filter
- * gradients: positions) of more than DEPTHWISE_EXPAND_MAX elements, and empty results, stay
- * convs (conv_layout then gives them the batched GEMM's form). Cost: O(instructions + window
+ * (each add rounds, in window order, where the interpreter sums in double). Windows of more than
+ * DEPTHWISE_EXPAND_MAX terms (offsets x features; filter gradients: positions), and empty
+ * results, stay convs (conv_layout then gives them the batched GEMM's form). Cost: O(instructions + window
  * elements) emitted; one rebuild when a conv changes.
  */
 #include "ir/passes/passes.h"
@@ -39,6 +39,10 @@
 
 static const char *const who = "depthwise";
 
+/* The first layers' expansions (one group) sum in the dtype, as the GEMM would not for f16 and
+   bf16 (it accumulates in f32): those keep the GEMM. */
+static bool wide_sums(jit_dtype dt) { return dt == JIT_F32 || dt == JIT_F64; }
+
 /* The VJP of a depthwise conv wrt its filters: a conv with one lhs batch element per batch
    group (ir_conv_vjp_attrs swaps batch and features, so the groups are the forward's features),
    its output as many positions as the forward's window. One batch group of one element is also
@@ -49,7 +53,7 @@ static bool filter_grad(const ir_func *f, const ir_ins *in) {
   const ir_type *ot = &f->types[in->ty];
   int64_t positions = 1;
   for (int i = 0; i < lt->rank - 2; i++) positions *= ot->dims[c->out[2 + i]];
-  bool few_out = c->batch_groups > 1 || rt->dims[c->rhs[0]] <= FILTER_GRAD_MAX_OUT;
+  bool few_out = c->batch_groups > 1 || (wide_sums(lt->dtype) && rt->dims[c->rhs[0]] <= FILTER_GRAD_MAX_OUT);
   return c->groups == 1 && c->batch_groups == lt->dims[c->lhs[0]] && few_out &&
          positions <= DEPTHWISE_EXPAND_MAX;
 }
@@ -63,8 +67,9 @@ static bool expandable(const ir_func *f, const ir_ins *in) {
     return false;
   if (filter_grad(f, in)) return true;
   int64_t features = lt->dims[c->lhs[1]];
-  bool depthwise = c->groups == features;
-  bool few = c->groups == 1 && features <= FEW_FEATURES && rt->dims[c->rhs[0]] <= FEW_FEATURES_MAX_OUT;
+  bool depthwise = c->groups == features && (c->groups > 1 || wide_sums(lt->dtype));
+  bool few = c->groups == 1 && features <= FEW_FEATURES && wide_sums(lt->dtype) &&
+             rt->dims[c->rhs[0]] <= FEW_FEATURES_MAX_OUT;
   if (c->batch_groups != 1 || !(depthwise || few)) return false;
   int64_t terms = depthwise ? 1 : features;
   for (int i = 0; i < lt->rank - 2; i++) terms *= rt->dims[c->rhs[2 + i]];

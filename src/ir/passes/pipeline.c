@@ -19,8 +19,9 @@
  *   windows        a reduce_window of a small window as the sum / max / min of strided slices
  *      |           of its padded operand (one fused loop)
  *      v
- *   depthwise      a depthwise conv of a small window as the sum of strided slices of its
- *      |           padded lhs times filter rows (one fused loop, vectors across features)
+ *   depthwise      a depthwise conv of a small window (or one of 1-4 input features) as the
+ *      |           sum of strided slices of its padded lhs times filter rows (one fused loop,
+ *      |           vectors across features)
  *      v
  *   conv_layout    each float conv in the GEMM's form: lhs dilation as a PAD, result as
  *      |           [batch, spatial..., feature] then transposed back
