@@ -295,15 +295,15 @@ static int64_t positions_of(const convcase *c) {
   return n;
 }
 
-/* What the depthwise pass expands into slices (no conv left, see passes/depthwise.c): a depthwise
-   conv, a single-feature one included, and a conv of batch 1 with few out features and positions
+/* What the depthwise pass expands into slices (no conv left, see passes/depthwise.c; these cases
+   are f32 and f64): a depthwise conv, a single-feature one included; a conv of one group, <= 4
+   features and <= 64 out features; and a conv of batch 1 with few out features and positions
    (the filter gradient's form, one reduction per position). */
 static bool depthwise_expanded(const convcase *c) {
   int64_t features = c->lshape[pos(c->lspec, 'C')], out = c->rshape[pos(c->rspec, 'O')];
   if (c->groups == features && window_of(c) <= 49) return true;
   if (c->groups == 1 && features <= 4 && out <= 64 && features * window_of(c) <= 49) return true;
-  return c->groups == 1 && c->lshape[pos(c->lspec, 'N')] == 1 && positions_of(c) <= 49 &&
-         c->rshape[pos(c->rspec, 'O')] <= 16;
+  return c->groups == 1 && c->lshape[pos(c->lspec, 'N')] == 1 && positions_of(c) <= 49 && out <= 16;
 }
 
 /* Grouped and depthwise convs (their VJPs: a feature-grouped conv for the lhs, a batch-grouped
