@@ -42,6 +42,13 @@ static int spatial_letters(const convcase *c, char *sp) {
 
 static int64_t dilated(int64_t n, int64_t d) { return n ? 1 + d * (n - 1) : 0; }
 
+/* The output's extent along spatial dim i (in the rhs spec's order of spatial letters), for an
+   input of extent in and a window of k. */
+static int64_t out_extent(const convcase *c, int i, int64_t in, int64_t k) {
+  int64_t padded = dilated(in, c->ldil[i]) + c->lo[i] + c->hi[i], win = dilated(k, c->rdil[i]);
+  return padded < win ? 0 : (padded - win) / c->stride[i] + 1;
+}
+
 /* The direct loop: out[n, o, s] = sum over in features of o's group and window positions. */
 static ot_array reference(const convcase *c, const ot_array *x, const ot_array *w) {
   int rank = rank_of(c);
@@ -56,9 +63,7 @@ static ot_array reference(const convcase *c, const ot_array *x, const ot_array *
   for (int i = 0; i < ns; i++) {
     in[i] = x->shape[pos(c->lspec, sp[i])];
     k[i] = w->shape[pos(c->rspec, sp[i])];
-    int64_t padded = dilated(in[i], c->ldil[i]) + c->lo[i] + c->hi[i];
-    int64_t win = dilated(k[i], c->rdil[i]);
-    out[i] = padded < win ? 0 : (padded - win) / c->stride[i] + 1;
+    out[i] = out_extent(c, i, in[i], k[i]);
     oshape[pos(c->ospec, sp[i])] = out[i];
   }
   ot_array r = ot_zeros(c->dt, rank, oshape);
@@ -287,11 +292,8 @@ static int64_t positions_of(const convcase *c) {
   char sp[3];
   int ns = spatial_letters(c, sp);
   int64_t n = 1;
-  for (int i = 0; i < ns; i++) {
-    int64_t padded = dilated(c->lshape[pos(c->lspec, sp[i])], c->ldil[i]) + c->lo[i] + c->hi[i];
-    int64_t win = dilated(c->rshape[pos(c->rspec, sp[i])], c->rdil[i]);
-    n *= padded < win ? 0 : (padded - win) / c->stride[i] + 1;
-  }
+  for (int i = 0; i < ns; i++)
+    n *= out_extent(c, i, c->lshape[pos(c->lspec, sp[i])], c->rshape[pos(c->rspec, sp[i])]);
   return n;
 }
 
