@@ -611,9 +611,13 @@ typedef struct counted_loop {
 static counted_loop open_loop(le *e, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
   LLVMBuilderRef b = e->b;
   counted_loop l = {.pre = LLVMGetInsertBlock(b), .lo = lo};
-  l.head = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.head");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.body");
-  l.done = LLVMAppendBasicBlockInContext(e->c, e->fn, "for.done");
+  char bn[32];
+  snprintf(bn, sizeof bn, "%s.head", name);
+  l.head = LLVMAppendBasicBlockInContext(e->c, e->fn, bn);
+  snprintf(bn, sizeof bn, "%s.body", name);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->c, e->fn, bn);
+  snprintf(bn, sizeof bn, "%s.done", name);
+  l.done = LLVMAppendBasicBlockInContext(e->c, e->fn, bn);
   LLVMBuildBr(b, l.head);
   LLVMPositionBuilderAtEnd(b, l.head);
   l.i = LLVMBuildPhi(b, e->i64, name);
@@ -913,50 +917,27 @@ static bool row_nest(const lp_func *lf) {
 
 /* The row block for rows [rb, re) as a nest over s (rows s W .. s W + W - 1) and w, the first
    and last s clipped to the range: what depends on s only LLVM hoists out of the w loop, and
-   what is affine in w it strength-reduces. */
-static void emit_row_nest(le *e, LLVMValueRef rb, LLVMValueRef re, LLVMBasicBlockRef exit) {
+   what is affine in w it strength-reduces. Neither loop is vectorized or unrolled. */
+static void emit_row_nest(le *e, LLVMValueRef rb, LLVMValueRef re) {
   LLVMBuilderRef b = e->b;
-  LLVMContextRef c = e->c;
-  LLVMValueRef W = LLVMConstInt(e->i64, (unsigned long long)e->lf->row_inner, 0);
+  int64_t W = e->lf->row_inner;
+  LLVMValueRef w_ext = LLVMConstInt(e->i64, (unsigned long long)W, 0);
   LLVMValueRef one = LLVMConstInt(e->i64, 1, 0), zero = LLVMConstInt(e->i64, 0, 0);
-  LLVMBasicBlockRef shead = LLVMAppendBasicBlockInContext(c, e->fn, "rows.head");
-  LLVMBasicBlockRef sbody = LLVMAppendBasicBlockInContext(c, e->fn, "rows.body");
-  LLVMBasicBlockRef whead = LLVMAppendBasicBlockInContext(c, e->fn, "row.head");
-  LLVMBasicBlockRef wbody = LLVMAppendBasicBlockInContext(c, e->fn, "row.body");
-  LLVMBasicBlockRef snext = LLVMAppendBasicBlockInContext(c, e->fn, "rows.next");
-  /* rows are >= 0: s0 = rb / W, and s runs while s W < re */
-  LLVMValueRef s0 = LLVMBuildUDiv(b, rb, W, "");
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  LLVMBuildBr(b, shead);
-  LLVMPositionBuilderAtEnd(b, shead);
-  LLVMValueRef s = LLVMBuildPhi(b, e->i64, "s");
-  LLVMValueRef base = LLVMBuildNSWMul(b, s, W, "");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, base, re, ""), sbody, exit);
-  LLVMPositionBuilderAtEnd(b, sbody);
+  /* rows are >= 0: s runs over [rb / W, ceil(re / W)) */
+  LLVMValueRef w_less = LLVMConstInt(e->i64, (unsigned long long)(W - 1), 0);
+  LLVMValueRef s_end = LLVMBuildUDiv(b, LLVMBuildNSWAdd(b, re, w_less, ""), w_ext, "");
+  counted_loop rows = open_loop(e, LLVMBuildUDiv(b, rb, w_ext, ""), s_end, "rows");
+  LLVMValueRef base = LLVMBuildNSWMul(b, rows.i, w_ext, "");
   LLVMValueRef wlo = intr2(e, "llvm.smax", LLVMBuildNSWSub(b, rb, base, ""), zero);
-  LLVMValueRef whi = intr2(e, "llvm.smin", LLVMBuildNSWSub(b, re, base, ""), W);
-  LLVMBuildBr(b, whead);
-  LLVMPositionBuilderAtEnd(b, whead);
-  LLVMValueRef w = LLVMBuildPhi(b, e->i64, "w");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, w, whi, ""), wbody, snext);
-  LLVMPositionBuilderAtEnd(b, wbody);
-  e->row_s = s;
-  e->row_w = w;
-  set_row(e, LLVMBuildNSWAdd(b, base, w, ""));
+  LLVMValueRef whi = intr2(e, "llvm.smin", LLVMBuildNSWSub(b, re, base, ""), w_ext);
+  counted_loop row = open_loop(e, wlo, whi, "row");
+  e->row_s = rows.i;
+  e->row_w = row.i;
+  set_row(e, LLVMBuildNSWAdd(b, base, row.i, ""));
   emit_block(e, e->lf->row);
   e->row_s = e->row_w = NULL;
-  LLVMValueRef wn = LLVMBuildNSWAdd(b, w, one, "");
-  LLVMBasicBlockRef wend = LLVMGetInsertBlock(b);
-  loop_hints(e, LLVMBuildBr(b, whead), HINT_TAIL, false);
-  LLVMValueRef wv[2] = {wlo, wn};
-  LLVMBasicBlockRef wb[2] = {sbody, wend};
-  LLVMAddIncoming(w, wv, wb, 2);
-  LLVMPositionBuilderAtEnd(b, snext);
-  LLVMValueRef sn = LLVMBuildNSWAdd(b, s, one, "");
-  loop_hints(e, LLVMBuildBr(b, shead), HINT_TAIL, false);
-  LLVMValueRef sv[2] = {s0, sn};
-  LLVMBasicBlockRef sb[2] = {pre, snext};
-  LLVMAddIncoming(s, sv, sb, 2);
+  close_loop(e, &row, LLVMBuildNSWAdd(b, row.i, one, ""), HINT_TAIL, false);
+  close_loop(e, &rows, LLVMBuildNSWAdd(b, rows.i, one, ""), HINT_TAIL, false);
 }
 
 static jit_status emit_kernel(le *e, const lp_func *lf) {
@@ -1003,8 +984,12 @@ static jit_status emit_kernel(le *e, const lp_func *lf) {
 
   LLVMValueRef rb = LLVMGetParam(body, nb), re = LLVMGetParam(body, nb + 1);
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c, body, "exit");
-  if (row_nest(lf)) emit_row_nest(e, rb, re, exit);
-  else emit_row_loop(e, rb, re, exit);
+  if (row_nest(lf)) {
+    emit_row_nest(e, rb, re);
+    LLVMBuildBr(e->b, exit);
+  } else {
+    emit_row_loop(e, rb, re, exit);
+  }
   LLVMPositionBuilderAtEnd(e->b, exit);
   LLVMBuildRetVoid(e->b);
   if (e->bad) {
