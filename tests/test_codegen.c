@@ -1064,6 +1064,55 @@ static void test_row_nests(void **state) {
   assert_false(row_nested(flat_ir));
 }
 
+/* The most column sums one kernel of optimized f holds (1: no siblings merged). */
+static uint32_t most_sums(const char *text) {
+  ir_func *f = parse1(text);
+  assert_int_equal(ir_optimize(f, 0, true), JIT_OK);
+  fz_prog *p = NULL;
+  assert_int_equal(ir_fuse(f, &p), JIT_OK);
+  uint32_t most = 0;
+  for (uint32_t i = 0; i < p->n_kernels; i++)
+    if (p->kernels[i].kind == FZ_ROW && p->kernels[i].n_writes > most) most = p->kernels[i].n_writes;
+  fz_prog_free(p);
+  ir_func_free(f);
+  return most;
+}
+
+/* Sibling column reductions as one kernel of several sums (fusion_siblings.c, lower.c
+   write_columns), after reduce_split: a conv's bias and filter gradients (f32: 1024 x 36
+   positions, split into 1024 rows), and sums, maxima and minima of 300 columns, which rows of
+   256 columns split unevenly (i32, exact). */
+static void test_sibling_sums(void **state) {
+  (void)state;
+  static const char grads_ir[] =
+      "func @grads(%dy: f32[1024,6,6,8], %p: f32[1024,8,8]) -> (f32[8], f32[8], f32[8], f32[8]) {\n"
+      "  %b = reduce_sum %dy axes=[0,1,2] : f32[8]\n"
+      "  %a0 = slice %p start=[0,0,0] limit=[1024,6,6] stride=[1,1,1] : f32[1024,6,6]\n"
+      "  %w0 = broadcast %a0 dims=[0,1,2] : f32[1024,6,6,8]\n"
+      "  %m0 = mul %w0, %dy : f32[1024,6,6,8]\n"
+      "  %s0 = reduce_sum %m0 axes=[0,1,2] : f32[8]\n"
+      "  %a1 = slice %p start=[0,1,2] limit=[1024,7,8] stride=[1,1,1] : f32[1024,6,6]\n"
+      "  %w1 = broadcast %a1 dims=[0,1,2] : f32[1024,6,6,8]\n"
+      "  %m1 = mul %w1, %dy : f32[1024,6,6,8]\n"
+      "  %s1 = reduce_sum %m1 axes=[0,1,2] : f32[8]\n"
+      "  %a2 = slice %p start=[0,2,1] limit=[1024,8,7] stride=[1,1,1] : f32[1024,6,6]\n"
+      "  %w2 = broadcast %a2 dims=[0,1,2] : f32[1024,6,6,8]\n"
+      "  %m2 = mul %w2, %dy : f32[1024,6,6,8]\n"
+      "  %s2 = reduce_max %m2 axes=[0,1,2] : f32[8]\n"
+      "  return %b, %s0, %s1, %s2\n}\n";
+  static const char cols_ir[] =
+      "func @cols(%x: i32[40,3,300], %y: i32[40,3,300]) -> (i32[300], i32[300], i32[300]) {\n"
+      "  %s = reduce_sum %x axes=[0,1] : i32[300]\n"
+      "  %xy = mul %x, %y : i32[40,3,300]\n"
+      "  %m = reduce_max %xy axes=[0,1] : i32[300]\n"
+      "  %n = reduce_min %x axes=[0,1] : i32[300]\n"
+      "  return %s, %m, %n\n}\n";
+  check_text(grads_ir, false, true, false, 151);
+  check_text(cols_ir, true, true, true, 152);
+  assert_int_equal(most_sums(grads_ir), 4);
+  assert_int_equal(most_sums(cols_ir), 3);
+}
+
 /* The executable is reused by concurrent runs (the second gets its own scratch). */
 static void test_run_twice(void **state) {
   (void)state;
@@ -1388,6 +1437,7 @@ int main(void) {
       cmocka_unit_test(test_unit_dividend_quotients),
       cmocka_unit_test(test_exp_summands),
       cmocka_unit_test(test_exp_nonpos_operands),
+      cmocka_unit_test(test_sibling_sums),
       cmocka_unit_test(test_threads),
       cmocka_unit_test(test_row_nests),
       cmocka_unit_test(test_run_twice),

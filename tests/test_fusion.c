@@ -427,6 +427,74 @@ static void test_shared_reduction_written_by_first_reader(void **state) {
   fused_free(&r);
 }
 
+/* Column reductions of one loop space that read a buffer in common are one kernel (siblings: a
+   bias's gradient and a filter's, each offset's product of a slice with dy), placed where the
+   last of them ran; not when the later reads the earlier's sum, when a kernel between them
+   reads it, when they read nothing in common, or when their spaces differ. */
+static void test_sibling_columns(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[64,10,8], %p: f32[64,12]) -> (f32[8], f32[8], f32[8]) {\n"
+                      "  %s0 = reduce_sum %x axes=[0,1] : f32[8]\n"
+                      "  %a = slice %p start=[0,0] limit=[64,10] stride=[1,1] : f32[64,10]\n"
+                      "  %ab = broadcast %a dims=[0,1] : f32[64,10,8]\n"
+                      "  %m1 = mul %ab, %x : f32[64,10,8]\n"
+                      "  %s1 = reduce_sum %m1 axes=[0,1] : f32[8]\n"
+                      "  %b = slice %p start=[0,2] limit=[64,12] stride=[1,1] : f32[64,10]\n"
+                      "  %bb = broadcast %b dims=[0,1] : f32[64,10,8]\n"
+                      "  %m2 = mul %bb, %x : f32[64,10,8]\n"
+                      "  %s2 = reduce_max %m2 axes=[0,1] : f32[8]\n"
+                      "  return %s0, %s1, %s2\n"
+                      "}\n",
+                      true);
+  assert_int_equal(r.p->n_kernels, 1);
+  const fz_kernel *k = &r.p->kernels[0];
+  assert_int_equal(k->kind, FZ_ROW);
+  assert_int_equal(k->n_writes, 3);
+  assert_int_equal(k->writes[0], 2);  /* %s0 */
+  assert_int_equal(k->root, 10);      /* %s2: where the last ran */
+  assert_int_equal(k->n_reads, 2);
+  assert_int_equal(r.p->owner[2], 0);
+  fused_free(&r);
+
+  static const struct {
+    const char *body;
+    uint32_t kernels;
+  } refused[] = {
+      {"  %s0 = reduce_sum %x axes=[0,1] : f32[8]\n" /* the later reads the sum (which */
+       "  %sb = broadcast %s0 dims=[2] : f32[64,10,8]\n" /* %e's kernel reads too, so it */
+       "  %d = sub %x, %sb : f32[64,10,8]\n"             /* is not a phase of the later's) */
+       "  %s1 = reduce_sum %d axes=[0,1] : f32[8]\n"
+       "  %t = broadcast %s0 dims=[1] : f32[3,8]\n"
+       "  %e = exp %t : f32[3,8]\n",
+       3},
+      {"  %s0 = reduce_sum %x axes=[0,1] : f32[8]\n" /* a kernel between reads it */
+       "  %t = broadcast %s0 dims=[1] : f32[3,8]\n"
+       "  %e = exp %t : f32[3,8]\n"
+       "  %d = add %x, %x : f32[64,10,8]\n"
+       "  %s1 = reduce_sum %d axes=[0,1] : f32[8]\n",
+       3},
+      {"  %s0 = reduce_sum %x axes=[0,1] : f32[8]\n" /* nothing in common */
+       "  %s1 = reduce_sum %y axes=[0,1] : f32[8]\n",
+       2},
+      {"  %s0 = reduce_sum %x axes=[0,1] : f32[8]\n" /* another space */
+       "  %s1 = reduce_sum %x axes=[0] : f32[10,8]\n",
+       2},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char text[1024];
+    const char *last = strstr(refused[i].body, "%s1 = reduce_sum %x axes=[0] ") ? "f32[10,8]" : "f32[8]";
+    bool has_e = strstr(refused[i].body, "%e =") != NULL;
+    snprintf(text, sizeof text,
+             "func @f(%%x: f32[64,10,8], %%y: f32[64,10,8]) -> (f32[8], %s%s) {\n%s"
+             "  return %%s0, %%s1%s\n}\n",
+             last, has_e ? ", f32[3,8]" : "", refused[i].body, has_e ? ", %e" : "");
+    r = fuse_text(text, true);
+    if (r.p->n_kernels != refused[i].kernels) fprintf(stderr, "case %zu:\n%s", i, fused_text(&r));
+    assert_int_equal(r.p->n_kernels, refused[i].kernels);
+    fused_free(&r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_of_ten),
@@ -442,6 +510,7 @@ int main(void) {
       cmocka_unit_test(test_shared_value_written_by_first_reader),
       cmocka_unit_test(test_shared_value_not_into_dot),
       cmocka_unit_test(test_shared_reduction_written_by_first_reader),
+      cmocka_unit_test(test_sibling_columns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,6 +94,12 @@ typedef struct fz_prog {
 
 /* Fusion's entry point ir_fuse is in ir/passes/passes.h. */
 void fz_prog_free(fz_prog *p);
+/* Whether reduction red runs in column mode as a kernel's write (codegen/lower.c): its
+   operand's last non-1 axis is kept, and it is no f16/bf16 sum (those accumulate in f32). */
+bool fz_column_reduce(const ir_func *f, ir_ref red);
+/* Sibling column reductions of one loop space that read a buffer in common as one kernel
+   (fusion_siblings.c; ir_fuse's last step). */
+jit_status fz_merge_siblings(fz_prog *p);
 /* The function as kernels in execution order, each a group of the optimized IR's lines:
    `kernel k0 row[16384 x 1024] reads %0 writes %9 {` ... `}`; views as `view %3 = reshape ..`;
    a scan as `loop %5 = scan .. {`, its body's own fused dump nested inside, then `}`. */

@@ -689,36 +689,50 @@ static bool column_tail_ok(const ir_func *f, const fz_kernel *k, ir_ref red) {
   return root_reads;
 }
 
-/* Whether the kernel runs in column mode, and the reduction it accumulates (*red). */
-static bool column_mode(const lower *L, ir_ref *red) {
+#define COLUMN_MAX_SUMS 16 /* column sums of one kernel (fusion_siblings.c merges up to this) */
+
+/* Whether the kernel runs in column mode, and the reductions it accumulates (reds[0..*n)):
+   one, the root or what the root's tail reads; or several sibling reductions, each a write
+   and none read by another op, over the same strips. */
+static bool column_mode(const lower *L, ir_ref *reds, uint32_t *n) {
   const fz_kernel *k = L->k;
   const ir_func *f = L->f;
-  if (k->kind != FZ_ROW || k->n_writes != 1 || k->n_row < 1) return false;
+  if (k->kind != FZ_ROW || k->n_row < 1 || k->n_writes > COLUMN_MAX_SUMS) return false;
   uint32_t n_red = 0;
-  for (uint32_t i = 0; i < k->n_ops; i++)
-    if (ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE) *red = k->ops[i], n_red++;
-  if (n_red != 1 || (*red != k->root && !column_tail_ok(f, k, *red))) return false;
-  const ir_ins *in = &f->ins[*red];
-  jit_dtype dt = ir_type_of(f, *red)->dtype;
-  if ((dt == JIT_F16 || dt == JIT_BF16) && in->op == IR_REDUCE_SUM) return false;
-  const ir_type *at = ir_type_of(f, in->args[0]);
-  int last = -1;
-  for (int d = 0; d < at->rank; d++)
-    if (at->dims[d] != 1) last = d;
-  if (last < 0) return false;
-  for (int i = 0; i < in->attr.dims.n; i++)
-    if (in->attr.dims.d[i] == last) return false;
+  for (uint32_t i = 0; i < k->n_ops; i++) {
+    if (!(ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE)) continue;
+    if (n_red == COLUMN_MAX_SUMS) return false;
+    reds[n_red++] = k->ops[i];
+  }
+  *n = n_red;
+  if (k->n_writes == 1)
+    return n_red == 1 && (reds[0] == k->root || column_tail_ok(f, k, reds[0])) &&
+           fz_column_reduce(f, reds[0]);
+  if (n_red != k->n_writes) return false;
+  fz_map first;
+  for (uint32_t w = 0; w < k->n_writes; w++) {
+    fz_map om;
+    if (reds[w] != k->writes[w] || !fz_column_reduce(f, reds[w]) ||
+        !fz_map_row_level(&k->write_maps[w]) ||
+        !fz_map_operand(f, reds[w], 0, &k->write_maps[w], &om))
+      return false;
+    if (w == 0) first = om;
+    if (om.n_inner != first.n_inner) return false;
+    for (int i = 0; i < om.n_inner; i++)
+      if (om.inner_ext[i] != first.inner_ext[i]) return false;
+  }
   return true;
 }
 
-/* red: the reduction (column_mode); the kernel's root, or what the root's tail reads. */
-static jit_status write_columns(lower *L, ir_ref red) {
+/* reds[0..n): column_mode's reductions. One may be read by the root's tail (n == 1). */
+static jit_status write_columns(lower *L, const ir_ref *reds, uint32_t n_sums) {
   jit_status st = JIT_OK;
   const fz_kernel *k = L->k;
   ir_ref r = k->root;
-  const ir_ins *in = &L->f->ins[red];
-  const fz_map *rm = &k->write_maps[0]; /* red's map too: the tail keeps its shape */
-  jit_dtype dt = ir_type_of(L->f, red)->dtype;
+  bool tail = n_sums == 1 && reds[0] != r;
+  jit_dtype dts[COLUMN_MAX_SUMS];
+  fz_map rms[COLUMN_MAX_SUMS], oms[COLUMN_MAX_SUMS];
+  int32_t sums[COLUMN_MAX_SUMS]; /* where each builds up: its output, or the tail's scratch */
   int c = L->n_row - 1;
   int64_t n = L->row_ext[c], b = n < LP_COLUMNS ? n : LP_COLUMNS, outer = 1;
   for (int d = 0; d < c; d++) outer *= L->row_ext[d];
@@ -732,18 +746,20 @@ static jit_status write_columns(lower *L, ir_ref red) {
   L->row_ext[c] = b ? (n + b - 1) / b : 0;
   L->lf->n_rows = 1;
   for (int d = 0; d < L->n_row; d++) L->lf->n_rows *= L->row_ext[d];
-  fz_map om;
-  if (!fz_map_operand(L->f, red, 0, rm, &om))
-    return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", red);
-  int32_t sums = (int32_t)r; /* where the sums build up: the output, or the tail's scratch */
-  if (red != r) {
-    int32_t s = new_scratch(L, b, dt); /* <= LP_COLUMNS elements: room in any kernel's scratch */
-    if (s < 0) return jit_error(JIT_EINTERNAL, "codegen: no row scratch left for column sums");
-    sums = lw_scratch_buf(s);
+  for (uint32_t s = 0; s < n_sums; s++) {
+    /* a tail keeps the reduction's shape: the root's map is the reduction's */
+    rms[s] = k->write_maps[tail ? 0 : s];
+    dts[s] = ir_type_of(L->f, reds[s])->dtype;
+    if (!fz_map_operand(L->f, reds[s], 0, &rms[s], &oms[s]))
+      return jit_error(JIT_EINTERNAL, "codegen: no map for the operand of %%%u", reds[s]);
+    sums[s] = (int32_t)reds[s];
+  }
+  if (tail) {
+    int32_t sc = new_scratch(L, b, dts[0]); /* <= LP_COLUMNS elements: room in any kernel's scratch */
+    if (sc < 0) return jit_error(JIT_EINTERNAL, "codegen: no row scratch left for column sums");
+    sums[0] = lw_scratch_buf(sc);
   }
   L->column = true;
-  ir_op comb = ir_reduce_combiner(in->op);
-  double init = reduce_init(comb, dt);
   int32_t start = lw_iop(L, LP_IMUL, lw_row_val(L, c), lw_iconst(L, b));
   /* a trip LLVM can see when every row has b columns (8 columns: one vector, no remainder loop) */
   int32_t trip = b && n % b == 0 ? lw_iconst(L, b)
@@ -753,42 +769,48 @@ static jit_status write_columns(lower *L, ir_ref red) {
   /* the sums of this row start at the identity */
   lw_open_nest(L, 1, &trip, &sv);
   L->row_idx[c] = lw_iop(L, LP_IADD, start, L->inner_idx[0]);
-  int32_t at = red == r ? lw_address(L, r, rm) : L->inner_idx[0];
-  lp_ins st0 = lw_mk(LP_STORE, dt, at, lw_value_const(L, dt, init), -1);
-  st0.buf = sums;
-  lw_emit_at(L, st0, L->depth - 1);
+  for (uint32_t s = 0; s < n_sums; s++) {
+    ir_op comb = ir_reduce_combiner(L->f->ins[reds[s]].op);
+    int32_t at = tail ? L->inner_idx[0] : lw_address(L, reds[s], &rms[s]);
+    lp_ins st0 = lw_mk(LP_STORE, dts[s], at, lw_value_const(L, dts[s], reduce_init(comb, dts[s])), -1);
+    st0.buf = sums[s];
+    lw_emit_at(L, st0, L->depth - 1);
+  }
   lw_close_nest(L, &sv);
-  /* then every reduced index adds its strip */
+  /* then every reduced index adds its strip to each sum */
+  const fz_map *om = &oms[0];
   int32_t trips[IR_MAX_RANK + 1];
-  for (int i = 0; i < om.n_inner; i++) trips[i] = lw_iconst(L, om.inner_ext[i]);
-  trips[om.n_inner] = trip;
-  lw_open_nest(L, om.n_inner + 1, trips, &sv);
-  L->row_idx[c] = lw_iop(L, LP_IADD, start, L->inner_idx[om.n_inner]);
-  int32_t x = -1;
-  st = lw_gen(L, in->args[0], &om, false, &x);
-  if (st == JIT_OK) {
-    int32_t a = red == r ? lw_address(L, r, rm) : L->inner_idx[om.n_inner];
-    lp_ins ld = lw_mk(LP_LOAD, dt, a, -1, -1); /* not CSE'd: the loop stores to it */
-    ld.buf = sums;
+  for (int i = 0; i < om->n_inner; i++) trips[i] = lw_iconst(L, om->inner_ext[i]);
+  trips[om->n_inner] = trip;
+  lw_open_nest(L, om->n_inner + 1, trips, &sv);
+  L->row_idx[c] = lw_iop(L, LP_IADD, start, L->inner_idx[om->n_inner]);
+  for (uint32_t s = 0; s < n_sums && st == JIT_OK; s++) {
+    int32_t x = -1;
+    st = lw_gen(L, L->f->ins[reds[s]].args[0], &oms[s], false, &x);
+    if (st != JIT_OK) break;
+    ir_op comb = ir_reduce_combiner(L->f->ins[reds[s]].op);
+    int32_t a = tail ? L->inner_idx[om->n_inner] : lw_address(L, reds[s], &rms[s]);
+    lp_ins ld = lw_mk(LP_LOAD, dts[s], a, -1, -1); /* not CSE'd: the loop stores to it */
+    ld.buf = sums[s];
     int32_t acc = lw_emit_at(L, ld, L->depth - 1);
-    lp_ins stv = lw_mk(LP_STORE, dt, a, lw_ew(L, comb, dt, dt, acc, x, -1), -1);
-    stv.buf = sums;
+    lp_ins stv = lw_mk(LP_STORE, dts[s], a, lw_ew(L, comb, dts[s], dts[s], acc, x, -1), -1);
+    stv.buf = sums[s];
     lw_emit_at(L, stv, L->depth - 1);
   }
   lw_close_nest(L, &sv);
-  if (st == JIT_OK && red != r) { /* the tail of each output, from its column's sum */
+  if (st == JIT_OK && tail) { /* the tail of each output, from its column's sum */
     lw_open_nest(L, 1, &trip, &sv);
     L->row_idx[c] = lw_iop(L, LP_IADD, start, L->inner_idx[0]);
-    lp_ins ld = lw_mk(LP_LOAD, dt, L->inner_idx[0], -1, -1);
-    ld.buf = sums;
+    lp_ins ld = lw_mk(LP_LOAD, dts[0], L->inner_idx[0], -1, -1);
+    ld.buf = sums[0];
     L->col_sum = lw_emit_at(L, ld, L->depth - 1);
-    L->col_red = red;
+    L->col_red = reds[0];
     L->col_tail = true;
     int32_t y = -1;
-    st = lw_gen(L, r, rm, false, &y);
+    st = lw_gen(L, r, &rms[0], false, &y);
     L->col_tail = false;
     if (st == JIT_OK) {
-      lp_ins sy = lw_mk(LP_STORE, dt, lw_address(L, r, rm), y, -1);
+      lp_ins sy = lw_mk(LP_STORE, dts[0], lw_address(L, r, &rms[0]), y, -1);
       sy.buf = (int32_t)r;
       lw_emit_at(L, sy, L->depth - 1);
     }
@@ -831,10 +853,11 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
   L.stack[1] = L.lf->row;
   L.depth = 2;
   L.fma = fma;
-  ir_ref red = 0;
+  ir_ref reds[COLUMN_MAX_SUMS];
+  uint32_t n_sums = 0;
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
   if (p->f->ins[k->root].op == IR_SCATTER) TRY(lw_write_scatter(&L));
-  else if (column_mode(&L, &red)) TRY(write_columns(&L, red));
+  else if (column_mode(&L, reds, &n_sums)) TRY(write_columns(&L, reds, n_sums));
   else TRY(write_values(&L));
   lw_drop_unread_scratch(&L);
   L.lf->row_work = block_work(L.lf, L.lf->row);

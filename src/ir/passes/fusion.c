@@ -219,6 +219,21 @@ void fz_space(const ir_func *f, ir_ref root, int *n_row, int64_t *row_ext, fz_ma
   }
 }
 
+bool fz_column_reduce(const ir_func *f, ir_ref red) {
+  const ir_ins *in = &f->ins[red];
+  if (!is_reduce(in->op)) return false;
+  jit_dtype dt = ir_type_of(f, red)->dtype;
+  if ((dt == JIT_F16 || dt == JIT_BF16) && in->op == IR_REDUCE_SUM) return false;
+  const ir_type *at = ir_type_of(f, in->args[0]);
+  int last = -1;
+  for (int d = 0; d < at->rank; d++)
+    if (at->dims[d] != 1) last = d;
+  if (last < 0) return false;
+  for (int i = 0; i < in->attr.dims.n; i++)
+    if (in->attr.dims.d[i] == last) return false;
+  return true;
+}
+
 /* ---- the sweep ------------------------------------------------------------------------------------ */
 
 typedef struct group {
@@ -836,6 +851,7 @@ jit_status ir_fuse(const ir_func *f, fz_prog **out) {
   mark_live(&z);
   for (uint32_t i = n; i-- > 0;) TRY(visit(&z, i));
   TRY(build_prog(&z, p));
+  TRY(fz_merge_siblings(p));
   *out = p;
   p = NULL;
 fail:

@@ -13,7 +13,8 @@
   _(dce, DCE)                     \
   _(windows, WINDOWS)             \
   _(depthwise, DEPTHWISE)         \
-  _(conv_layout, CONV_LAYOUT)
+  _(conv_layout, CONV_LAYOUT)     \
+  _(reduce_split, REDUCE_SPLIT)
 
 typedef enum pass_id {
 #define PASS_ENUM(name, NAME) PASS_##NAME,

@@ -26,6 +26,9 @@
  *   conv_layout    each float conv in the GEMM's form: lhs dilation as a PAD, result as
  *      |           [batch, spatial..., feature] then transposed back
  *      v
+ *   reduce_split   a long reduction into few outputs as two: the first keeps leading reduced
+ *      |           axes (rows for the threads), the second sums those
+ *      v
  *   optimized fn   (ir_verify after every pass when asked, naming the pass)
  *
  * Glossary (used in every pass): fn = ir_func; ins = instruction (ir_ins); ref = an ins's
@@ -228,6 +231,7 @@ jit_status ir_optimize(ir_func *f, unsigned disabled, bool verify) {
   TRY(run(f, PASS_WINDOWS, disabled, verify));
   TRY(run(f, PASS_DEPTHWISE, disabled, verify));
   TRY(run(f, PASS_CONV_LAYOUT, disabled, verify));
+  TRY(run(f, PASS_REDUCE_SPLIT, disabled, verify));
   return JIT_OK;
 fail:
   return st;
