@@ -566,15 +566,17 @@ static void transposed_and_batched(jit_dtype dt, int64_t B, int64_t K) {
   run_case(&c);
 }
 
-/* Up to two strips of columns (NR < N <= 2 NR: the AVX-512 core runs them unpacked, as
-   gemm_skinny.h): edge rows of its 6-row tiles and 48-row groups, partial last vectors (one or
-   two of four), k past its 128-k passes and past a K block (partial sums in the output), a
-   batch, f32 and f64. */
+/* Up to two strips of columns (N <= 2 NR: the AVX-512 core runs them unpacked, as
+   gemm_skinny.h): edge rows of its 6-row tiles and 48-row groups, one to four vectors across,
+   partial last vectors, k past its 128-k passes and past a K block (partial sums in the
+   output), a batch, f32 and f64. */
 static void test_skinny_shapes(void **state) {
   (void)state;
   static const int64_t f32[][3] = {{1, 1, 33},     {5, 7, 48},     {6, 129, 49},  {47, 300, 64},
-                                   {100, 1100, 40}, {13, 2100, 64}, {55, 128, 63}};
-  static const int64_t f64[][3] = {{7, 13, 17}, {49, 1030, 32}, {30, 129, 24}, {2, 300, 31}};
+                                   {100, 1100, 40}, {13, 2100, 64}, {55, 128, 63}, {1, 3, 1},
+                                   {49, 288, 4},    {7, 1100, 16},  {50, 129, 17}, {13, 300, 32}};
+  static const int64_t f64[][3] = {{7, 13, 17}, {49, 1030, 32}, {30, 129, 24}, {2, 300, 31},
+                                   {9, 40, 1},  {50, 1030, 8},  {13, 129, 9},  {6, 7, 16}};
   for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++) {
     mcase c = mat(JIT_F32, f32[i][0], f32[i][1], f32[i][2]);
     run_case(&c);
@@ -878,6 +880,7 @@ static void test_epilogue(void **state) {
   run_epilogue(530, 1030, 35, JIT_BF16); /* partial sums in scratch, rows in chunks */
   run_epilogue(20, 30, 40, JIT_BOOL);
   run_epilogue(53, 1100, 40, JIT_F32); /* unpacked on AVX-512 (gemm_skinny.h), two K blocks */
+  run_epilogue(61, 1100, 10, JIT_F32); /* ... one vector across */
   run_epilogue(50, 200, 64, JIT_F32);
 }
 

@@ -20,7 +20,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
   if (p->vec_bytes != 64 || (es != 4 && es != 8)) return false;
   int64_t nr = GEMM_CORE_NR(64, es);
-  return p->N > nr && p->N <= 2 * nr && p->K > 0 && p->M > 0 && p->B > 0 && p->kc > 0 &&
+  return p->N <= 2 * nr && p->K > 0 && p->M > 0 && p->B > 0 && p->kc > 0 &&
          p->lhs_ks == 1 && p->rhs_ns == 1;
 }
 
@@ -56,16 +56,22 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
       _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++)                                         \
         STOREU(sums + (i * SK_NV + j) * W, c[i][j]);                                               \
   }                                                                                                \
-  /* 3 or 4 vectors across (N past 3 W or not): no multiply-adds of a vector of zeros; the last   \
+  /* 1 to 4 vectors across (as N needs): no multiply-adds of a vector of zeros; the last         \
      vector unmasked when the columns fill it (GCC moved the mask into k2 every k step, on a port  \
      the FMAs use: W6's dot on one thread 1.75 -> 1.68 ms with this and the k loop unrolled) */    \
   SKINNY static void pass_##SUF(int nv, int64_t kn, const T *a, int64_t lda, const T *b,          \
                                 int64_t ldb, MASK last, int rows, T *restrict sums, int cont) {    \
     int masked = last != (MASK)~0;                                                                 \
-    if (nv == 4 && !masked) pass_of_##SUF(4, 0, kn, a, lda, b, ldb, last, rows, sums, cont);       \
-    else if (nv == 4) pass_of_##SUF(4, 1, kn, a, lda, b, ldb, last, rows, sums, cont);             \
-    else if (!masked) pass_of_##SUF(3, 0, kn, a, lda, b, ldb, last, rows, sums, cont);             \
-    else pass_of_##SUF(3, 1, kn, a, lda, b, ldb, last, rows, sums, cont);                          \
+    switch (nv * 2 + masked) {                                                                     \
+    case 8: pass_of_##SUF(4, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    case 9: pass_of_##SUF(4, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    case 6: pass_of_##SUF(3, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    case 7: pass_of_##SUF(3, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    case 4: pass_of_##SUF(2, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    case 5: pass_of_##SUF(2, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    case 2: pass_of_##SUF(1, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
+    default: pass_of_##SUF(1, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;               \
+    }                                                                                              \
   }                                                                                                \
   SKINNY static void finish_##SUF(const gemm_core_plan *p, void *const *bufs, const T *sums,     \
                                   int nv, MASK last, int rows, T *out, int64_t row, int first,     \
@@ -87,7 +93,7 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
       }                                                                                            \
     if (epi) { /* column order within each row, as the packed core: a reducing epilogue's sum */  \
       epi(bufs, tile[0], row, rows, 0);                                                            \
-      epi(bufs, tile[1], row, rows, 2 * W);                                                        \
+      if (nv > 2) epi(bufs, tile[1], row, rows, 2 * W); /* the packed core's strips: up to N */  \
     }                                                                                              \
   }                                                                                                \
   void gemm_skinny_##SUF(const gemm_core_plan *p, void *const *bufs, int64_t rb, int64_t re,      \

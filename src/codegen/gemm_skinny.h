@@ -1,8 +1,9 @@
 /* gemm_skinny.h: the AVX-512 core's dots of a few columns, without packing.
  *
- * A dot whose output has more columns than one register tile's strip (NR) but no more than two
- * (W6's per-example loss: [4096, 512] x [512, 64]) spends as much on packing its lhs as on its
- * multiply-adds: every lhs element is packed once and multiplied by only 64 columns. Here the
+ * A dot whose output has no more columns than two register tiles' strips (NR each) (W6's
+ * per-example loss: [4096, 512] x [512, 64]; a classifier's logits, [4096, 288] x [288, 4])
+ * spends as much on packing its lhs as on its multiply-adds: every lhs element is packed once
+ * and multiplied by only 64 columns (by 32, 28 of them zeros, for 4 columns). Here the
  * lhs is read where it is (rows contiguous along k), broadcast into tiles of 6 rows x 4 vectors
  * (all the columns at once), and the rhs rows are read where they are too, in passes of 128 k
  * whose rhs rows (32 KiB) stay in L1 while a group of rows goes through them; a tile's sums wait
@@ -20,7 +21,7 @@
 #include "codegen/gemm_core.h"
 
 /* Whether p (elements of es bytes: 4 or 8) runs here rather than on the packed core: a 64-byte
-   vector plan, NR < N <= 2 NR, K > 0, the lhs contiguous along k and the rhs along n. */
+   vector plan, N <= 2 NR, K > 0, the lhs contiguous along k and the rhs along n. */
 bool gemm_skinny_applies(const gemm_core_plan *p, int es);
 
 /* Rows [row_begin, row_end) of p's output as tjit_gemm_core_f32/_f64 make them, where
