@@ -495,6 +495,31 @@ static void test_sibling_columns(void **state) {
   }
 }
 
+/* Cheap arithmetic read at a map that leaves out an inner dim joins (computed once per row),
+   but not one that leaves out a row dim: it would be computed again on every row of it. */
+static void test_recompute_only_inner(void **state) {
+  (void)state;
+  fused r = fuse_text("func @f(%x: f32[16,3], %y: f32[16,3,8]) -> f32[16,3,8] {\n"
+                      "  %e = mul %x, %x : f32[16,3]\n"
+                      "  %b = broadcast %e dims=[0,1] : f32[16,3,8]\n"
+                      "  %r = add %b, %y : f32[16,3,8]\n"
+                      "  return %r\n"
+                      "}\n",
+                      true);
+  assert_int_equal(r.p->n_kernels, 1);
+  fused_free(&r);
+  r = fuse_text("func @f(%x: f32[16,8], %y: f32[16,3,8]) -> f32[16,3,8] {\n"
+                "  %e = mul %x, %x : f32[16,8]\n"
+                "  %b = broadcast %e dims=[0,2] : f32[16,3,8]\n"
+                "  %r = add %b, %y : f32[16,3,8]\n"
+                "  return %r\n"
+                "}\n",
+                true);
+  assert_int_equal(r.p->n_kernels, 2);
+  assert_int_equal(r.p->kernels[0].root, 2); /* %e, materialized */
+  fused_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_of_ten),
@@ -511,6 +536,7 @@ int main(void) {
       cmocka_unit_test(test_shared_value_not_into_dot),
       cmocka_unit_test(test_shared_reduction_written_by_first_reader),
       cmocka_unit_test(test_sibling_columns),
+      cmocka_unit_test(test_recompute_only_inner),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

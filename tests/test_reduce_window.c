@@ -76,6 +76,11 @@ static const wcase cases[] = {
     {JIT_WINDOW_SUM, 1, {11}, {4}, {3}, {2}, {1}, JIT_F64},
     {JIT_WINDOW_MAX, 3, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, {0, 1, 1}, JIT_F32},
     {JIT_WINDOW_MIN, 3, {4, 5, 3}, {3, 2, 2}, {2, 1, 1}, {0, 0, 1}, {1, 0, 0}, JIT_F32},
+    /* windows that tile the operand (stride = window, no padding, no remainder): the VJP views
+       the operand as windows x offsets (windows.c tiled_shares) */
+    {JIT_WINDOW_MAX, 4, {2, 6, 4, 3}, {1, 2, 2, 1}, {1, 2, 2, 1}, {0}, {0}, JIT_F32},
+    {JIT_WINDOW_MIN, 3, {6, 4, 5}, {3, 1, 1}, {3, 1, 1}, {0}, {0}, JIT_F32},
+    {JIT_WINDOW_MAX, 2, {4, 6}, {2, 3}, {2, 3}, {0}, {0}, JIT_F64},
     /* ints: sums wrap, pads hold the dtype's extremes */
     {JIT_WINDOW_SUM, 2, {5, 6}, {2, 3}, {1, 2}, {1, 0}, {0, 2}, JIT_I32},
     {JIT_WINDOW_MAX, 2, {5, 6}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, JIT_I32},
@@ -165,6 +170,15 @@ static void test_tie_goes_first(void **state) {
   double ct = 1.7 * cos(1.7 * 2);
   assert_true(fabs(res[1].v[0] - ct) < 1e-12 && res[1].v[1] == 0);
   assert_true(fabs(res[1].v[2] - ct) < 1e-12 && res[1].v[3] == 0 && res[1].v[4] == 0);
+  ot_free(&res[0]);
+  ot_free(&res[1]);
+  ot_free(&x);
+  /* windows that tile x: the same, each window's first equal element */
+  c = (wcase){JIT_WINDOW_MAX, 1, {6}, {3}, {3}, {0}, {0}, JIT_F64};
+  x = ot_values(JIT_F64, 1, c.shape, (double[]){2, 2, 2, 1, 2, 2});
+  OT_ASSERT_OK(ot_run("tie tiled", grad_fn, &c, 1, &x, 2, res));
+  assert_true(fabs(res[1].v[0] - ct) < 1e-12 && res[1].v[1] == 0 && res[1].v[2] == 0);
+  assert_true(res[1].v[3] == 0 && fabs(res[1].v[4] - ct) < 1e-12 && res[1].v[5] == 0);
   ot_free(&res[0]);
   ot_free(&res[1]);
   ot_free(&x);

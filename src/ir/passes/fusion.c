@@ -18,7 +18,8 @@
  *   - a reduction joins a kernel when it is read once per row of it (its map uses exactly the
  *     row dims): the kernel becomes a row kernel; a dot joins its epilogue at the identity map.
  *   - an elementwise op must not be recomputed for several loop points (its map uses every loop
- *     dim of extent > 1) unless it is cheap arithmetic; the emitters hoist row-invariant values.
+ *     dim of extent > 1) unless it is cheap arithmetic recomputed only along inner dims (the
+ *     emitters hoist row-invariant values), never along a row dim.
  *   - a returned value stays in a kernel (as a second output) when all its users are there and
  *     read it at the kernel's own index.
  *   - an elementwise value or a reduction read by several kernels is computed by the first of
@@ -304,6 +305,19 @@ static bool covers(const fz_map *m, const group *g) {
   return true;
 }
 
+/* Every row dim of extent > 1 is used: a value that leaves out only inner dims is computed once
+   per row (the emitters hoist it out of the inner loop); one that leaves out a row dim would be
+   computed again on every row of it (a 2x2 max-pool's gradient, viewed as windows x offsets,
+   would compute each window's choice four times). */
+static bool rows_covered(const fz_map *m, const group *g) {
+  bool row[IR_MAX_RANK] = {0};
+  for (int d = 0; d < m->rank; d++)
+    if (m->src[d] >= 0) row[m->src[d]] = true;
+  for (int k = 0; k < g->n_row; k++)
+    if (g->row_ext[k] > 1 && !row[k]) return false;
+  return true;
+}
+
 static bool all_const(const fz_map *m) {
   for (int d = 0; d < m->rank; d++)
     if (m->src[d] != FZ_CONST) return false;
@@ -404,7 +418,7 @@ static bool legal(const fuse *z, ir_ref v, const group *g, const fz_map *m) {
     return g->kind == FZ_LOOP && !g->shares && fz_map_equal(m, &g->root_map) &&
            same_dims(ir_type_of(f, v), ir_type_of(f, g->root));
   if (op == IR_CONST || op == IR_IOTA || is_move(op)) return true;
-  return covers(m, g) || all_const(m) || cheap_op(op);
+  return covers(m, g) || all_const(m) || (cheap_op(op) && rows_covered(m, g));
 }
 
 /* The map m with the write loop's inner dim 0 read as row dim nr. */

@@ -99,6 +99,62 @@ static ir_ref expand(ir_func *nf, const ir_ins *in, const ir_type *t, ir_ref x) 
   return acc;
 }
 
+/* Whether the windows tile x: each dim's stride is its window size, nothing is padded, the
+   windows cover x, and x viewed with each window dim split in two (windows, offsets) has a
+   rank the IR holds. Each element of x is then in one window, at one offset. */
+static bool tiles_exactly(const ir_window *w, const ir_type *x, const ir_type *t) {
+  int rank = x->rank;
+  for (int d = 0; d < x->rank; d++) {
+    if (w->stride[d] != w->size[d] || w->pad_lo[d] || w->pad_hi[d] ||
+        t->dims[d] * w->size[d] != x->dims[d])
+      return false;
+    rank += w->size[d] > 1;
+  }
+  return rank <= IR_MAX_RANK;
+}
+
+/* The gradient of tiling windows (a 2x2 max-pool's): x viewed as [.., T, s, ..] (each window dim
+   split into windows and offsets) is src where the window chose the element's own offset, else
+   0, then viewed back. One loop over x, where one padded share per offset, summed, read every
+   share at every element of x. */
+static ir_ref tiled_shares(ir_func *nf, const ir_ins *in, const ir_type *xt, const ir_type *t,
+                           ir_ref c, ir_ref src) {
+  const ir_window *w = &in->attr.window;
+  ir_loc loc = in->loc;
+  ir_attr ra = {0}, ba = {0};
+  ra.remat = ba.remat = in->attr.remat;
+  int64_t dims[IR_MAX_RANK];
+  int rank = 0, at[IR_MAX_RANK]; /* where offsets of dim d are in the split view (-1: none) */
+  for (int d = 0; d < t->rank; d++) {
+    ba.dims.d[ba.dims.n++] = (uint8_t)rank;
+    dims[rank++] = t->dims[d];
+    at[d] = w->size[d] > 1 ? rank : -1;
+    if (at[d] >= 0) dims[rank++] = w->size[d];
+  }
+  ir_ty it = ir_type_make(nf, JIT_I32, rank, dims), vt = ir_type_make(nf, xt->dtype, rank, dims);
+  /* the element's offset in row-major window order, as c counts them */
+  ir_ref k = IR_NOREF;
+  int64_t mult = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (at[d] < 0) continue;
+    ir_attr ia = ra;
+    ia.axis = at[d];
+    ir_ref term = ir_emit(nf, IR_IOTA, it, 0, NULL, &ia, loc);
+    if (mult > 1) term = binop(nf, in, IR_MUL, term, ir_emit_const(nf, it, (double)mult, loc));
+    k = k == IR_NOREF ? term : binop(nf, in, IR_ADD, k, term);
+    mult *= w->size[d];
+  }
+  if (k == IR_NOREF) k = ir_emit_const(nf, it, 0, loc);
+  ir_attr eq = ra;
+  eq.cmp = JIT_EQ;
+  ir_ref cb = ir_emit(nf, IR_BROADCAST, it, 1, &c, &ba, loc);
+  ir_ref sb = ir_emit(nf, IR_BROADCAST, vt, 1, &src, &ba, loc);
+  ir_ref mine = emit(nf, IR_CMP, 2, (ir_ref[]){cb, k}, &eq, loc);
+  ir_ref share = emit(nf, IR_SELECT, 3, (ir_ref[]){mine, sb, ir_emit_const(nf, vt, 0, loc)}, &ra, loc);
+  if (share == IR_NOREF) return IR_NOREF;
+  return ir_emit(nf, IR_RESHAPE, ir_type_make(nf, xt->dtype, xt->rank, xt->dims), 1, &share, &ra, loc);
+}
+
 /* select_and_scatter_add: per output position, the chosen offset c as XLA's select picks it
    (over the in-bounds offsets in order, a new element replaces the choice unless choice >= it
    (max) / <= it (min)); then each offset's share, select(c == k, source, 0), padded back into
@@ -136,6 +192,7 @@ static ir_ref expand_select(ir_func *nf, const ir_ins *in, const ir_type *t, ir_
     if (c == IR_NOREF || has == IR_NOREF) return IR_NOREF;
     index++;
   } while (next_offset(w, rank, k));
+  if (tiles_exactly(w, &xt, t)) return tiled_shares(nf, in, &xt, t, c, src);
   ir_ref dx = IR_NOREF, zero = ir_emit_const(nf, ir_type_make(nf, dt, 0, NULL), 0, loc);
   ir_ref zeros = ir_emit_const(nf, vt, 0, loc);
   memset(k, 0, sizeof k);
