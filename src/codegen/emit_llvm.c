@@ -798,7 +798,9 @@ static void emit_ins(le *e, int32_t id) {
   case LP_IDIV:
   case LP_IREM:
     r = row_quotient(e, in);
-    if (!r) r = in->op == LP_IDIV ? LLVMBuildSDiv(b, x, y, "") : LLVMBuildSRem(b, x, y, "");
+    /* operands are >= 0 (kernel.h): unsigned, which needs no sign fix-up after the multiply
+       LLVM divides constants by */
+    if (!r) r = in->op == LP_IDIV ? LLVMBuildUDiv(b, x, y, "") : LLVMBuildURem(b, x, y, "");
     break;
   case LP_IMIN: r = intr2(e, "llvm.smin", x, y); break;
   case LP_IMAX: r = intr2(e, "llvm.smax", x, y); break;
