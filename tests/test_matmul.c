@@ -569,7 +569,7 @@ static void transposed_and_batched(jit_dtype dt, int64_t B, int64_t K) {
 /* Up to two strips of columns (N <= 2 NR: the AVX-512 core runs them unpacked, as
    gemm_skinny.h): edge rows of its 6-row tiles and 48-row groups, one to four vectors across,
    partial last vectors, k past its 128-k passes and past a K block (partial sums in the
-   output), a batch, f32 and f64. */
+   output), a batch, a transposed lhs (x^T dy: lhs [K, M]), f32 and f64. */
 static void test_skinny_shapes(void **state) {
   (void)state;
   static const int64_t f32[][3] = {{1, 1, 33},     {5, 7, 48},     {6, 129, 49},  {47, 300, 64},
@@ -586,6 +586,17 @@ static void test_skinny_shapes(void **state) {
     run_case(&c);
   }
   transposed_and_batched(JIT_F32, 3, 140); /* its batch has N = 41 */
+  static const struct {
+    jit_dtype dt;
+    int64_t K, M, N;
+  } xt_dy[] = {{JIT_F32, 130, 45, 4}, {JIT_F32, 1100, 13, 40}, {JIT_F32, 70, 288, 10},
+               {JIT_F64, 300, 20, 8}, {JIT_F64, 1030, 7, 13}};
+  for (size_t i = 0; i < sizeof xt_dy / sizeof *xt_dy; i++) {
+    mcase c = mat(xt_dy[i].dt, xt_dy[i].M, xt_dy[i].K, xt_dy[i].N);
+    c.lt = ty(xt_dy[i].dt, 2, (int64_t[]){xt_dy[i].K, xt_dy[i].M});
+    c.dd.lhs_contract[0] = 0;
+    run_case(&c);
+  }
 }
 
 static void test_layouts(void **state) {

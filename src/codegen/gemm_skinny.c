@@ -21,21 +21,30 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
   if (p->vec_bytes != 64 || (es != 4 && es != 8)) return false;
   int64_t nr = GEMM_CORE_NR(64, es);
   return p->N <= 2 * nr && p->K > 0 && p->M > 0 && p->B > 0 && p->kc > 0 &&
-         p->lhs_ks == 1 && p->rhs_ns == 1;
+         (p->lhs_ks == 1 || p->lhs_ms == 1) && p->rhs_ns == 1;
 }
 
-/* PASS: kn steps of k for one tile of `rows` rows and nv vectors (lhs row i at a + i * lda, rhs
-   row k at b + k * ldb, the lanes of its last vector in `last`), its accumulators taken from
+/* PASS: kn steps of k for one tile of `rows` rows and nv vectors (lhs element (i, k) at
+   a + i * lda + k * lks: lks 1, or a transposed lhs (x^T dy: lda 1), rhs row k at b + k * ldb, the lanes of its last vector in `last`), its accumulators taken from
    and left in sums (SK_MR x SK_NV vectors; from zero when !cont). Rows past `rows` read row 0
    and are not used.
    FINISH: the tile's sums of a finished K block into the output: plus the earlier blocks' sums
    when !first, then through the epilogue (NR columns at a time, as the packed core's tiles) or
    stored. */
+/* pass_'s cases for nv vectors across: masked or not, lhs k stride 1 (a constant) or not */
+#define SKINNY_CASE(SUF, NV, MASKED, STRIDED)                                                      \
+  case NV * 4 + MASKED * 2 + STRIDED:                                                              \
+    pass_of_##SUF(NV, MASKED, kn, a, lda, STRIDED ? lks : 1, b, ldb, last, rows, sums, cont);      \
+    break;
+#define SKINNY_CASES(SUF, NV)                                                                      \
+  SKINNY_CASE(SUF, NV, 0, 0) SKINNY_CASE(SUF, NV, 0, 1) SKINNY_CASE(SUF, NV, 1, 0)               \
+  SKINNY_CASE(SUF, NV, 1, 1)
+
 #define DEFINE_SKINNY(T, SUF, V, W, MASK, LOADU, MASKZ_LOADU, STOREU, MASK_STOREU, SET1, FMADD,    \
                       ADD, ZERO)                                                                   \
   SKINNY static inline __attribute__((always_inline)) void pass_of_##SUF(                         \
-      const int nv, const int masked, int64_t kn, const T *a, int64_t lda, const T *b,             \
-      int64_t ldb, MASK last, int rows, T *restrict sums, int cont) {                              \
+      const int nv, const int masked, int64_t kn, const T *a, int64_t lda, const int64_t lks,      \
+      const T *b, int64_t ldb, MASK last, int rows, T *restrict sums, int cont) {                  \
     const T *ar[SK_MR];                                                                            \
     for (int i = 0; i < SK_MR; i++) ar[i] = a + (i < rows ? i : 0) * lda;                          \
     V c[SK_MR][SK_NV];                                                                             \
@@ -48,7 +57,7 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
       _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++)                                         \
         bv[j] = j < nv - 1 || !masked ? LOADU(bk + j * W) : MASKZ_LOADU(last, bk + j * W);         \
       _Pragma("GCC unroll 6") for (int i = 0; i < SK_MR; i++) {                                    \
-        V ai = SET1(ar[i][k]);                                                                     \
+        V ai = SET1(ar[i][k * lks]);                                                               \
         _Pragma("GCC unroll 4") for (int j = 0; j < nv; j++) c[i][j] = FMADD(ai, bv[j], c[i][j]);  \
       }                                                                                            \
     }                                                                                              \
@@ -58,19 +67,17 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
   }                                                                                                \
   /* 1 to 4 vectors across (as N needs): no multiply-adds of a vector of zeros; the last         \
      vector unmasked when the columns fill it (GCC moved the mask into k2 every k step, on a port  \
-     the FMAs use: W6's dot on one thread 1.75 -> 1.68 ms with this and the k loop unrolled) */    \
-  SKINNY static void pass_##SUF(int nv, int64_t kn, const T *a, int64_t lda, const T *b,          \
-                                int64_t ldb, MASK last, int rows, T *restrict sums, int cont) {    \
+     the FMAs use: W6's dot on one thread 1.75 -> 1.68 ms with this and the k loop unrolled); an   \
+     lhs k stride of 1 as a constant, so only a transposed lhs pays for its multiply */            \
+  SKINNY static void pass_##SUF(int nv, int64_t kn, const T *a, int64_t lda, int64_t lks,         \
+                                const T *b, int64_t ldb, MASK last, int rows, T *restrict sums,    \
+                                int cont) {                                                        \
     int masked = last != (MASK)~0;                                                                 \
-    switch (nv * 2 + masked) {                                                                     \
-    case 8: pass_of_##SUF(4, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    case 9: pass_of_##SUF(4, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    case 6: pass_of_##SUF(3, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    case 7: pass_of_##SUF(3, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    case 4: pass_of_##SUF(2, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    case 5: pass_of_##SUF(2, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    case 2: pass_of_##SUF(1, 0, kn, a, lda, b, ldb, last, rows, sums, cont); break;                \
-    default: pass_of_##SUF(1, 1, kn, a, lda, b, ldb, last, rows, sums, cont); break;               \
+    switch (nv * 4 + masked * 2 + (lks != 1)) {                                                    \
+      SKINNY_CASES(SUF, 4)                                                                         \
+      SKINNY_CASES(SUF, 3)                                                                         \
+      SKINNY_CASES(SUF, 2)                                                                         \
+      SKINNY_CASES(SUF, 1)                                                                         \
     }                                                                                              \
   }                                                                                                \
   SKINNY static void finish_##SUF(const gemm_core_plan *p, void *const *bufs, const T *sums,     \
@@ -117,8 +124,9 @@ bool gemm_skinny_applies(const gemm_core_plan *p, int es) {
             for (int64_t i = g; i < g1; i += SK_MR) {                                              \
               int rows = (int)min64(SK_MR, g1 - i);                                                \
               T *s = sums[(i - g) / SK_MR];                                                        \
-              pass_##SUF(nv, kn, lhs_b + i * p->lhs_ms + pc + k0, p->lhs_ms,                       \
-                         rhs_b + (pc + k0) * p->rhs_ks, p->rhs_ks, last, rows, s, k0 > 0);         \
+              pass_##SUF(nv, kn, lhs_b + i * p->lhs_ms + (pc + k0) * p->lhs_ks, p->lhs_ms,         \
+                         p->lhs_ks, rhs_b + (pc + k0) * p->rhs_ks, p->rhs_ks, last, rows, s,       \
+                         k0 > 0);                                                                  \
               if (k0 + kn == kc)                                                                   \
                 finish_##SUF(p, bufs, s, nv, last, rows, out_b + i * p->out_ld, brow + i,          \
                              pc == 0, last_epi);                                                   \

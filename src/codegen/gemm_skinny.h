@@ -21,7 +21,9 @@
 #include "codegen/gemm_core.h"
 
 /* Whether p (elements of es bytes: 4 or 8) runs here rather than on the packed core: a 64-byte
-   vector plan, N <= 2 NR, K > 0, the lhs contiguous along k and the rhs along n. */
+   vector plan, N <= 2 NR, K > 0, the lhs contiguous along k or along m (a transposed lhs: a
+   dense layer's weight gradient x^T dy, whose broadcasts then read consecutive rows' elements
+   of one k), and the rhs contiguous along n. */
 bool gemm_skinny_applies(const gemm_core_plan *p, int es);
 
 /* Rows [row_begin, row_end) of p's output as tjit_gemm_core_f32/_f64 make them, where
