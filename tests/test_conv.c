@@ -400,6 +400,47 @@ static void test_single_feature(void **state) {
   free(ir);
 }
 
+/* The place of the highest set bit of a bf16 value's magnitude, as its ulp's exponent + 7. */
+static double bf16_ulp(double v) {
+  int e;
+  frexp(fabs(v), &e);
+  return ldexp(1.0, e - 8);
+}
+
+/* A bf16 depthwise conv multiplies and sums its 9 terms in f32 and rounds once (depthwise.c), as
+   the GEMM and XLA's CPU convs do: within one bf16 ulp of the exact sum, compiled and
+   interpreted (summing in bf16, each add rounded, was not). Its filter gradient's sums are
+   f32 too. */
+static void test_bf16_depthwise(void **state) {
+  (void)state;
+  const convcase c = {"NHWC", "HWIO", "NHWC", {2, 8, 8, 16}, {3, 3, 1, 16}, ONES, {1, 1}, {1, 1}, ONES, ONES, 16, JIT_BF16};
+  ot_array in[2] = {operand(&c, 0, 11), operand(&c, 1, 12)}, got[2];
+  ot_array want = reference(&c, &in[0], &in[1]);
+  ot_run_both("bf16 depthwise", trace_conv, (void *)&c, 2, in, 1, got);
+  int64_t bad = 0;
+  for (int r = 0; r < 2; r++)
+    for (int64_t i = 0; i < want.n; i++)
+      if (fabs(got[r].v[i] - want.v[i]) > bf16_ulp(want.v[i])) {
+        if (!bad++) print_error("%s element %lld: %g, exactly %g\n", r ? "interpreted" : "compiled", (long long)i, got[r].v[i], want.v[i]);
+      }
+  for (int i = 0; i < 2; i++) {
+    ot_free(&got[i]);
+    ot_free(&in[i]);
+  }
+  ot_free(&want);
+  assert_int_equal(bad, 0);
+  char *text = NULL, *ir = NULL;
+  compiled_dumps(&c, true, &text, &ir);
+  assert_int_equal(convs_in(ir), 0); /* its VJPs are depthwise too */
+  for (const char *q = ir; (q = strstr(q, " = reduce_sum ")) != NULL; q++) {
+    const char *eol = strchr(q, '\n'), *ty = strstr(q, ": ");
+    if (ty && (!eol || ty < eol) && strncmp(ty, ": bf16[", 7) == 0 && strstr(q, "axes=[0,1,2]") && strstr(q, "axes=[0,1,2]") < eol)
+      fail_msg("a bf16 sum over batch and positions:\n%.*s", (int)(eol ? eol - q : 80), q);
+  }
+  free(text);
+  free(ir);
+}
+
 /* Whether the list after key (as "[0,0]") on the line at q holds zeros only. */
 static bool zeros_after(const char *q, const char *key) {
   const char *eol = strchr(q, '\n'), *at = strstr(q, key);
@@ -624,6 +665,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_loop), cmocka_unit_test(test_larger),
       cmocka_unit_test(test_grouped_native), cmocka_unit_test(test_single_feature),
+      cmocka_unit_test(test_bf16_depthwise),
       cmocka_unit_test(test_padding_folded),
       cmocka_unit_test(test_grads),        cmocka_unit_test(test_vmap),
       cmocka_unit_test(test_sharded),      cmocka_unit_test(test_errors),

@@ -15,7 +15,8 @@
  * features (RGB) sums one term per window offset and feature (FEW_FEATURES).
  *
  * Needs: verified f. Keeps: every value's type; the result up to the rounding of the float sum
- * (each add rounds, in window order, where the interpreter sums in double). Windows of more than
+ * (each add rounds, in window order, where the interpreter sums in double; f16 and bf16 convs
+ * multiply and sum in f32 and round once). Windows of more than
  * DEPTHWISE_EXPAND_MAX terms (offsets x features; filter gradients: positions), and empty
  * results, stay convs (conv_layout then gives them the batched GEMM's form). Cost: O(instructions + window
  * elements) emitted; one rebuild when a conv changes.
@@ -105,6 +106,21 @@ static ir_ref declared(ir_func *nf, const ir_ins *in, ir_op op, ir_ref x, int ra
   return ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, op, ty, 1, &x, &a, in->loc);
 }
 
+/* x converted to dt (x itself when it has dt). */
+static ir_ref as_dtype(ir_func *nf, const ir_ins *in, ir_ref x, jit_dtype dt) {
+  if (x == IR_NOREF) return IR_NOREF;
+  const ir_type *xt = ir_type_of(nf, x);
+  if (xt->dtype == dt) return x;
+  ir_attr a = {0};
+  a.remat = in->attr.remat;
+  ir_ty ty = ir_type_make(nf, dt, xt->rank, xt->dims);
+  return ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, IR_CONVERT, ty, 1, &x, &a, in->loc);
+}
+
+/* The dtype an expansion of dtype dt multiplies and sums in: f32 for f16 and bf16 (each product
+   exact, the sum rounded once at the end, as the GEMM sums them and XLA's CPU convs do). */
+static jit_dtype sum_dtype(jit_dtype dt) { return wide_sums(dt) ? dt : JIT_F32; }
+
 static ir_ref binop(ir_func *nf, const ir_ins *in, ir_op op, ir_ref a, ir_ref b) {
   ir_ref args[2] = {a, b};
   ir_attr at = {0};
@@ -126,7 +142,8 @@ static ir_ref expand_filter_grad(ir_func *nf, const ir_func *f, const ir_ins *in
   perm[0] = c->lhs[1];
   for (int i = 0; i < ns; i++) perm[1 + i] = c->lhs[2 + i], spatial[i] = 1 + i;
   perm[rank - 1] = c->lhs[0];
-  ir_ref xp = pass_conv_pad_lhs(nf, who, in, permute(nf, in, ops[0], rank, perm), spatial, true);
+  jit_dtype sdt = sum_dtype(ot->dtype);
+  ir_ref xp = as_dtype(nf, in, pass_conv_pad_lhs(nf, who, in, permute(nf, in, ops[0], rank, perm), spatial, true), sdt);
   /* the rhs as [features, spatial..., G, M] */
   perm[0] = c->rhs[1];
   for (int i = 0; i < ns; i++) perm[1 + i] = c->rhs[2 + i];
@@ -136,7 +153,7 @@ static ir_ref expand_filter_grad(ir_func *nf, const ir_func *f, const ir_ins *in
   for (int i = 0; i < ns; i++) pdims[1 + i] = rt->dims[c->rhs[2 + i]];
   pdims[rank - 1] = G;
   pdims[rank] = M;
-  ir_ref w = declared(nf, in, IR_RESHAPE, permute(nf, in, ops[1], rank, perm), rank + 1, pdims, NULL);
+  ir_ref w = as_dtype(nf, in, declared(nf, in, IR_RESHAPE, permute(nf, in, ops[1], rank, perm), rank + 1, pdims, NULL), sdt);
   int64_t odims[IR_CONV_MAX_SPATIAL], positions = 1;
   for (int i = 0; i < ns; i++) positions *= odims[i] = ot->dims[c->out[2 + i]];
   ir_ref rows[DEPTHWISE_EXPAND_MAX];
@@ -170,9 +187,10 @@ static ir_ref expand_filter_grad(ir_func *nf, const ir_func *f, const ir_ins *in
     ir_attr ca = {0};
     ca.remat = in->attr.remat;
     ca.axis = 0;
-    ir_ty ty = ir_type_make(nf, ot->dtype, 2, (const int64_t[]){positions, G * M});
+    ir_ty ty = ir_type_make(nf, sdt, 2, (const int64_t[]){positions, G * M});
     y = ty == UINT32_MAX ? IR_NOREF : ir_emit(nf, IR_CONCAT, ty, (uint32_t)positions, rows, &ca, in->loc);
   }
+  y = as_dtype(nf, in, y, ot->dtype);
   /* [1, out spatial..., G x M], then the asked layout */
   int64_t ydims[IR_MAX_RANK];
   ydims[0] = 1;
@@ -200,15 +218,16 @@ static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_
   ir_ref x = permute(nf, in, ops[0], rank, perm);
   int spatial[IR_CONV_MAX_SPATIAL] = {0};
   for (int i = 0; i < ns; i++) spatial[i] = 1 + i;
-  ir_ref xp = pass_conv_pad_lhs(nf, who, in, x, spatial, true);
+  jit_dtype sdt = sum_dtype(ot->dtype);
+  ir_ref xp = as_dtype(nf, in, pass_conv_pad_lhs(nf, who, in, x, spatial, true), sdt);
   /* the filters as [window offsets, Fg in features per group, C, M] */
   for (int i = 0; i < ns; i++) perm[i] = c->rhs[2 + i];
   perm[ns] = c->rhs[1];
   perm[ns + 1] = c->rhs[0];
   int64_t window = 1;
   for (int i = 0; i < ns; i++) window *= rt->dims[c->rhs[2 + i]];
-  ir_ref w = declared(nf, in, IR_RESHAPE, permute(nf, in, ops[1], rank, perm), 4,
-                      (const int64_t[]){window, Fg, C, M}, NULL);
+  ir_ref w = as_dtype(nf, in, declared(nf, in, IR_RESHAPE, permute(nf, in, ops[1], rank, perm), 4,
+                                       (const int64_t[]){window, Fg, C, M}, NULL), sdt);
   /* the result as [batch, out spatial..., C, M]: M = 1 is a dim of one, merged at the end */
   int64_t rdims[IR_MAX_RANK];
   rdims[0] = ot->dims[c->out[0]];
@@ -254,7 +273,7 @@ static ir_ref rewrite(ir_func *nf, const ir_func *f, const ir_ins *in, const ir_
     for (int i = ns - 1; i >= 0 && ++k[i] == rt->dims[c->rhs[2 + i]]; i--) k[i] = 0;
   }
   rdims[rank - 1] = C * M;
-  ir_ref y = declared(nf, in, IR_RESHAPE, acc, rank, rdims, NULL);
+  ir_ref y = declared(nf, in, IR_RESHAPE, as_dtype(nf, in, acc, ot->dtype), rank, rdims, NULL);
   /* back to the asked layout: out dim c->out[j] is y's dim j's */
   int back[IR_MAX_RANK];
   back[c->out[0]] = 0;
