@@ -98,7 +98,9 @@ void fz_prog_free(fz_prog *p);
    operand's last non-1 axis is kept, and it is no f16/bf16 sum (those accumulate in f32). */
 bool fz_column_reduce(const ir_func *f, ir_ref red);
 /* Sibling column reductions of one loop space that read a buffer in common as one kernel
-   (fusion_siblings.c; ir_fuse's last step). */
+   (fusion_siblings.c; ir_fuse's last step), of up to FZ_COLUMN_SUMS_MAX sums (lower.c keeps
+   each sum's strip loop in one nest). */
+#define FZ_COLUMN_SUMS_MAX 16
 jit_status fz_merge_siblings(fz_prog *p);
 /* The function as kernels in execution order, each a group of the optimized IR's lines:
    `kernel k0 row[16384 x 1024] reads %0 writes %9 {` ... `}`; views as `view %3 = reshape ..`;

@@ -689,19 +689,17 @@ static bool column_tail_ok(const ir_func *f, const fz_kernel *k, ir_ref red) {
   return root_reads;
 }
 
-#define COLUMN_MAX_SUMS 16 /* column sums of one kernel (fusion_siblings.c merges up to this) */
-
 /* Whether the kernel runs in column mode, and the reductions it accumulates (reds[0..*n)):
    one, the root or what the root's tail reads; or several sibling reductions, each a write
    and none read by another op, over the same strips. */
 static bool column_mode(const lower *L, ir_ref *reds, uint32_t *n) {
   const fz_kernel *k = L->k;
   const ir_func *f = L->f;
-  if (k->kind != FZ_ROW || k->n_row < 1 || k->n_writes > COLUMN_MAX_SUMS) return false;
+  if (k->kind != FZ_ROW || k->n_row < 1 || k->n_writes > FZ_COLUMN_SUMS_MAX) return false;
   uint32_t n_red = 0;
   for (uint32_t i = 0; i < k->n_ops; i++) {
     if (!(ir_op_flags[f->ins[k->ops[i]].op] & IR_REDUCE)) continue;
-    if (n_red == COLUMN_MAX_SUMS) return false;
+    if (n_red == FZ_COLUMN_SUMS_MAX) return false;
     reds[n_red++] = k->ops[i];
   }
   *n = n_red;
@@ -730,9 +728,9 @@ static jit_status write_columns(lower *L, const ir_ref *reds, uint32_t n_sums) {
   const fz_kernel *k = L->k;
   ir_ref r = k->root;
   bool tail = n_sums == 1 && reds[0] != r;
-  jit_dtype dts[COLUMN_MAX_SUMS];
-  fz_map rms[COLUMN_MAX_SUMS], oms[COLUMN_MAX_SUMS];
-  int32_t sums[COLUMN_MAX_SUMS]; /* where each builds up: its output, or the tail's scratch */
+  jit_dtype dts[FZ_COLUMN_SUMS_MAX];
+  fz_map rms[FZ_COLUMN_SUMS_MAX], oms[FZ_COLUMN_SUMS_MAX];
+  int32_t sums[FZ_COLUMN_SUMS_MAX]; /* where each builds up: its output, or the tail's scratch */
   int c = L->n_row - 1;
   int64_t n = L->row_ext[c], b = n < LP_COLUMNS ? n : LP_COLUMNS, outer = 1;
   for (int d = 0; d < c; d++) outer *= L->row_ext[d];
@@ -853,7 +851,7 @@ jit_status lp_lower(const fz_prog *p, uint32_t ki, bool fma, lp_func **out) {
   L.stack[1] = L.lf->row;
   L.depth = 2;
   L.fma = fma;
-  ir_ref reds[COLUMN_MAX_SUMS];
+  ir_ref reds[FZ_COLUMN_SUMS_MAX];
   uint32_t n_sums = 0;
   if (L.oom) TRY(jit_error(JIT_ENOMEM, "codegen: out of memory"));
   if (p->f->ins[k->root].op == IR_SCATTER) TRY(lw_write_scatter(&L));

@@ -16,7 +16,6 @@
 #include "ir/passes/passes.h"
 #include "runtime/error.h"
 
-#define SIBLINGS_MAX 16       /* column sums a kernel keeps, each a strip of its row */
 #define SIBLINGS_LOOK_BACK 32 /* earlier kernels looked at for each */
 
 /* A kernel of column reductions only, each one of its writes: what a merge may join. */
@@ -37,7 +36,7 @@ static bool strip_map(const ir_func *f, const fz_kernel *k, fz_map *om) {
 }
 
 static bool same_space(const ir_func *f, const fz_kernel *a, const fz_kernel *b) {
-  if (a->n_row != b->n_row || a->n_writes + b->n_writes > SIBLINGS_MAX) return false;
+  if (a->n_row != b->n_row || a->n_writes + b->n_writes > FZ_COLUMN_SUMS_MAX) return false;
   for (int d = 0; d < a->n_row; d++)
     if (a->row_ext[d] != b->row_ext[d]) return false;
   fz_map ma, mb;
