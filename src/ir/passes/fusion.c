@@ -26,6 +26,8 @@
  *     them to run, at its own index, and written there for the others (multi-output fusion),
  *     unless it is the epilogue of a dot with no other reader; a dot never joins a kernel with
  *     such a write.
+ * Last, sibling column reductions that read a buffer in common merge into one kernel
+ * (fusion_siblings.c).
  * Cost: O(instructions x users x rank).
  */
 #include <stdlib.h>
